@@ -1,0 +1,52 @@
+"""The simulation contract shared by every back end.
+
+A design under simulation is always seen through its AXI4-Stream-style top level:
+
+* clock ``clk``, synchronous active-high reset ``rst``;
+* input  ``s_axis_tdata`` (unsigned, ``in_width`` bits), ``s_axis_tvalid``, ``s_axis_tready``,
+  ``s_axis_tlast``;
+* output ``m_axis_tdata`` (unsigned, ``out_width`` bits), ``m_axis_tvalid``, ``m_axis_tready``,
+  ``m_axis_tlast``.
+
+Beats are Python ints (they may be wider than 64 bits). Cycle numbers count rising clock
+edges after reset is released; a transfer "happens at cycle t" when valid & ready are
+both high at the edge that ends cycle t.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class StreamJob:
+    """What to feed and what to expect."""
+    in_width: int
+    out_width: int
+    in_beats: list[int]
+    in_last: list[bool]
+    n_out_beats: int
+    # probability that the source holds tvalid low in a cycle / the sink holds tready low
+    stall_in: float = 0.0
+    stall_out: float = 0.0
+    seed: int = 0
+    max_cycles: int = 0  # 0: derived from the job size (generous); exceeded -> SimTimeout
+
+
+@dataclass
+class StreamResult:
+    out_beats: list[int]
+    out_last: list[bool]
+    in_times: list[int] = field(default_factory=list)   # cycle of each input transfer
+    out_times: list[int] = field(default_factory=list)  # cycle of each output transfer
+    cycles: int = 0                                      # cycles simulated in total
+
+
+class SimTimeout(RuntimeError):
+    """The design stopped producing output (deadlock or far too slow)."""
+
+
+def default_max_cycles(job: StreamJob) -> int:
+    if job.max_cycles:
+        return job.max_cycles
+    slow = 1.0 / max(1e-3, (1 - job.stall_in) * (1 - job.stall_out))
+    return int(2000 + 64 * slow * (len(job.in_beats) + job.n_out_beats) * 8)
