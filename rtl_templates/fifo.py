@@ -1,0 +1,43 @@
+"""Stream FIFO: decouples two blocks; ``depth`` beats of ``width`` bits.
+
+Golden function: identity. Cost: ``depth·width`` memory bits, one beat per cycle,
+two cycles from an input beat to the same beat on the output of an empty FIFO.
+"""
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Module, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from rtl_templates.cost import Cost
+
+LATENCY = 2
+
+
+def golden(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x)
+
+
+def cost(width: int, depth: int, beats: int) -> Cost:
+    return Cost(cycles=beats, latency=beats + LATENCY - 1, memory_bits=width * depth,
+                registers=width + 2 * depth.bit_length() + 4)
+
+
+class StreamFIFO(wiring.Component):
+    def __init__(self, width: int, depth: int):
+        self.width, self.depth = width, depth
+        super().__init__({"i": In(stream.Signature(unsigned(width))),
+                          "o": Out(stream.Signature(unsigned(width)))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.fifo = fifo = SyncFIFOBuffered(width=self.width, depth=self.depth)
+        m.d.comb += [
+            fifo.w_data.eq(self.i.payload), fifo.w_en.eq(self.i.valid),
+            self.i.ready.eq(fifo.w_rdy),
+            self.o.payload.eq(fifo.r_data), self.o.valid.eq(fifo.r_rdy),
+            fifo.r_en.eq(self.o.ready),
+        ]
+        return m

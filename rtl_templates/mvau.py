@@ -1,0 +1,321 @@
+"""Matrix–vector unit (MVAU): ``y = requant(W @ x + b)`` on a stream, folded by PE and SIMD.
+
+Stream contract
+    ``i``: input vector of ``MW`` elements in ``SF = MW / SIMD`` beats, SIMD elements per beat,
+    element ``sf*SIMD + s`` in bits ``[s*in_bits, (s+1)*in_bits)`` of beat ``sf``.
+    ``o``: output vector of ``MH`` elements in ``NF = MH / PE`` beats, PE elements per beat,
+    packed the same way. Elements are two's complement when their type is signed.
+
+Schedule (as in FINN's MVAU)
+    For each vector the unit runs NF neuron folds of SF synapse folds: one step per cycle,
+    PE×SIMD multiply-accumulates per step. During neuron fold 0 each step takes one input beat
+    from the stream and also stores it in an input buffer; folds 1..NF-1 replay the buffer.
+    So the unit accepts one beat per cycle during fold 0 and a vector takes NF·SF cycles.
+
+Pipeline (a step issued in cycle t)
+    t+1: weights and buffered input arrive from their memories; PE dot products of SIMD terms
+    t+2: accumulate; on the last synapse fold the sum moves on and the channel's bias/multiplier
+         are read
+    t+3: add bias      t+4: multiply by the fixed-point multiplier
+    t+5: round half to even, add zero point, clamp → output FIFO
+The pipeline never stalls. Instead a credit counter lets a step that completes an output beat
+issue only while the output FIFO is sure to have room, so back-pressure stops the issue stage
+and nothing is lost. ``valid`` on the output comes from the FIFO and never depends on ``ready``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from dataflow.quant import QType, Requant, dot_range, signed_width
+from rtl_templates.cost import Cost
+
+#: cycles from issuing the last step of an output beat to that beat being readable
+PIPELINE_DEPTH = 7
+
+
+@dataclass(frozen=True, eq=False)
+class MVAUParams:
+    """Everything that defines one MVAU instance."""
+    weights: np.ndarray      # [MH, MW] int (weight zero point already subtracted)
+    bias: np.ndarray         # [MH] int (includes the input zero-point correction)
+    requant: Requant
+    in_type: QType
+    out_type: QType
+    pe: int = 1
+    simd: int = 1
+
+    def __post_init__(self):
+        mh, mw = self.weights.shape
+        if self.pe < 1 or mh % self.pe:
+            raise ValueError(f"PE={self.pe} does not divide the {mh} output channels")
+        if self.simd < 1 or mw % self.simd:
+            raise ValueError(f"SIMD={self.simd} does not divide the {mw} input elements")
+        if len(self.requant.mult) not in (1, mh):
+            raise ValueError("requantizer multipliers must be per tensor or per output channel")
+
+    @property
+    def mh(self) -> int:
+        return self.weights.shape[0]
+
+    @property
+    def mw(self) -> int:
+        return self.weights.shape[1]
+
+    @property
+    def nf(self) -> int:
+        return self.mh // self.pe
+
+    @property
+    def sf(self) -> int:
+        return self.mw // self.simd
+
+    @property
+    def w_bits(self) -> int:
+        w = self.weights
+        return signed_width(int(w.min(initial=0)), int(w.max(initial=0)))
+
+    @property
+    def acc_bounds(self) -> tuple[int, int]:
+        """Exact bounds of every partial sum and of sum + bias (interval arithmetic)."""
+        lo, hi = dot_range(self.weights, self.in_type.lo, self.in_type.hi)
+        b = self.bias.astype(np.int64)
+        return (int(min(lo.min(), (lo + b).min(), 0)), int(max(hi.max(), (hi + b).max(), 0)))
+
+    @property
+    def acc_bits(self) -> int:
+        return signed_width(*self.acc_bounds)
+
+    def mult_per_channel(self) -> list[int]:
+        m = list(self.requant.mult)
+        return m * self.mh if len(m) == 1 else m
+
+
+# ---------------------------------------------------------------------------- golden
+
+def golden(p: MVAUParams, x: np.ndarray) -> np.ndarray:
+    """Integer semantics: ``x`` is [..., MW] ints in ``in_type``; returns [..., MH]."""
+    x = np.asarray(x, dtype=np.int64)
+    acc = x @ p.weights.astype(np.int64).T + p.bias.astype(np.int64)
+    return p.requant.apply(acc, channel_axis=-1)
+
+
+# ---------------------------------------------------------------------------- cost
+
+def cost(p: MVAUParams, vectors: int = 1) -> Cost:
+    """Cycles for ``vectors`` input vectors per frame, latency, and resources."""
+    steps = p.nf * p.sf
+    rq_bits = p.acc_bits + p.requant.mult_bits
+    return Cost(
+        cycles=steps * vectors,
+        # first input beat to last output beat of one vector on an idle unit
+        latency=steps + PIPELINE_DEPTH,
+        multipliers=p.pe * p.simd + p.pe,
+        multiplier_widths=[(p.in_type.bits, p.w_bits)] * (p.pe * p.simd)
+        + [(p.acc_bits, p.requant.mult_bits)] * p.pe,
+        memory_bits=steps * p.pe * p.simd * p.w_bits
+        + (p.sf * p.simd * p.in_type.bits if p.nf > 1 else 0)
+        + p.nf * p.pe * (p.acc_bits + p.requant.mult_bits)
+        + _fifo_depth() * p.pe * p.out_type.bits,
+        registers=p.pe * (3 * p.acc_bits + rq_bits + p.requant.mult_bits)
+        + p.simd * p.in_type.bits + p.pe * p.simd * (p.in_type.bits + p.w_bits)
+        + 64,
+    )
+
+
+def _fifo_depth() -> int:
+    return PIPELINE_DEPTH + 3
+
+
+# ---------------------------------------------------------------------------- hardware
+
+def _pack(values, bits: int) -> int:
+    word = 0
+    for k, v in enumerate(values):
+        word |= (int(v) & ((1 << bits) - 1)) << (k * bits)
+    return word
+
+
+class MVAU(wiring.Component):
+    """The matrix–vector unit. See the module documentation for the contract."""
+
+    def __init__(self, p: MVAUParams):
+        self.p = p
+        super().__init__({
+            "i": In(stream.Signature(unsigned(p.simd * p.in_type.bits))),
+            "o": Out(stream.Signature(unsigned(p.pe * p.out_type.bits))),
+        })
+
+    def elaborate(self, platform):
+        p = self.p
+        m = Module()
+        PE, SIMD, NF, SF = p.pe, p.simd, p.nf, p.sf
+        ib, wb, ob = p.in_type.bits, p.w_bits, p.out_type.bits
+        acc_w = p.acc_bits
+        rq = p.requant
+        mult_w = rq.mult_bits
+        in_shape = signed(ib) if p.in_type.signed else unsigned(ib)
+
+        # --- memories -------------------------------------------------------------
+        wwords = []
+        for nf in range(NF):
+            for sf in range(SF):
+                blk = p.weights[nf * PE:(nf + 1) * PE, sf * SIMD:(sf + 1) * SIMD]
+                wwords.append(_pack(blk.reshape(-1), wb))  # lane pe*SIMD + s
+        m.submodules.wmem = wmem = Memory(shape=unsigned(PE * SIMD * wb), depth=NF * SF,
+                                          init=wwords)
+        w_rd = wmem.read_port()
+
+        mults = p.mult_per_channel()
+        pwords = []
+        for nf in range(NF):
+            lanes = []
+            for pe in range(PE):
+                ch = nf * PE + pe
+                lanes.append((int(p.bias[ch]) & ((1 << acc_w) - 1))
+                             | (mults[ch] << acc_w))
+            pwords.append(_pack(lanes, acc_w + mult_w))
+        m.submodules.pmem = pmem = Memory(shape=unsigned(PE * (acc_w + mult_w)), depth=NF,
+                                          init=pwords)
+        p_rd = pmem.read_port()
+
+        if NF > 1:
+            m.submodules.ibuf = ibuf = Memory(shape=unsigned(SIMD * ib), depth=SF, init=[])
+            ib_rd = ibuf.read_port()
+            ib_wr = ibuf.write_port()
+
+        # --- output FIFO and credits -------------------------------------------------
+        depth = _fifo_depth()
+        m.submodules.ofifo = ofifo = SyncFIFOBuffered(width=PE * ob, depth=depth)
+        m.d.comb += [
+            self.o.payload.eq(ofifo.r_data),
+            self.o.valid.eq(ofifo.r_rdy),
+            ofifo.r_en.eq(self.o.ready),
+        ]
+        credits = Signal(range(depth + 1), init=depth)
+
+        # --- issue stage ---------------------------------------------------------------
+        sf = Signal(range(max(SF, 2)))
+        nf = Signal(range(max(NF, 2)))
+        widx = Signal(range(max(NF * SF, 2)))
+        last_sf = sf == SF - 1
+        first_nf = nf == 0
+        room = credits != 0
+        can_issue = Signal()
+        m.d.comb += [
+            can_issue.eq((~first_nf | self.i.valid) & (~last_sf | room)),
+            self.i.ready.eq(first_nf & (~last_sf | room)),
+            w_rd.addr.eq(widx),
+        ]
+        if NF > 1:
+            m.d.comb += [
+                ib_rd.addr.eq(sf),
+                ib_wr.addr.eq(sf),
+                ib_wr.data.eq(self.i.payload),
+                ib_wr.en.eq(self.i.valid & self.i.ready),
+            ]
+        with m.If(can_issue):
+            m.d.sync += widx.eq(Mux(widx == NF * SF - 1, 0, widx + 1))
+            with m.If(last_sf):
+                m.d.sync += sf.eq(0)
+                m.d.sync += nf.eq(Mux(nf == NF - 1, 0, nf + 1))
+            with m.Else():
+                m.d.sync += sf.eq(sf + 1)
+
+        issue_out = can_issue & last_sf
+        out_taken = self.o.valid & self.o.ready
+        m.d.sync += credits.eq(credits - issue_out + out_taken)
+
+        # --- stage 1: operands ---------------------------------------------------------
+        v1, first1, last1 = Signal(), Signal(), Signal()
+        nf1 = Signal.like(nf)
+        use_stream1 = Signal()
+        x_reg = Signal(SIMD * ib)
+        m.d.sync += [
+            v1.eq(can_issue), first1.eq(sf == 0), last1.eq(last_sf), nf1.eq(nf),
+            use_stream1.eq(first_nf), x_reg.eq(self.i.payload),
+        ]
+        x_word = Mux(use_stream1, x_reg, ib_rd.data) if NF > 1 else x_reg
+        xs = [x_word[s * ib:(s + 1) * ib].as_signed() if p.in_type.signed
+              else x_word[s * ib:(s + 1) * ib] for s in range(SIMD)]
+        dots = []
+        for pe in range(PE):
+            terms = [xs[s] * w_rd.data[(pe * SIMD + s) * wb:(pe * SIMD + s + 1) * wb].as_signed()
+                     for s in range(SIMD)]
+            dots.append(_tree_sum(terms))
+
+        # --- stage 2: accumulate -------------------------------------------------------
+        v2, first2, last2 = Signal(), Signal(), Signal()
+        nf2 = Signal.like(nf)
+        dot2 = [Signal(signed(acc_w), name=f"dot2_{pe}") for pe in range(PE)]
+        m.d.sync += [v2.eq(v1), first2.eq(first1), last2.eq(last1), nf2.eq(nf1)]
+        m.d.sync += [d.eq(x) for d, x in zip(dot2, dots)]
+        acc = [Signal(signed(acc_w), name=f"acc_{pe}") for pe in range(PE)]
+        acc_next = [Mux(first2, 0, a) + d for a, d in zip(acc, dot2)]
+        with m.If(v2):
+            m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]
+        m.d.comb += p_rd.addr.eq(nf2)
+
+        # --- stage 3: bias ---------------------------------------------------------------
+        v3 = Signal()
+        s3 = [Signal(signed(acc_w), name=f"s3_{pe}") for pe in range(PE)]
+        m.d.sync += v3.eq(v2 & last2)
+        m.d.sync += [s.eq(n) for s, n in zip(s3, acc_next)]
+        lane_w = acc_w + mult_w
+        bias3 = [p_rd.data[pe * lane_w:pe * lane_w + acc_w].as_signed() for pe in range(PE)]
+        mult3 = [p_rd.data[pe * lane_w + acc_w:(pe + 1) * lane_w] for pe in range(PE)]
+
+        # --- stage 4: multiply -----------------------------------------------------------
+        v4 = Signal()
+        s4 = [Signal(signed(acc_w), name=f"s4_{pe}") for pe in range(PE)]
+        m4 = [Signal(unsigned(mult_w), name=f"m4_{pe}") for pe in range(PE)]
+        m.d.sync += v4.eq(v3)
+        m.d.sync += [s.eq(a + b) for s, a, b in zip(s4, s3, bias3)]
+        m.d.sync += [x.eq(y) for x, y in zip(m4, mult3)]
+
+        # --- stage 5: product -----------------------------------------------------------
+        v5 = Signal()
+        prod_w = acc_w + mult_w + 1
+        p5 = [Signal(signed(prod_w), name=f"p5_{pe}") for pe in range(PE)]
+        m.d.sync += v5.eq(v4)
+        m.d.sync += [x.eq(s * mm) for x, s, mm in zip(p5, s4, m4)]
+
+        # --- round half to even, zero point, clamp → FIFO --------------------------------
+        outs = []
+        for pe in range(PE):
+            y = _round_clamp(m, p5[pe], rq, name=f"y_{pe}")
+            outs.append(y[:ob])
+        m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v5)]
+        return m
+
+
+def _tree_sum(terms):
+    terms = list(terms)
+    while len(terms) > 1:
+        nxt = [terms[k] + terms[k + 1] for k in range(0, len(terms) - 1, 2)]
+        if len(terms) % 2:
+            nxt.append(terms[-1])
+        terms = nxt
+    return terms[0]
+
+
+def _round_clamp(m: Module, p, rq: Requant, name: str):
+    """Combinational ``clamp(round_half_even(p / 2**shift) + zp, lo, hi)``."""
+    S = rq.shift
+    if S > 0:
+        q = p >> S  # arithmetic (floor) for signed values
+        r = p[:S]
+        half = 1 << (S - 1)
+        up = (r > half) | ((r == half) & q[0])
+        y0 = q + up + rq.zero_point
+    else:
+        y0 = p + rq.zero_point
+    y = Signal(signed(signed_width(rq.lo, rq.hi)), name=name)
+    m.d.comb += y.eq(Mux(y0 < rq.lo, rq.lo, Mux(y0 > rq.hi, rq.hi, y0)))
+    return y
