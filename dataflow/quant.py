@@ -7,8 +7,7 @@ formulas. The requantizer maps an accumulator ``acc`` (whose real value is
     y = clamp(round_half_even(acc * mult / 2**shift) + zero_point, lo, hi)
 
 which is ONNX QuantizeLinear's ``saturate(round(x / y_scale) + y_zero_point)`` with the real
-multiplier replaced by the fixed-point ``mult / 2**shift`` (at least ``MULT_BITS``
-significant bits for every channel). A Relu folded into the requantizer raises ``lo`` to the
+multiplier replaced by the fixed-point ``mult / 2**shift`` (see :func:`make_requant`). A Relu folded into the requantizer raises ``lo`` to the
 zero point.
 """
 from __future__ import annotations
@@ -17,8 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: significant bits of the smallest per-channel fixed-point multiplier
+#: significant bits of the largest per-channel fixed-point multiplier
 MULT_BITS = 24
+#: extra fraction bits beyond the accumulator width (absolute precision of the product)
+ACC_GUARD_BITS = 12
 
 
 @dataclass(frozen=True)
@@ -119,17 +120,23 @@ def round_shift_half_even(p, shift: int):
     return q + up.astype(np.int64) if not isinstance(up, bool) else q + int(up)
 
 
-def make_requant(real_multiplier, zero_point: int, lo: int, hi: int,
+def make_requant(real_multiplier, zero_point: int, lo: int, hi: int, acc_bits: int = 0,
                  mult_bits: int = MULT_BITS) -> Requant:
-    """Fixed-point form of ``real_multiplier`` (scalar or per channel, float64 > 0)."""
+    """Fixed-point form of ``real_multiplier`` (scalar or per channel, float64 >= 0).
+
+    The shift gives the largest channel ``mult_bits`` significant bits and is at least
+    ``acc_bits + ACC_GUARD_BITS``, so for any accumulator value the fixed-point product is
+    within 2**-ACC_GUARD_BITS of a step of the exact one (results differ from exact
+    arithmetic only that close to a rounding tie). Channels with much smaller multipliers
+    keep that same absolute precision without widening the multiplier.
+    """
     m = np.atleast_1d(np.asarray(real_multiplier, dtype=np.float64))
     if not np.all(np.isfinite(m)) or np.any(m < 0):
         raise ValueError("requantization multiplier must be finite and non-negative")
-    nz = m[m > 0]
-    if nz.size == 0:
-        shift = 0
-    else:
-        exp_min = int(np.floor(np.log2(nz.min())))
-        shift = max(0, mult_bits - 1 - exp_min)
+    shift = acc_bits + ACC_GUARD_BITS if acc_bits else 0
+    if np.any(m > 0):
+        exp_max = int(np.floor(np.log2(m.max())))
+        shift = max(shift, mult_bits - 1 - exp_max)
+    shift = max(shift, 0)
     mult = tuple(int(round(float(v) * (1 << shift))) for v in m)
     return Requant(mult=mult, shift=shift, zero_point=int(zero_point), lo=int(lo), hi=int(hi))

@@ -89,12 +89,15 @@ class OpRegistry:
         versions = self.versions(domain, node.op_type)
         where = (
             f"node {node.label}: op '{node.op_type}' (domain '{display_domain(domain)}', "
-            f"model opset {node.opset_version}, operator version since_version {node.since_version})"
+            f"opset {node.opset_version}, operator since_version {node.since_version})"
         )
         if versions:
             listed = ", ".join(str(v) for v in versions)
-            raise HwgenError(f"{where} is not supported; supported versions of this op: since_version {listed}")
-        raise HwgenError(f"{where}: op '{node.op_type}' in domain '{display_domain(domain)}' is not supported")
+            raise HwgenError(
+                f"{where} is not supported in this version; supported versions of '{node.op_type}': "
+                f"since_version {listed}"
+            )
+        raise HwgenError(f"{where} is not supported (no handler for this op in any version)")
 
     def versions(self, domain: str, op_type: str) -> list[int]:
         """Sorted since_versions registered for ``(domain, op_type)``."""

@@ -1,0 +1,789 @@
+"""Load and validate an ONNX model into a small typed IR.
+
+``load_model(path)`` / ``load_model_proto(model, base_dir)`` return a :class:`Graph`
+(nodes in topological order, constants as numpy arrays, tensor types after shape
+inference). Every problem a user can cause raises :class:`hwgen.errors.HwgenError`
+with a one-line message naming the file, node / value / tensor and the reason.
+
+Order of the checks (each message is more specific than what onnx would say later):
+
+1. the file: exists, is a file, is a protobuf ``ModelProto`` with a graph, an
+   ``ir_version`` in ``3 .. onnx.IR_VERSION`` and an ``opset_import``;
+2. ``opset_import``: ``""`` and ``"ai.onnx"`` are one domain; ONNX domains must not
+   be newer than the installed onnx knows;
+3. external tensor data: only relative locations that stay inside the model's
+   folder (no absolute paths, no ``..``, no symlink leading outside); then loaded;
+4. model-local functions are inlined (``onnx.inliner.inline_local_functions``);
+5. every node: its domain is imported; for ONNX domains the operator exists at the
+   imported opset (``since_version`` from ``onnx.defs.get_schema``);
+6. SSA (one definition per value) and topological order (use before definition,
+   cycles and undefined values are told apart);
+7. ``onnx.checker.check_model`` and ``onnx.shape_inference.infer_shapes``
+   (``strict_mode=True``), their errors collapsed to one line.
+
+Versioning of nodes: ``Node.opset_version`` is the version the model imports for the
+node's domain; ``Node.since_version`` is the operator version in force. For ONNX
+domains (``""``/``ai.onnx``, ``ai.onnx.ml``, the preview/training domains) it comes
+from the onnx schema. Non-ONNX domains (``com.microsoft``, ``qonnx.custom_op.general``,
+...) have no schema: their nodes get ``since_version = 1``, i.e. they are versioned by
+their ``opset_import`` only; handlers for them register ``since_version`` 1 and check
+``node.opset_version`` if they need to.
+
+Initializers that also appear in ``graph.input`` (required for IR < 4; a "default
+value" for an input in IR >= 4) are treated as constants in every IR version: they
+are in ``Graph.constants`` and not in ``Graph.inputs`` (weights are baked into the
+hardware).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.checker
+import onnx.defs
+import onnx.external_data_helper
+import onnx.inliner
+import onnx.shape_inference
+from google.protobuf.message import DecodeError
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto, TensorProto
+from onnx import helper, numpy_helper
+
+from dataflow.registry import display_domain, normalize_domain
+from hwgen.errors import HwgenError
+
+__all__ = [
+    "TensorInfo",
+    "Node",
+    "Graph",
+    "load_model",
+    "load_model_proto",
+    "MIN_IR_VERSION",
+    "MAX_IR_VERSION",
+]
+
+MIN_IR_VERSION = 3
+MAX_IR_VERSION = onnx.IR_VERSION
+
+_MSG_LIMIT = 300
+
+
+# --------------------------------------------------------------------------- IR
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Name, element type and shape of a tensor.
+
+    ``dtype`` is None when the element type is unknown (or not a tensor type).
+    ``shape`` is None when the rank is unknown; a dim is an ``int`` (fixed), a
+    ``str`` (symbolic ``dim_param``, e.g. a batch axis) or ``None`` (unknown).
+    """
+
+    name: str
+    dtype: np.dtype | None
+    shape: tuple[int | str | None, ...] | None
+
+
+@dataclass
+class Node:
+    """One ONNX node.
+
+    ``domain`` is normalized (``"ai.onnx"`` -> ``""``). ``opset_version`` is the opset
+    the model imports for the domain, ``since_version`` the operator version in force
+    (1 for non-ONNX domains). ``inputs`` keeps ``''`` for absent optional inputs.
+    ``attrs`` holds python values: ints/floats/lists, ``str`` for strings (``bytes``
+    if not valid UTF-8), numpy arrays for tensors (also sparse ones, densified),
+    ``GraphProto`` for subgraphs. ``index`` is the node's position in the model's
+    graph after function inlining (Constant nodes folded away keep their index
+    slots, so labels match what viewers like Netron show).
+    """
+
+    name: str
+    op_type: str
+    domain: str
+    since_version: int
+    opset_version: int
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any]
+    index: int
+
+    @property
+    def label(self) -> str:
+        return self.name if self.name else f"#{self.index} ({self.op_type})"
+
+
+@dataclass
+class Graph:
+    """A loaded, validated model.
+
+    ``inputs`` are the real graph inputs (initializers excluded); ``constants`` holds
+    initializers and the outputs of folded ``Constant`` nodes; ``value_info`` has a
+    :class:`TensorInfo` for every tensor whose type is known after shape inference
+    (graph inputs, outputs, intermediates and constants); ``opsets`` maps normalized
+    domains to imported versions; ``path`` is the absolute file path (None for
+    in-memory models).
+    """
+
+    name: str
+    nodes: list[Node]
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    constants: dict[str, np.ndarray]
+    value_info: dict[str, TensorInfo]
+    opsets: dict[str, int]
+    ir_version: int
+    path: str | None = None
+
+    def producer(self, value: str) -> Node | None:
+        """The node whose output is ``value`` (None for inputs / constants)."""
+        for n in self.nodes:
+            if value in n.outputs:
+                return n
+        return None
+
+    def consumers(self, value: str) -> list[Node]:
+        """Nodes that read ``value`` (in topological order)."""
+        return [n for n in self.nodes if value in n.inputs]
+
+
+# ------------------------------------------------------------------- helpers
+
+
+def _one_line(text: object, limit: int = _MSG_LIMIT) -> str:
+    s = " ".join(str(text).split())
+    if len(s) > limit:
+        s = s[: limit - 3].rstrip() + "..."
+    return s
+
+
+def _proto_label(node: NodeProto, index: int) -> str:
+    return node.name if node.name else f"#{index} ({node.op_type})"
+
+
+def _onnx_domain_max_versions() -> dict[str, int]:
+    """Domains the installed onnx has schemas for, with their newest opset."""
+    try:
+        return {d: int(v[1]) for d, v in onnx.defs.C.schema_version_map().items()}
+    except Exception:  # pragma: no cover - private API moved
+        return {"": onnx.defs.onnx_opset_version(), "ai.onnx.ml": onnx.defs.onnx_ml_opset_version()}
+
+
+_ONNX_DOMAINS = _onnx_domain_max_versions()
+
+
+def _np_dtype(elem_type: int) -> np.dtype | None:
+    if elem_type == TensorProto.UNDEFINED:
+        return None
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception:
+        return None
+
+
+def _tensor_info_from_value_info(vi: onnx.ValueInfoProto) -> TensorInfo:
+    if not vi.type.HasField("tensor_type"):
+        return TensorInfo(vi.name, None, None)
+    tt = vi.type.tensor_type
+    dtype = _np_dtype(tt.elem_type)
+    if not tt.HasField("shape"):
+        return TensorInfo(vi.name, dtype, None)
+    dims: list[int | str | None] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return TensorInfo(vi.name, dtype, tuple(dims))
+
+
+def _sparse_to_array(sp: SparseTensorProto) -> np.ndarray:
+    values = numpy_helper.to_array(sp.values)
+    dims = tuple(int(d) for d in sp.dims)
+    dense = np.zeros(dims, dtype=values.dtype)
+    if values.size:
+        indices = numpy_helper.to_array(sp.indices).astype(np.int64)
+        if indices.ndim == 1:  # linearized indices
+            dense.reshape(-1)[indices] = values
+        else:  # [NNZ, rank] coordinates
+            dense[tuple(indices.T)] = values
+    return dense
+
+
+def _decode(b: bytes) -> str | bytes:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return b
+
+
+def _attr_value(attr: AttributeProto) -> Any:
+    value = helper.get_attribute_value(attr)
+    t = attr.type
+    if t == AttributeProto.TENSOR:
+        return numpy_helper.to_array(value)
+    if t == AttributeProto.TENSORS:
+        return [numpy_helper.to_array(v) for v in value]
+    if t == AttributeProto.SPARSE_TENSOR:
+        return _sparse_to_array(value)
+    if t == AttributeProto.SPARSE_TENSORS:
+        return [_sparse_to_array(v) for v in value]
+    if t == AttributeProto.STRING:
+        return _decode(value)
+    if t == AttributeProto.STRINGS:
+        return [_decode(v) for v in value]
+    if t in (AttributeProto.INTS, AttributeProto.FLOATS, AttributeProto.GRAPHS, AttributeProto.TYPE_PROTOS):
+        return list(value)
+    return value
+
+
+def _constant_value(node: NodeProto, where: str, label: str) -> np.ndarray:
+    """Value of an ONNX ``Constant`` node as a numpy array."""
+    if len(node.attribute) != 1:
+        raise HwgenError(
+            f"{where}: Constant node {label} must have exactly one value attribute, "
+            f"has {len(node.attribute)}"
+        )
+    attr = node.attribute[0]
+    name = attr.name
+    v = _attr_value(attr)
+    if name in ("value", "sparse_value"):
+        return np.asarray(v)
+    if name == "value_float":
+        return np.array(v, dtype=np.float32)
+    if name == "value_floats":
+        return np.array(v, dtype=np.float32).reshape(-1)
+    if name == "value_int":
+        return np.array(v, dtype=np.int64)
+    if name == "value_ints":
+        return np.array(v, dtype=np.int64).reshape(-1)
+    if name == "value_string":
+        return np.array(v, dtype=object)
+    if name == "value_strings":
+        return np.array(v, dtype=object).reshape(-1)
+    raise HwgenError(f"{where}: Constant node {label} has unknown attribute '{name}'")
+
+
+# ------------------------------------------------------------ file reading
+
+
+def load_model(path: str | os.PathLike) -> Graph:
+    """Read, validate and convert the ONNX model file at ``path``.
+
+    External tensor data is read relative to the model's folder (and only from
+    inside it).
+    """
+    p = os.fspath(path)
+    where = p
+    if not os.path.exists(p):
+        if os.path.islink(p):
+            raise HwgenError(f"{where}: model file is a broken symbolic link")
+        raise HwgenError(f"{where}: model file not found")
+    if os.path.isdir(p):
+        raise HwgenError(f"{where}: is a directory, not an ONNX model file")
+    if not os.path.isfile(p):
+        raise HwgenError(f"{where}: is not a regular file")
+    try:
+        with open(p, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise HwgenError(f"{where}: cannot read model file: {_one_line(e.strerror or e)}") from e
+    if not data:
+        raise HwgenError(f"{where}: file is empty, not an ONNX model")
+    model = ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise HwgenError(
+            f"{where}: not a valid ONNX model file (not an ONNX protobuf, or corrupt/truncated): {_one_line(e, 120)}"
+        ) from e
+    abs_path = os.path.abspath(p)
+    return _build(model, os.path.dirname(abs_path), where, abs_path)
+
+
+def load_model_proto(model: onnx.ModelProto, base_dir: str | None = None) -> Graph:
+    """Validate and convert an in-memory model (same checks as :func:`load_model`).
+
+    ``base_dir`` is the folder external tensor data is read from (refused if the
+    model uses external data and ``base_dir`` is None). ``model`` is not modified.
+    """
+    if not isinstance(model, ModelProto):
+        raise HwgenError(f"<in-memory model>: expected an onnx.ModelProto, got {type(model).__name__}")
+    copy = ModelProto()
+    copy.CopyFrom(model)
+    return _build(copy, base_dir, "<in-memory model>", None)
+
+
+# --------------------------------------------------------------- the checks
+
+
+def _check_header(model: ModelProto, where: str) -> None:
+    if not model.HasField("graph") or not model.HasField("ir_version") or model.ir_version == 0:
+        missing = [
+            what
+            for what, ok in (
+                ("graph", model.HasField("graph")),
+                ("ir_version", model.HasField("ir_version") and model.ir_version != 0),
+            )
+            if not ok
+        ]
+        raise HwgenError(f"{where}: not an ONNX model (no {' and no '.join(missing)})")
+    ir = model.ir_version
+    if ir < MIN_IR_VERSION or ir > MAX_IR_VERSION:
+        rel = "older" if ir < MIN_IR_VERSION else "newer"
+        raise HwgenError(
+            f"{where}: model IR version {ir} is {rel} than supported; supported IR versions are "
+            f"{MIN_IR_VERSION}..{MAX_IR_VERSION} (installed onnx {onnx.__version__})"
+        )
+    if len(model.opset_import) == 0:
+        raise HwgenError(f"{where}: not an ONNX model (IR version {ir} but no opset_import)")
+
+
+def _check_opsets(model: ModelProto, where: str) -> dict[str, int]:
+    opsets: dict[str, int] = {}
+    for imp in model.opset_import:
+        dom = normalize_domain(imp.domain)
+        ver = int(imp.version)
+        if dom in opsets and opsets[dom] != ver:
+            raise HwgenError(
+                f"{where}: opset_import lists domain '{display_domain(dom)}' twice with different "
+                f"versions ({opsets[dom]} and {ver}); '' and 'ai.onnx' are the same domain"
+            )
+        if ver < 1:
+            raise HwgenError(f"{where}: opset_import for domain '{display_domain(dom)}' has invalid version {ver}")
+        if dom in _ONNX_DOMAINS and ver > _ONNX_DOMAINS[dom]:
+            raise HwgenError(
+                f"{where}: model imports opset {ver} for domain '{display_domain(dom)}', newer than the installed "
+                f"onnx {onnx.__version__} supports (up to opset {_ONNX_DOMAINS[dom]})"
+            )
+        opsets[dom] = ver
+    return opsets
+
+
+def _iter_tensors(graph: GraphProto, path: str):
+    """(description, TensorProto) for every tensor in a graph, its subgraphs and attributes."""
+    for t in graph.initializer:
+        yield f"initializer '{t.name}'", t
+    for sp in graph.sparse_initializer:
+        yield f"sparse initializer '{sp.values.name}' (values)", sp.values
+        yield f"sparse initializer '{sp.values.name}' (indices)", sp.indices
+    yield from _iter_node_tensors(graph.node, path)
+
+
+def _iter_node_tensors(nodes, path: str):
+    for i, node in enumerate(nodes):
+        label = _proto_label(node, i)
+        for a in node.attribute:
+            desc = f"tensor in attribute '{a.name}' of node {label}{path}"
+            if a.HasField("t"):
+                yield desc, a.t
+            for t in a.tensors:
+                yield desc, t
+            if a.HasField("sparse_tensor"):
+                yield desc, a.sparse_tensor.values
+                yield desc, a.sparse_tensor.indices
+            for sp in a.sparse_tensors:
+                yield desc, sp.values
+                yield desc, sp.indices
+            if a.HasField("g"):
+                yield from _iter_tensors(a.g, f"{path} (subgraph of {label})")
+            for g in a.graphs:
+                yield from _iter_tensors(g, f"{path} (subgraph of {label})")
+
+
+def _is_absolute(location: str) -> bool:
+    return (
+        os.path.isabs(location)
+        or location.startswith(("/", "\\"))
+        or (len(location) >= 2 and location[1] == ":" and location[0].isalpha())
+    )
+
+
+def _load_external_data(model: ModelProto, base_dir: str | None, where: str) -> None:
+    tensors = list(_iter_tensors(model.graph, ""))
+    for f in model.functions:
+        tensors.extend(_iter_node_tensors(f.node, f" in function '{f.domain}.{f.name}'"))
+    for desc, t in tensors:
+        if not onnx.external_data_helper.uses_external_data(t):
+            continue
+        name = t.name or desc
+        info = {e.key: e.value for e in t.external_data}
+        location = info.get("location", "")
+        if not location:
+            raise HwgenError(f"{where}: {desc} (tensor '{name}') uses external data but has no location")
+        if base_dir is None:
+            raise HwgenError(
+                f"{where}: tensor '{name}' uses external data '{location}' but no base directory was given"
+            )
+        if _is_absolute(location):
+            raise HwgenError(
+                f"{where}: tensor '{name}' external data location '{location}' is an absolute path; "
+                "only paths relative to the model's folder are allowed"
+            )
+        parts = location.replace("\\", "/").split("/")
+        if ".." in parts:
+            raise HwgenError(
+                f"{where}: tensor '{name}' external data location '{location}' contains '..'; "
+                "external data must be inside the model's folder"
+            )
+        base_real = os.path.realpath(base_dir)
+        full = os.path.join(base_dir, location)
+        real = os.path.realpath(full)
+        if os.path.commonpath([base_real, real]) != base_real:
+            raise HwgenError(
+                f"{where}: tensor '{name}' external data location '{location}' resolves outside the model's "
+                f"folder ({real}); external data must be inside the model's folder"
+            )
+        if not os.path.exists(real):
+            raise HwgenError(f"{where}: external data file '{location}' for tensor '{name}' not found in {base_dir}")
+        if not os.path.isfile(real):
+            raise HwgenError(f"{where}: external data location '{location}' for tensor '{name}' is not a regular file")
+        try:
+            onnx.external_data_helper.load_external_data_for_tensor(t, base_dir)
+        except Exception as e:  # ValueError (offset/length), OSError, onnx C++ errors
+            raise HwgenError(
+                f"{where}: cannot read external data '{location}' for tensor '{name}': {_one_line(e, 200)}"
+            ) from e
+        _check_raw_size(t, name, location, where)
+
+
+_SUBBYTE_BITS = {
+    getattr(TensorProto, n): b
+    for n, b in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2))
+    if hasattr(TensorProto, n)
+}
+
+
+def _check_raw_size(t: TensorProto, name: str, location: str, where: str) -> None:
+    if t.data_type in (TensorProto.STRING, TensorProto.UNDEFINED):
+        return
+    dtype = _np_dtype(t.data_type)
+    if dtype is None:
+        return
+    count = int(np.prod([int(d) for d in t.dims], dtype=np.int64)) if len(t.dims) else 1
+    bits = _SUBBYTE_BITS.get(t.data_type)
+    expected = (count * bits + 7) // 8 if bits else count * dtype.itemsize
+    if len(t.raw_data) != expected:
+        raise HwgenError(
+            f"{where}: external data '{location}' for tensor '{name}' has {len(t.raw_data)} bytes, "
+            f"expected {expected} for shape {tuple(int(d) for d in t.dims)}"
+        )
+
+
+def _inline_functions(model: ModelProto, where: str) -> ModelProto:
+    if len(model.functions) == 0:
+        return model
+    try:
+        inlined = onnx.inliner.inline_local_functions(model)
+    except Exception as e:
+        raise HwgenError(f"{where}: inlining model-local functions failed: {_one_line(e)}") from e
+    # The inliner silently skips calls whose function imports a different ONNX
+    # opset version than the model: report them.
+    local = {(normalize_domain(f.domain), f.name): f for f in model.functions}
+    model_opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
+    for i, node in enumerate(inlined.graph.node):
+        f = local.get((normalize_domain(node.domain), node.op_type))
+        if f is None:
+            continue
+        reason = ""
+        for o in f.opset_import:
+            d = normalize_domain(o.domain)
+            if d in model_opsets and model_opsets[d] != o.version:
+                reason = (
+                    f": the function imports opset {o.version} for domain '{display_domain(d)}' "
+                    f"but the model imports {model_opsets[d]}"
+                )
+                break
+        raise HwgenError(
+            f"{where}: node {_proto_label(node, i)} calls model-local function "
+            f"'{f.name}' (domain '{f.domain}') that could not be inlined{reason}"
+        )
+    return inlined
+
+
+def _resolve_versions(graph: GraphProto, opsets: dict[str, int], where: str) -> list[tuple[int, int]]:
+    """(since_version, opset_version) for every node of the main graph."""
+    out = []
+    for i, node in enumerate(graph.node):
+        label = _proto_label(node, i)
+        dom = normalize_domain(node.domain)
+        if not node.op_type:
+            raise HwgenError(f"{where}: node {label} has an empty op_type")
+        if dom not in opsets:
+            imported = ", ".join(f"'{display_domain(d)}'" for d in sorted(opsets)) or "none"
+            raise HwgenError(
+                f"{where}: node {label} (op '{node.op_type}') uses domain '{display_domain(dom)}' which the model "
+                f"does not import in opset_import (imported domains: {imported})"
+            )
+        opset = opsets[dom]
+        if dom not in _ONNX_DOMAINS:
+            out.append((1, opset))
+            continue
+        what = f"node {label}: op '{node.op_type}' (domain '{display_domain(dom)}', opset {opset})"
+        try:
+            schema = onnx.defs.get_schema(node.op_type, max_inclusive_version=opset, domain=dom)
+        except onnx.defs.SchemaError:
+            try:
+                later = onnx.defs.get_schema(node.op_type, domain=dom).since_version
+            except onnx.defs.SchemaError:
+                later = None
+            if later is not None:
+                raise HwgenError(
+                    f"{where}: {what} does not exist at this opset; it was introduced in opset {later}"
+                ) from None
+            raise HwgenError(f"{where}: {what} is not a known operator") from None
+        if schema.deprecated:
+            raise HwgenError(
+                f"{where}: {what} is deprecated at this opset (operator version {schema.since_version})"
+            )
+        out.append((int(schema.since_version), opset))
+    return out
+
+
+def _check_ssa_and_order(graph: GraphProto, where: str) -> None:
+    definer: dict[str, str] = {}
+
+    def define(value: str, who: str) -> None:
+        if value in definer:
+            raise HwgenError(
+                f"{where}: value '{value}' is defined twice, by {definer[value]} and by {who} "
+                "(ONNX requires each value to be defined once)"
+            )
+        definer[value] = who
+
+    init_names = set()
+    for t in graph.initializer:
+        define(t.name, "an initializer")
+        init_names.add(t.name)
+    for sp in graph.sparse_initializer:
+        define(sp.values.name, "a sparse initializer")
+        init_names.add(sp.values.name)
+    seen_inputs = set()
+    for vi in graph.input:
+        if vi.name in seen_inputs:
+            raise HwgenError(f"{where}: graph input '{vi.name}' is listed twice")
+        seen_inputs.add(vi.name)
+        if vi.name in init_names:  # IR<4 style: initializer listed as input too
+            continue
+        define(vi.name, "a graph input")
+    labels = [_proto_label(n, i) for i, n in enumerate(graph.node)]
+    producer_idx: dict[str, int] = {}
+    for i, node in enumerate(graph.node):
+        for o in node.output:
+            if not o:
+                continue
+            define(o, f"node {labels[i]}")
+            producer_idx[o] = i
+
+    available = set(definer) - set(producer_idx)
+    for i, node in enumerate(graph.node):
+        for v in node.input:
+            if not v or v in available:
+                continue
+            j = producer_idx.get(v)
+            if j is None:
+                raise HwgenError(
+                    f"{where}: node {labels[i]} (op '{node.op_type}') input '{v}' is not defined: "
+                    "no graph input, initializer or node output has that name"
+                )
+            if j == i:
+                raise HwgenError(
+                    f"{where}: cycle: node {labels[i]} (op '{node.op_type}') consumes its own output '{v}'"
+                )
+            path = _find_path(graph, i, j, producer_idx)
+            if path is not None:
+                steps = "".join(f"{labels[a]} --'{val}'--> " for a, val in path + [(j, v)])
+                raise HwgenError(
+                    f"{where}: cycle in the graph: {steps}{labels[i]}; ONNX graphs must be acyclic"
+                )
+            raise HwgenError(
+                f"{where}: node {labels[i]} (op '{node.op_type}') uses value '{v}' before it is defined by "
+                f"later node {labels[j]}; nodes must be in topological order"
+            )
+        for o in node.output:
+            if o:
+                available.add(o)
+    for vi in graph.output:
+        if vi.name not in definer:
+            raise HwgenError(
+                f"{where}: graph output '{vi.name}' is not defined: no graph input, initializer or node output has that name"
+            )
+
+
+def _find_path(graph: GraphProto, start: int, goal: int, producer_idx: dict[str, int]):
+    """Path start -> ... -> goal along producer->consumer edges as [(node, value), ...]."""
+    consumers: dict[str, list[int]] = {}
+    for k, n in enumerate(graph.node):
+        for v in n.input:
+            if v in producer_idx:
+                consumers.setdefault(v, []).append(k)
+    prev: dict[int, tuple[int, str]] = {}
+    stack = [start]
+    seen = {start}
+    while stack:
+        a = stack.pop()
+        if a == goal:
+            path = []
+            while a != start:
+                p, val = prev[a]
+                path.append((p, val))
+                a = p
+            return list(reversed(path))
+        for o in graph.node[a].output:
+            for b in consumers.get(o, []) if o else []:
+                if b not in seen:
+                    seen.add(b)
+                    prev[b] = (a, o)
+                    stack.append(b)
+    return None
+
+
+def _check_io_types(graph: GraphProto, where: str) -> None:
+    init_names = {t.name for t in graph.initializer} | {sp.values.name for sp in graph.sparse_initializer}
+    for kind, vis in (("input", graph.input), ("output", graph.output)):
+        for vi in vis:
+            if kind == "input" and vi.name in init_names:
+                continue
+            if not vi.HasField("type"):
+                raise HwgenError(f"{where}: graph {kind} '{vi.name}' has no type")
+            if vi.type.HasField("tensor_type"):
+                tt = vi.type.tensor_type
+                if tt.elem_type == TensorProto.UNDEFINED:
+                    raise HwgenError(f"{where}: graph {kind} '{vi.name}' has no element type")
+                if not tt.HasField("shape"):
+                    raise HwgenError(
+                        f"{where}: graph {kind} '{vi.name}' has no shape (rank unknown); "
+                        "the onnx checker requires one"
+                    )
+
+
+def _normalize_domains(model: ModelProto, opsets: dict[str, int]) -> None:
+    """Rewrite domain 'ai.onnx' to '' in place: the onnx checker treats the two as
+    different domains for nodes although the IR spec says they are the same."""
+
+    def fix_graph(graph: GraphProto) -> None:
+        for node in graph.node:
+            if node.domain == "ai.onnx":
+                node.domain = ""
+            for a in node.attribute:
+                if a.HasField("g"):
+                    fix_graph(a.g)
+                for sub in a.graphs:
+                    fix_graph(sub)
+
+    fix_graph(model.graph)
+    del model.opset_import[:]
+    model.opset_import.extend(helper.make_opsetid(d, v) for d, v in opsets.items())
+
+
+def _run_checker(model: ModelProto, where: str) -> None:
+    try:
+        onnx.checker.check_model(model)
+    except (onnx.checker.ValidationError, ValueError, RuntimeError) as e:
+        raise HwgenError(f"{where}: onnx checker: {_one_line(e)}") from e
+
+
+def _run_shape_inference(model: ModelProto, where: str) -> ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError) as e:
+        raise HwgenError(f"{where}: shape inference failed: {_one_line(e)}") from e
+
+
+# ---------------------------------------------------------------- building
+
+
+def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None) -> Graph:
+    _check_header(model, where)
+    opsets = _check_opsets(model, where)
+    _load_external_data(model, base_dir, where)
+    model = _inline_functions(model, where)
+    opsets = _check_opsets(model, where)  # the inliner may add imports of function domains
+    graph = model.graph
+    versions = _resolve_versions(graph, opsets, where)
+    _check_ssa_and_order(graph, where)
+    _check_io_types(graph, where)
+    _normalize_domains(model, opsets)
+    _run_checker(model, where)
+    inferred = _run_shape_inference(model, where)
+    g = inferred.graph
+
+    constants: dict[str, np.ndarray] = {}
+    value_info: dict[str, TensorInfo] = {}
+    try:
+        for t in g.initializer:
+            constants[t.name] = numpy_helper.to_array(t)
+        for sp in g.sparse_initializer:
+            constants[sp.values.name] = _sparse_to_array(sp)
+    except Exception as e:
+        raise HwgenError(f"{where}: cannot convert initializer to an array: {_one_line(e, 200)}") from e
+
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        info = _tensor_info_from_value_info(vi)
+        if info.dtype is not None or info.shape is not None:
+            value_info[vi.name] = info
+    for t in g.initializer:
+        value_info[t.name] = TensorInfo(t.name, _np_dtype(t.data_type), tuple(int(d) for d in t.dims))
+    for sp in g.sparse_initializer:
+        value_info[sp.values.name] = TensorInfo(
+            sp.values.name, _np_dtype(sp.values.data_type), tuple(int(d) for d in sp.dims)
+        )
+
+    nodes: list[Node] = []
+    for i, (node, (since, opset)) in enumerate(zip(g.node, versions)):
+        label = _proto_label(node, i)
+        dom = normalize_domain(node.domain)
+        if dom == "" and node.op_type == "Constant":
+            try:
+                arr = _constant_value(node, where, label)
+            except HwgenError:
+                raise
+            except Exception as e:
+                raise HwgenError(f"{where}: Constant node {label}: cannot read its value: {_one_line(e, 200)}") from e
+            out = node.output[0]
+            constants[out] = arr
+            if out not in value_info:
+                value_info[out] = TensorInfo(out, arr.dtype if arr.dtype != object else None, tuple(arr.shape))
+            continue
+        attrs: dict[str, Any] = {}
+        for a in node.attribute:
+            try:
+                attrs[a.name] = _attr_value(a)
+            except Exception as e:
+                raise HwgenError(
+                    f"{where}: node {label} (op '{node.op_type}'): cannot read attribute '{a.name}': {_one_line(e, 200)}"
+                ) from e
+        nodes.append(
+            Node(
+                name=node.name,
+                op_type=node.op_type,
+                domain=dom,
+                since_version=since,
+                opset_version=opset,
+                inputs=list(node.input),
+                outputs=list(node.output),
+                attrs=attrs,
+                index=i,
+            )
+        )
+
+    init_names = {t.name for t in g.initializer} | {sp.values.name for sp in g.sparse_initializer}
+    inputs = [_tensor_info_from_value_info(vi) for vi in g.input if vi.name not in init_names]
+    outputs = [_tensor_info_from_value_info(vi) for vi in g.output]
+    return Graph(
+        name=g.name,
+        nodes=nodes,
+        inputs=inputs,
+        outputs=outputs,
+        constants=constants,
+        value_info=value_info,
+        opsets=opsets,
+        ir_version=int(inferred.ir_version),
+        path=path,
+    )

@@ -1,0 +1,90 @@
+"""Flatten, Reshape, Identity, Dropout: views that change no values.
+
+The hardware streams a tensor's elements in row-major order of its ONNX shape, so reshaping a
+per-sample tensor keeps the stream as it is; only the batch axis must stay first.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dataflow.importer import REGISTRY, ImportContext, Unsupported
+from dataflow.loader import Node
+from dataflow.ops_qdq import check_attrs
+from dataflow.values import Const, Deq, FloatInput, Int
+
+
+def _reshaped(v, shape: tuple[int, ...]):
+    if isinstance(v, (Int, Deq)):
+        return type(v)(v.tensor, shape)
+    if isinstance(v, FloatInput):
+        return FloatInput(v.name, shape)
+    raise Unsupported(f"reshaping a {type(v).__name__} is not supported")
+
+
+def _size(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def flatten(ctx: ImportContext, node: Node):
+    check_attrs(node, {"axis": None})
+    x = ctx.value(node, 0)
+    if isinstance(x, Const):
+        axis = int(node.attrs.get("axis", 1))
+        a = x.array
+        axis = axis % a.ndim if a.ndim else 0
+        ctx.set(node, Const(a.reshape(_size(a.shape[:axis]), -1)))
+        return
+    axis = int(node.attrs.get("axis", 1))
+    rank = len(x.shape) + 1
+    if axis < 0:
+        axis += rank
+    if axis != 1:
+        raise Unsupported(f"Flatten axis={axis} merges the batch axis; only axis=1 is supported")
+    ctx.set(node, _reshaped(x, (_size(x.shape),)))
+
+
+def reshape(ctx: ImportContext, node: Node):
+    check_attrs(node, {"allowzero": lambda v: v == 0, "shape": None})
+    x = ctx.value(node, 0)
+    if node.since_version < 5:
+        target = list(node.attrs["shape"])
+    else:
+        target = [int(d) for d in np.asarray(ctx.const(node, 1, "shape")).reshape(-1)]
+    if isinstance(x, Const):
+        ctx.set(node, Const(x.array.reshape(target)))
+        return
+    full = (1,) + tuple(x.shape)  # one sample
+    shape = [full[k] if d == 0 else d for k, d in enumerate(target)]
+    if shape.count(-1) > 1:
+        raise Unsupported(f"shape {target} has more than one -1")
+    if -1 in shape:
+        known = _size([d for d in shape if d != -1])
+        shape[shape.index(-1)] = _size(full) // max(known, 1)
+    if _size(shape) != _size(full) or not shape or shape[0] != 1:
+        raise Unsupported(f"reshape of a [N, {', '.join(map(str, x.shape))}] tensor to "
+                          f"{target} does not keep the batch axis first")
+    ctx.set(node, _reshaped(x, tuple(shape[1:])))
+
+
+def identity(ctx: ImportContext, node: Node):
+    ctx.set(node, ctx.value(node, 0))
+
+
+def dropout(ctx: ImportContext, node: Node):
+    check_attrs(node, {"seed": None, "ratio": None, "is_test": None})
+    tm = ctx.value(node, 2) if node.since_version >= 12 else None
+    if tm is not None and (not isinstance(tm, Const) or bool(np.asarray(tm.array))):
+        raise Unsupported("Dropout in training mode is not supported")
+    if len(node.outputs) > 1 and node.outputs[1]:
+        raise Unsupported("Dropout's mask output is not supported")
+    ctx.set(node, ctx.value(node, 0))
+
+
+for _v in (1, 9, 11, 13, 21, 23, 24, 25):
+    REGISTRY.register("", "Flatten", _v)(flatten)
+for _v in (5, 13, 14, 19, 21, 23, 24, 25):
+    REGISTRY.register("", "Reshape", _v)(reshape)
+for _v in (1, 13, 14, 16, 19, 21, 23, 24, 25):
+    REGISTRY.register("", "Identity", _v)(identity)
+for _v in (7, 10, 12, 13, 22):
+    REGISTRY.register("", "Dropout", _v)(dropout)

@@ -1,0 +1,90 @@
+"""What the importer knows about each ONNX tensor while it walks the graph.
+
+The QDQ format describes integer computation with float operators between
+QuantizeLinear/DequantizeLinear pairs. The importer interprets the graph abstractly: every
+ONNX tensor becomes one of the values below, and a QuantizeLinear that closes a pending
+computation turns it into an integer op. Shapes are per sample (batch axis dropped).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class FloatInput:
+    """A float graph input (must be quantized before use)."""
+    name: str
+    shape: tuple[int, ...]
+
+
+@dataclass
+class Int:
+    """An integer tensor of the integer graph, seen with ONNX shape ``shape``."""
+    tensor: str
+    shape: tuple[int, ...]
+
+
+@dataclass
+class Deq:
+    """DequantizeLinear of an integer tensor: real = (q - zp) * scale."""
+    tensor: str
+    shape: tuple[int, ...]
+
+
+@dataclass
+class Const:
+    """A constant: initializer, Constant node, or a constant folded from them."""
+    array: np.ndarray
+
+
+@dataclass
+class DeqConst:
+    """DequantizeLinear of a constant integer array (weights, bias)."""
+    q: np.ndarray
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int
+
+    def per_channel(self, axis: int, n: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+        """(scale, zero point) broadcast to ``n`` channels along ``axis`` of ``q``."""
+        s = np.asarray(self.scale, dtype=np.float32).reshape(-1)
+        z = np.asarray(self.zero_point, dtype=np.int64).reshape(-1)
+        if s.size > 1 and (self.axis % self.q.ndim) != axis % self.q.ndim:
+            raise ValueError(f"{what} is quantized per channel along axis {self.axis}, "
+                             f"not along its output-channel axis {axis}")
+        return np.broadcast_to(s, (n,)).copy(), np.broadcast_to(z, (n,)).copy()
+
+    def real(self) -> np.ndarray:
+        shape = [1] * self.q.ndim
+        if np.size(self.scale) > 1:
+            shape[self.axis] = -1
+        s = np.asarray(self.scale, np.float32).reshape(shape)
+        z = np.asarray(self.zero_point, np.int64).reshape(shape)
+        return (self.q.astype(np.int64) - z).astype(np.float32) * s
+
+
+@dataclass
+class Linear:
+    """A matrix product awaiting its QuantizeLinear: real = acc * acc_scale (per channel),
+    acc = weights @ (x - zx) + bias, then clamped to [clip_lo, clip_hi] in real units."""
+    src: str
+    weights: np.ndarray           # [MH, MW] int64 (weight zero point subtracted)
+    acc_scale: np.ndarray         # [MH] float64
+    bias: np.ndarray              # [MH] int64, in accumulator units
+    nodes: list[str]
+    shape: tuple[int, ...]
+    clip_lo: float = -np.inf
+    clip_hi: float = np.inf
+    has_bias: bool = False
+
+
+@dataclass
+class Clipped:
+    """Relu/Clip of a dequantized tensor, awaiting its QuantizeLinear."""
+    tensor: str
+    shape: tuple[int, ...]
+    node: str
+    clip_lo: float = -np.inf
+    clip_hi: float = np.inf
