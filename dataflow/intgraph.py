@@ -41,7 +41,8 @@ class QTensor:
 @dataclass
 class MatVec:
     """``out = requant(weights @ in + bias)``: Gemm / MatMul (+ Add) (+ Relu) + QuantizeLinear."""
-    name: str                 # the ONNX node(s) it came from
+    name: str                 # the ONNX node of the product (Gemm/MatMul): the layer's name
+    nodes: list[str]          # every ONNX node folded into it
     input: str
     output: str
     weights: np.ndarray       # [MH, MW] int64, weight zero point subtracted

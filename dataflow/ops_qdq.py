@@ -103,12 +103,12 @@ def _close_linear(ctx, node, lin: Linear, qtype, s, zp) -> str:
     lo, hi = _clamp_bounds(qtype, s, zp, lin.clip_lo, lin.clip_hi)
     mult = lin.acc_scale.astype(np.float64) / np.float64(s)
     out = ctx.new_tensor(node.outputs[0], lin.shape, qtype, s, zp)
-    name = "+".join(lin.nodes + [node.label])
     t_in = ctx.ig.tensors[lin.src].qtype
     a_lo, a_hi = dot_range(lin.weights, t_in.lo, t_in.hi)
     acc_bits = signed_width(int(min(a_lo.min(), (a_lo + lin.bias).min(), 0)),
                             int(max(a_hi.max(), (a_hi + lin.bias).max(), 0)))
-    ctx.ig.ops.append(MatVec(name=name, input=lin.src, output=out, weights=lin.weights,
+    ctx.ig.ops.append(MatVec(name=lin.nodes[0], nodes=lin.nodes + [node.label],
+                             input=lin.src, output=out, weights=lin.weights,
                              bias=lin.bias, requant=make_requant(mult, zp, lo, hi, acc_bits)))
     return out
 

@@ -1,0 +1,240 @@
+"""The Python API: compile, simulate, verify. The CLI is a thin layer over these."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dataflow import golden
+from dataflow.importer import to_int_graph
+from dataflow.loader import load_model
+from dataflow.lower import DataflowGraph, Folding, lower
+from hwgen import design
+from hwgen.assemble import build_top
+from hwgen.errors import HwgenError
+from hwgen.io import atomic_dir, check_input_shape, read_input
+from sim.base import StreamJob
+from sim.packing import beats_to_frames, frames_to_beats
+
+SIMULATORS = ("verilator", "amaranth")
+
+
+# ------------------------------------------------------------------------------- compile
+
+@dataclass
+class CompileResult:
+    out_dir: Path
+    verilog: Path
+    manifest: dict
+
+    @property
+    def estimate(self) -> dict:
+        return self.manifest["estimate"]
+
+
+def read_folding(path) -> dict[str, Folding]:
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except OSError as e:
+        raise HwgenError(f"{p}: cannot read the folding file ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise HwgenError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    if not isinstance(doc, dict):
+        raise HwgenError(f'{p}: expected an object {{"layer": {{"pe": P, "simd": S}}, ...}}')
+    out = {}
+    for name, f in doc.items():
+        if not isinstance(f, dict) or set(f) - {"pe", "simd"} or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in f.values()):
+            raise HwgenError(f'{p}: layer {name}: expected {{"pe": int, "simd": int}}, got {f!r}')
+        out[name] = Folding(**f)
+    return out
+
+
+def _top_name(model_path: Path) -> str:
+    base = "".join(c if c.isalnum() or c == "_" else "_" for c in model_path.stem)
+    return base if base and not base[0].isdigit() else f"m_{base}"
+
+
+def compile(model, out_dir, fold=None, name: str | None = None) -> CompileResult:
+    """ONNX model → ``out_dir``/<name>.v + manifest.json + design.npz (atomically)."""
+    from amaranth.back import verilog
+
+    model = Path(model)
+    folding = read_folding(fold) if isinstance(fold, (str, Path)) else fold
+    graph = load_model(model)
+    ig = to_int_graph(graph)
+    dfg = lower(ig, folding)
+    top = build_top(dfg)
+    name = name or _top_name(model)
+    text = verilog.convert(top, name=name, emit_src=False)
+    sha = hashlib.sha256(model.read_bytes()).hexdigest()
+    onnx_in = [d if isinstance(d, int) else "N" for d in graph.inputs[0].shape]
+    out_info = graph.value_info.get(ig.onnx_output) or graph.outputs[0]
+    onnx_out = [d if isinstance(d, int) else "N" for d in (out_info.shape or ())]
+    manifest = design.manifest_json(name, model.name, sha, ig, dfg, onnx_in, onnx_out,
+                                    top.in_width, top.out_width)
+    out_dir = Path(out_dir)
+    with atomic_dir(out_dir) as tmp:
+        (tmp / f"{name}.v").write_text(text)
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        design.save_npz(tmp / "design.npz", design.intgraph_arrays(ig))
+    return CompileResult(out_dir, out_dir / f"{name}.v", manifest)
+
+
+# ------------------------------------------------------------------------------ simulate
+
+@dataclass
+class SimulationResult:
+    outputs: np.ndarray          # as the ONNX model returns them (floats if dequantized)
+    outputs_int: np.ndarray      # [N, output elements] integers from the RTL
+    inputs_int: np.ndarray       # [N, input elements] the quantized inputs fed
+    latency: int                 # cycles: first input beat to last output beat of frame 0
+    interval: float | None       # cycles per frame in steady state (None for one frame)
+    cycles: int                  # cycles simulated in total
+    simulator: str
+
+
+def _frames(manifest: dict, x: np.ndarray, source: str) -> np.ndarray:
+    check_input_shape(x, manifest["input"]["onnx_shape"], source)
+    return x.reshape(x.shape[0], -1)
+
+
+def run_design(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: float = 0.0,
+               seed: int = 0):
+    """Feed integer frames ``xq`` [N, elements] to the compiled design; → (ints, result)."""
+    if simulator not in SIMULATORS:
+        raise HwgenError(f"unknown simulator '{simulator}' (choose {', '.join(SIMULATORS)})")
+    manifest, ig, folding = design.load(out_dir)
+    tin, tout = ig.tensors[ig.input], ig.tensors[ig.output]
+    mi, mo = manifest["input"], manifest["output"]
+    beats, last = frames_to_beats(xq, tin.qtype, mi["elements_per_beat"])
+    n = xq.shape[0]
+    est = manifest["estimate"]
+    job = StreamJob(manifest["ports"]["input"]["bits"], manifest["ports"]["output"]["bits"],
+                    beats, last, n * mo["beats_per_frame"], stall, stall, seed,
+                    max_cycles=int((est["latency_cycles"] + (n + 2) * est["cycles_per_frame"])
+                                   * 4 / max(0.05, (1 - stall) ** 2) + 10000))
+    if simulator == "amaranth":
+        from sim.amaranth_sim import run_amaranth
+        res = run_amaranth(build_top(lower(ig, folding)), job)
+    else:
+        from sim.verilator import run_verilator
+        text = (Path(out_dir) / manifest["verilog"]).read_text()
+        res = run_verilator(text, manifest["top"], job)
+    y = beats_to_frames(res.out_beats, tout.qtype, mo["elements_per_beat"], tout.size)
+    return y, res, manifest, ig
+
+
+def _timing(res, n: int, in_beats: int, out_beats: int) -> tuple[int, float | None]:
+    ends = [res.out_times[(k + 1) * out_beats - 1] for k in range(n)]
+    latency = ends[0] - res.in_times[0] + 1
+    interval = (ends[-1] - ends[0]) / (n - 1) if n > 1 else None
+    return latency, interval
+
+
+def simulate(out_dir, x, simulator: str = "verilator", count: int | None = None,
+             stall: float = 0.0, seed: int = 0) -> SimulationResult:
+    """Run float inputs ``x`` (array or .npy/.npz path) through the compiled design."""
+    manifest, _, _ = design.load(out_dir)
+    source = str(x) if isinstance(x, (str, Path)) else "input array"
+    if isinstance(x, (str, Path)):
+        x = read_input(x, manifest["input"]["onnx_name"])
+    x = np.asarray(x, dtype=np.float32)
+    if count is not None:
+        x = x[:count]
+    frames = _frames(manifest, x, source)
+    if frames.shape[0] == 0:
+        raise HwgenError(f"{source}: no samples to simulate")
+    _, ig, _ = design.load(out_dir)
+    xq = ig.tensors[ig.input].quantize(frames)
+    y, res, manifest, ig = run_design(out_dir, xq, simulator, stall, seed)
+    n = xq.shape[0]
+    latency, interval = _timing(res, n, manifest["input"]["beats_per_frame"],
+                                manifest["output"]["beats_per_frame"])
+    tout = ig.tensors[ig.output]
+    out_shape = [n] + [d for d in manifest["output"]["onnx_shape"][1:]]
+    outputs = tout.dequantize(y) if ig.output_dequantized else y
+    return SimulationResult(outputs.reshape(out_shape), y, xq, latency, interval, res.cycles,
+                            simulator)
+
+
+# -------------------------------------------------------------------------------- verify
+
+@dataclass
+class VerifyReport:
+    samples: int
+    rtl_equals_golden: bool
+    golden_mismatched_samples: int
+    ort_identical_fraction: float      # of output elements (RTL vs onnxruntime, quantized)
+    ort_max_step_diff: int             # in output quantization steps
+    top1_agreement: float | None       # for classifiers ([N, C] outputs, C > 1)
+    estimate: dict
+    sim: SimulationResult
+    compiled: CompileResult
+    details: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.rtl_equals_golden
+
+
+def verify(model, x, count: int | None = None, simulator: str = "verilator", fold=None,
+           out_dir=None, stall: float = 0.0) -> VerifyReport:
+    """Compile, simulate, and compare RTL with the golden model and with onnxruntime."""
+    import onnxruntime as ort
+
+    tmp = None
+    if out_dir is None:
+        tmp = Path(tempfile.mkdtemp(prefix="hwgen-verify-"))
+        out_dir = tmp / "design"
+    try:
+        comp = compile(model, out_dir, fold)
+        manifest = comp.manifest
+        source = str(x) if isinstance(x, (str, Path)) else "input array"
+        if isinstance(x, (str, Path)):
+            x = read_input(x, manifest["input"]["onnx_name"])
+        x = np.asarray(x, dtype=np.float32)[:count]
+        check_input_shape(x, manifest["input"]["onnx_shape"], source)
+        sim = simulate(out_dir, x, simulator, stall=stall)
+        _, ig, _ = design.load(out_dir)
+        gold = golden.run(ig, sim.inputs_int)[ig.output].reshape(sim.outputs_int.shape)
+        bad = int(np.sum(np.any(gold != sim.outputs_int, axis=1)))
+
+        sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        onnx_in = manifest["input"]["onnx_name"]
+        ref = _run_ort(sess, onnx_in, ig.onnx_output, x)
+        tout = ig.tensors[ig.output]
+        ref = ref.reshape(x.shape[0], -1)
+        ref_q = tout.quantize(ref) if ig.output_dequantized else ref.astype(np.int64)
+        diff = np.abs(ref_q - sim.outputs_int)
+        top1 = None
+        if ref.shape[1] > 1:
+            top1 = float(np.mean(ref.argmax(axis=1) == sim.outputs_int.argmax(axis=1)))
+        return VerifyReport(
+            samples=x.shape[0], rtl_equals_golden=np.array_equal(gold, sim.outputs_int),
+            golden_mismatched_samples=bad,
+            ort_identical_fraction=float(np.mean(diff == 0)),
+            ort_max_step_diff=int(diff.max(initial=0)), top1_agreement=top1,
+            estimate=manifest["estimate"], sim=sim, compiled=comp)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_ort(sess, in_name: str, out_name: str, x: np.ndarray) -> np.ndarray:
+    """onnxruntime on ``x``: the whole batch at once, or in chunks of the model's fixed batch
+    size if it has one."""
+    n = sess.get_inputs()[0].shape[0]
+    if not isinstance(n, int) or n <= 0:
+        return sess.run([out_name], {in_name: x})[0]
+    if x.shape[0] % n:
+        raise HwgenError(f"the model fixes its batch size to {n}; give a multiple of {n} "
+                         f"samples (got {x.shape[0]})")
+    return np.concatenate([sess.run([out_name], {in_name: x[k:k + n]})[0]
+                           for k in range(0, x.shape[0], n)])

@@ -1,0 +1,137 @@
+"""The ``hwgen`` command line: compile, simulate, verify."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from hwgen.errors import HwgenError
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="hwgen",
+        description="ONNX model → streaming dataflow accelerator (Amaranth → Verilog), "
+                    "simulated bit-exactly against its golden model and onnxruntime.")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    c = sub.add_parser("compile", help="generate Verilog and manifest.json from an ONNX model")
+    c.add_argument("model", help="quantized ONNX model (QDQ format)")
+    c.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
+    c.add_argument("--fold", metavar="FOLD.json",
+                   help='per-layer folding: {"layer": {"pe": P, "simd": S}, ...}')
+    c.add_argument("--name", help="top-level module name (default: from the model file name)")
+
+    s = sub.add_parser("simulate", help="run float inputs through a compiled design")
+    s.add_argument("design", metavar="DIR", help="folder written by 'hwgen compile'")
+    s.add_argument("--input", required=True, metavar="X", help="inputs: .npy or .npz, batch first")
+    s.add_argument("-o", "--output", required=True, metavar="Y.npy", help="outputs (as ONNX returns them)")
+    s.add_argument("--count", type=int, help="simulate only the first N samples")
+    _sim_args(s)
+
+    v = sub.add_parser("verify", help="compile, simulate, compare with golden and onnxruntime")
+    v.add_argument("model", help="quantized ONNX model (QDQ format)")
+    v.add_argument("--input", required=True, metavar="X", help="inputs: .npy or .npz, batch first")
+    v.add_argument("--count", type=int, help="use only the first N samples")
+    v.add_argument("--fold", metavar="FOLD.json", help="per-layer folding")
+    v.add_argument("-o", "--output", metavar="DIR", help="keep the compiled design in DIR")
+    _sim_args(v)
+    return ap
+
+
+def _sim_args(p):
+    p.add_argument("--simulator", choices=("verilator", "amaranth"), default="verilator",
+                   help="simulation back end (default: verilator)")
+    p.add_argument("--stall", type=float, default=0.0, metavar="P",
+                   help="probability of a random valid/ready stall per cycle on each stream")
+
+
+def _print_timing(r, est: dict):
+    print(f"latency: {r.latency} cycles (first input beat to last output beat of one frame)")
+    if r.interval is not None:
+        print(f"interval: {r.interval:.1f} cycles per frame in steady state "
+              f"(estimate {est['cycles_per_frame']}, bottleneck {est['bottleneck']})")
+
+
+def _count(n):
+    if n is not None and n < 1:
+        raise HwgenError(f"--count must be at least 1 (got {n})")
+    return n
+
+
+def _stall(p):
+    if not 0.0 <= p < 1.0:
+        raise HwgenError(f"--stall must be in [0, 1) (got {p})")
+    return p
+
+
+def run(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    from hwgen import api
+
+    if args.cmd == "compile":
+        res = api.compile(args.model, args.output, args.fold, args.name)
+        est = res.estimate
+        print(f"wrote {res.verilog} and {res.out_dir / 'manifest.json'}")
+        print(f"estimate: {est['cycles_per_frame']} cycles per frame (bottleneck "
+              f"{est['bottleneck']}), latency {est['latency_cycles']} cycles, "
+              f"{est['multipliers']} multipliers, {est['memory_bits']} memory bits")
+        return 0
+    if args.cmd == "simulate":
+        from hwgen import design
+        manifest, _, _ = design.load(args.design)
+        r = api.simulate(args.design, args.input, args.simulator, _count(args.count),
+                         _stall(args.stall))
+        from hwgen.io import write_atomic
+        import io
+        buf = io.BytesIO()
+        np.save(buf, r.outputs)
+        write_atomic(args.output, buf.getvalue())
+        print(f"simulated {r.outputs.shape[0]} samples with {r.simulator}; wrote {args.output}")
+        _print_timing(r, manifest["estimate"])
+        return 0
+    if args.cmd == "verify":
+        rep = api.verify(args.model, args.input, _count(args.count), args.simulator, args.fold,
+                         args.output, _stall(args.stall))
+        _print_report(rep)
+        return 0 if rep.ok else 1
+    return 2
+
+
+def _print_report(rep):
+    rows = [
+        ("samples", str(rep.samples)),
+        ("simulator", rep.sim.simulator),
+        ("RTL == golden", "yes, every sample" if rep.rtl_equals_golden
+         else f"NO: {rep.golden_mismatched_samples} samples differ"),
+        ("RTL vs onnxruntime: identical elements", f"{100 * rep.ort_identical_fraction:.3f} %"),
+        ("RTL vs onnxruntime: max difference", f"{rep.ort_max_step_diff} quantization steps"),
+    ]
+    if rep.top1_agreement is not None:
+        rows.append(("RTL vs onnxruntime: top-1 agreement", f"{100 * rep.top1_agreement:.2f} %"))
+    rows.append(("latency", f"{rep.sim.latency} cycles"))
+    if rep.sim.interval is not None:
+        rows.append(("interval", f"{rep.sim.interval:.1f} cycles/frame (estimate "
+                                 f"{rep.estimate['cycles_per_frame']}, bottleneck "
+                                 f"{rep.estimate['bottleneck']})"))
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{w}}  {v}")
+    print("PASS" if rep.ok else "FAIL")
+
+
+def main(argv=None):
+    try:
+        code = run(argv)
+    except HwgenError as e:
+        print(f"hwgen: error: {e}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        print("hwgen: interrupted", file=sys.stderr)
+        code = 130
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

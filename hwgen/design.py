@@ -1,0 +1,162 @@
+"""What a compiled output folder holds, and how to read it back.
+
+``DIR/<top>.v``       the Verilog (one file, top module ``<top>``)
+``DIR/manifest.json`` interfaces, layers, folding, estimates and the integer graph's parameters
+``DIR/design.npz``    the integer graph's arrays (weights, biases), so the design can be rebuilt
+                      (Amaranth simulation, golden model) without the ONNX model
+"""
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from dataflow.intgraph import IntGraph, MatVec, QTensor
+from dataflow.lower import DataflowGraph, Folding
+from dataflow.quant import QType, Requant
+from hwgen.errors import HwgenError
+
+MANIFEST_VERSION = 1
+
+
+def tensor_json(t: QTensor, onnx_name: str, onnx_shape, per_beat: int) -> dict:
+    return {
+        "onnx_name": onnx_name,
+        "onnx_shape": list(onnx_shape),
+        "frame_elements": t.size,
+        "element_type": t.qtype.name,
+        "scale": float(t.scale),
+        "zero_point": int(t.zero_point),
+        "element_order": "row-major (C order) over the ONNX shape without its batch axis",
+        "elements_per_beat": per_beat,
+        "beats_per_frame": t.size // per_beat,
+        "packing": f"element k of a beat in tdata[{t.qtype.bits}*k +: {t.qtype.bits}]"
+                   + (", two's complement" if t.qtype.signed else ""),
+        "tensor": t.name,
+    }
+
+
+def intgraph_json(ig: IntGraph) -> dict:
+    return {
+        "tensors": [{"name": t.name, "shape": list(t.shape), "type": t.qtype.name,
+                     "scale": float(t.scale), "zero_point": int(t.zero_point)}
+                    for t in ig.tensors.values()],
+        "ops": [{"kind": "matvec", "name": op.name, "nodes": list(op.nodes), "input": op.input,
+                 "output": op.output, "requant": {
+                     "mult": [int(m) for m in op.requant.mult], "shift": op.requant.shift,
+                     "zero_point": op.requant.zero_point, "lo": op.requant.lo,
+                     "hi": op.requant.hi}} for op in ig.ops],
+        "input": ig.input, "output": ig.output, "onnx_input": ig.onnx_input,
+        "onnx_output": ig.onnx_output, "output_dequantized": ig.output_dequantized,
+    }
+
+
+def intgraph_arrays(ig: IntGraph) -> dict[str, np.ndarray]:
+    arrays = {}
+    for k, op in enumerate(ig.ops):
+        arrays[f"op{k}_weights"] = np.asarray(op.weights, dtype=np.int64)
+        arrays[f"op{k}_bias"] = np.asarray(op.bias, dtype=np.int64)
+    return arrays
+
+
+def _qtype(name: str) -> QType:
+    """Inverse of ``QType.name``: "int8" → QType(8, True), "uint4" → QType(4, False)."""
+    signed = name.startswith("int")
+    return QType(int(name[3:] if signed else name[4:]), signed)
+
+
+def intgraph_from(doc: dict, arrays) -> IntGraph:
+    ig = IntGraph(tensors={})
+    for t in doc["tensors"]:
+        ig.tensors[t["name"]] = QTensor(t["name"], tuple(t["shape"]), _qtype(t["type"]),
+                                        t["scale"], t["zero_point"])
+    for k, o in enumerate(doc["ops"]):
+        r = o["requant"]
+        ig.ops.append(MatVec(o["name"], list(o["nodes"]), o["input"], o["output"],
+                             arrays[f"op{k}_weights"], arrays[f"op{k}_bias"],
+                             Requant(tuple(r["mult"]), r["shift"], r["zero_point"], r["lo"],
+                                     r["hi"])))
+    for key in ("input", "output", "onnx_input", "onnx_output", "output_dequantized"):
+        setattr(ig, key, doc[key])
+    return ig
+
+
+def save_npz(path: Path, arrays: dict[str, np.ndarray]):
+    """Like ``np.savez`` but byte-for-byte deterministic (fixed zip timestamps)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in sorted(arrays):
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, np.ascontiguousarray(arrays[name]), allow_pickle=False)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, buf.getvalue())
+
+
+def load(out_dir) -> tuple[dict, IntGraph, dict[str, Folding]]:
+    """Read a compiled folder: (manifest, integer graph, folding)."""
+    d = Path(out_dir)
+    mpath = d / "manifest.json"
+    if not mpath.is_file():
+        raise HwgenError(f"{d}: not a compiled hwgen folder (no manifest.json)")
+    try:
+        manifest = json.loads(mpath.read_text())
+        if manifest.get("format") != "hwgen-manifest":
+            raise ValueError("not an hwgen manifest")
+        with np.load(d / "design.npz", allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        ig = intgraph_from(manifest["integer_graph"], arrays)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise HwgenError(f"{d}: cannot read the compiled design ({e})") from None
+    folding = {l["name"]: Folding(**l["folding"]) for l in manifest["layers"]
+               if l["block"] == "mvau"}
+    return manifest, ig, folding
+
+
+def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
+                  dfg: DataflowGraph, onnx_in_shape, onnx_out_shape, in_width: int,
+                  out_width: int) -> dict:
+    from hwgen import __version__
+    layers = []
+    for b in dfg.blocks:
+        entry = {"name": b.name, "block": b.kind, "estimate": b.cost.as_dict()}
+        if b.kind == "mvau":
+            p = b.params
+            entry.update({
+                "onnx_nodes": list(b.onnx_nodes),
+                "matrix": {"rows_mh": p.mh, "cols_mw": p.mw},
+                "folding": {"pe": p.pe, "simd": p.simd},
+                "types": {"input": p.in_type.name, "output": p.out_type.name,
+                          "weight_bits": p.w_bits, "accumulator_bits": p.acc_bits,
+                          "multiplier_bits": p.requant.mult_bits,
+                          "shift": p.requant.shift},
+            })
+        else:
+            width, depth = b.params
+            entry.update({"width": width, "depth": depth})
+        layers.append(entry)
+    return {
+        "format": "hwgen-manifest",
+        "version": MANIFEST_VERSION,
+        "hwgen": __version__,
+        "model": {"file": model_file, "sha256": model_sha},
+        "top": name,
+        "verilog": f"{name}.v",
+        "ports": {
+            "clock": "clk", "reset": "rst (synchronous, active high)",
+            "input": {"tdata": "s_axis_tdata", "bits": in_width, "tvalid": "s_axis_tvalid",
+                      "tready": "s_axis_tready",
+                      "tlast": "s_axis_tlast (accepted, not used: frames are counted)"},
+            "output": {"tdata": "m_axis_tdata", "bits": out_width, "tvalid": "m_axis_tvalid",
+                       "tready": "m_axis_tready",
+                       "tlast": "m_axis_tlast (high on the last beat of each frame)"},
+        },
+        "input": tensor_json(dfg.input, ig.onnx_input, onnx_in_shape, dfg.in_per_beat),
+        "output": dict(tensor_json(dfg.output, ig.onnx_output, onnx_out_shape,
+                                   dfg.out_per_beat), dequantized=ig.output_dequantized),
+        "layers": layers,
+        "estimate": dfg.estimate(),
+        "integer_graph": intgraph_json(ig),
+    }
