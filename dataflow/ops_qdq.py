@@ -129,6 +129,7 @@ def _close_clip(ctx, node, c: Clipped, qtype, s, zp) -> str:
     lo, hi = _clamp_bounds(qtype, s, zp, c.clip_lo, c.clip_hi)
     rq = prod.requant
     prod.requant = type(rq)(rq.mult, rq.shift, rq.zero_point, max(rq.lo, lo), min(rq.hi, hi))
+    prod.nodes += [c.node, node.label]
     return c.tensor
 
 

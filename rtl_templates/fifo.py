@@ -1,7 +1,7 @@
 """Stream FIFO: decouples two blocks; ``depth`` beats of ``width`` bits.
 
-Golden function: identity. Cost: ``depth·width`` memory bits, one beat per cycle,
-two cycles from an input beat to the same beat on the output of an empty FIFO.
+Golden function: identity. Cost: ``depth·width`` memory bits, one beat per cycle, a beat taken
+in cycle t can leave in cycle t + LATENCY.
 """
 from __future__ import annotations
 
@@ -20,8 +20,13 @@ def golden(x: np.ndarray) -> np.ndarray:
     return np.asarray(x)
 
 
+def timing(in_first: int, in_last: int) -> tuple[int, int]:
+    """First and last output transfer given the first and last input transfer."""
+    return in_first + LATENCY, in_last + LATENCY
+
+
 def cost(width: int, depth: int, beats: int) -> Cost:
-    return Cost(cycles=beats, latency=beats + LATENCY - 1, memory_bits=width * depth,
+    return Cost(cycles=beats, latency=timing(0, beats - 1)[1] + 1, memory_bits=width * depth,
                 registers=width + 2 * depth.bit_length() + 4)
 
 

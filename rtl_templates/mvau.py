@@ -36,7 +36,7 @@ from amaranth.lib.wiring import In, Out
 from dataflow.quant import QType, Requant, dot_range, signed_width
 from rtl_templates.cost import Cost
 
-#: cycles from issuing the last step of an output beat to that beat being readable
+#: cycles from issuing the last step of an output beat to that beat's output transfer
 PIPELINE_DEPTH = 7
 
 
@@ -114,8 +114,7 @@ def cost(p: MVAUParams, vectors: int = 1) -> Cost:
     rq_bits = p.acc_bits + p.requant.mult_bits
     return Cost(
         cycles=steps * vectors,
-        # first input beat to last output beat of one vector on an idle unit
-        latency=steps + PIPELINE_DEPTH,
+        latency=timing(p, 0, p.sf - 1)[1] + 1,
         multipliers=p.pe * p.simd + p.pe,
         multiplier_widths=[(p.in_type.bits, p.w_bits)] * (p.pe * p.simd)
         + [(p.acc_bits, p.requant.mult_bits)] * p.pe,
@@ -127,6 +126,15 @@ def cost(p: MVAUParams, vectors: int = 1) -> Cost:
         + p.simd * p.in_type.bits + p.pe * p.simd * (p.in_type.bits + p.w_bits)
         + 64,
     )
+
+
+def timing(p: MVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
+    """Cycles of the first and last output transfer of one vector whose first and last input
+    beats were taken at ``in_first`` and ``in_last`` (output never stalled). Fold 0 ends when
+    the last input beat is in; every fold then takes SF cycles."""
+    out_first = max(in_last, in_first + p.sf - 1) + PIPELINE_DEPTH
+    out_last = max(in_last + (p.nf - 1) * p.sf, in_first + p.nf * p.sf - 1) + PIPELINE_DEPTH
+    return out_first, out_last
 
 
 def _fifo_depth() -> int:
