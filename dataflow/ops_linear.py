@@ -7,11 +7,14 @@ import numpy as np
 from dataflow.importer import REGISTRY, ImportContext, Unsupported
 from dataflow.loader import Node
 from dataflow.ops_qdq import check_attrs
-from dataflow.values import Clipped, Const, Deq, DeqConst, Linear
+from dataflow.values import Clipped, Const, Deq, DeqConst, FloatInput, Linear
 
 
 def _linear(ctx: ImportContext, node: Node, x, w: DeqConst, w_out_axis: int) -> Linear:
     """x: Deq [K]; w: dequantized constant with K×M (w_out_axis=1) or M×K (w_out_axis=0)."""
+    if isinstance(x, FloatInput):
+        raise Unsupported("its input is a float tensor that no QuantizeLinear quantized: "
+                          "the model is not quantized here (quantize it in QDQ format first)")
     if not isinstance(x, Deq):
         raise Unsupported("its data input must come from DequantizeLinear of a quantized "
                           f"tensor (got {type(x).__name__})")

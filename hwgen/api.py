@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -56,6 +57,13 @@ def read_folding(path) -> dict[str, Folding]:
     return out
 
 
+def _check_name(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise HwgenError(f"module name '{name}' is not a plain Verilog identifier "
+                         f"(letters, digits, _; not starting with a digit)")
+    return name
+
+
 def _top_name(model_path: Path) -> str:
     base = "".join(c if c.isalnum() or c == "_" else "_" for c in model_path.stem)
     return base if base and not base[0].isdigit() else f"m_{base}"
@@ -68,10 +76,16 @@ def compile(model, out_dir, fold=None, name: str | None = None) -> CompileResult
     model = Path(model)
     folding = read_folding(fold) if isinstance(fold, (str, Path)) else fold
     graph = load_model(model)
-    ig = to_int_graph(graph)
-    dfg = lower(ig, folding)
+    try:
+        ig = to_int_graph(graph)
+    except HwgenError as e:
+        raise HwgenError(f"{model.name}: {e}") from None
+    try:
+        dfg = lower(ig, folding)
+    except HwgenError as e:
+        raise HwgenError(f"{fold}: {e}" if isinstance(fold, (str, Path)) else str(e)) from None
     top = build_top(dfg)
-    name = name or _top_name(model)
+    name = _check_name(name) if name is not None else _top_name(model)
     text = verilog.convert(top, name=name, emit_src=False)
     sha = hashlib.sha256(model.read_bytes()).hexdigest()
     onnx_in = [d if isinstance(d, int) else "N" for d in graph.inputs[0].shape]
@@ -102,7 +116,9 @@ class SimulationResult:
 
 def _frames(manifest: dict, x: np.ndarray, source: str) -> np.ndarray:
     check_input_shape(x, manifest["input"]["onnx_shape"], source)
-    return x.reshape(x.shape[0], -1)
+    if x.shape[0] == 0:
+        raise HwgenError(f"{source}: no samples (the batch axis is empty)")
+    return x.reshape(x.shape[0], manifest["input"]["frame_elements"])
 
 
 def run_design(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: float = 0.0,
@@ -149,8 +165,6 @@ def simulate(out_dir, x, simulator: str = "verilator", count: int | None = None,
     if count is not None:
         x = x[:count]
     frames = _frames(manifest, x, source)
-    if frames.shape[0] == 0:
-        raise HwgenError(f"{source}: no samples to simulate")
     _, ig, _ = design.load(out_dir)
     xq = ig.tensors[ig.input].quantize(frames)
     y, res, manifest, ig = run_design(out_dir, xq, simulator, stall, seed)

@@ -80,7 +80,9 @@ def run(argv=None) -> int:
         return 0
     if args.cmd == "simulate":
         from hwgen import design
+        from hwgen.io import check_writable_file
         manifest, _, _ = design.load(args.design)
+        check_writable_file(args.output)
         r = api.simulate(args.design, args.input, args.simulator, _count(args.count),
                          _stall(args.stall))
         from hwgen.io import write_atomic

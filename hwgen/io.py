@@ -20,9 +20,8 @@ def read_input(path, input_name: str) -> np.ndarray:
         raise HwgenError(f"{p}: input file not found")
     try:
         data = np.load(p, allow_pickle=False)
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
-        raise HwgenError(f"{p}: not a NumPy .npy/.npz file ({' '.join(str(e).split())[:120]})") \
-            from None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError):
+        raise HwgenError(f"{p}: not a readable NumPy .npy/.npz file of numbers") from None
     if isinstance(data, np.lib.npyio.NpzFile):
         with data:
             if input_name in data.files:
@@ -78,13 +77,28 @@ def atomic_dir(target):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def write_atomic(path, data: bytes):
+def check_writable_file(path) -> Path:
+    """Refuse, before any work, an output file path that cannot be written."""
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.resolve().parent)
+    if p.is_dir():
+        raise HwgenError(f"{p}: is a folder; give a file name for the output")
+    if not p.resolve().parent.is_dir():
+        raise HwgenError(f"{p}: folder {p.resolve().parent} does not exist")
+    return p
+
+
+def write_atomic(path, data: bytes):
+    p = check_writable_file(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.resolve().parent)
+    except OSError as e:
+        raise HwgenError(f"{p}: cannot write ({e.strerror})") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, p)
+    except OSError as e:
+        raise HwgenError(f"{p}: cannot write ({e.strerror})") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

