@@ -35,6 +35,7 @@ from amaranth.lib.wiring import In, Out
 
 from dataflow.quant import QType, Requant, dot_range, signed_width
 from rtl_templates.cost import Cost
+from rtl_templates.requant import round_clamp
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
 PIPELINE_DEPTH = 7
@@ -297,7 +298,7 @@ class MVAU(wiring.Component):
         # --- round half to even, zero point, clamp → FIFO --------------------------------
         outs = []
         for pe in range(PE):
-            y = _round_clamp(m, p5[pe], rq, name=f"y_{pe}")
+            y = round_clamp(m, p5[pe], rq, name=f"y_{pe}")
             outs.append(y[:ob])
         m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v5)]
         return m
@@ -311,19 +312,3 @@ def _tree_sum(terms):
             nxt.append(terms[-1])
         terms = nxt
     return terms[0]
-
-
-def _round_clamp(m: Module, p, rq: Requant, name: str):
-    """Combinational ``clamp(round_half_even(p / 2**shift) + zp, lo, hi)``."""
-    S = rq.shift
-    if S > 0:
-        q = p >> S  # arithmetic (floor) for signed values
-        r = p[:S]
-        half = 1 << (S - 1)
-        up = (r > half) | ((r == half) & q[0])
-        y0 = q + up + rq.zero_point
-    else:
-        y0 = p + rq.zero_point
-    y = Signal(signed(signed_width(rq.lo, rq.hi)), name=name)
-    m.d.comb += y.eq(Mux(y0 < rq.lo, rq.lo, Mux(y0 > rq.hi, rq.hi, y0)))
-    return y
