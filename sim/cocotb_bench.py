@@ -47,7 +47,8 @@ def _accessors(handle):
     """
     width = len(handle)
     raw = getattr(handle, "_handle", None)
-    fast = (os.environ.get("COCOTB_TRUST_INERTIAL_WRITES") == "1"
+    trusted = os.environ.get("COCOTB_TRUST_INERTIAL_WRITES", "").strip().lower()
+    fast = (trusted in ("1", "yes", "y", "on", "true", "enable")
             and all(hasattr(raw, a) for a in ("get_signal_val_long", "set_signal_val_int",
                                                "get_signal_val_binstr",
                                                "set_signal_val_binstr")))
@@ -58,12 +59,13 @@ def _accessors(handle):
         def set_(v):
             handle.value = v
     elif width <= 32:
-        # Bound methods / partials are C calls: no Python frame per access. Values of
-        # fewer than 32 bits come back non-negative; 32-bit ones may come back signed.
-        get = raw.get_signal_val_long
-        if width == 32:
-            def get(get_long=raw.get_signal_val_long):
-                return get_long() & 0xFFFF_FFFF
+        # Bound methods / partials are C calls: no Python frame per access.
+        get_long = raw.get_signal_val_long
+        if width < 32:
+            get = get_long  # non-negative below 32 bits
+        else:
+            def get():
+                return get_long() & 0xFFFF_FFFF  # may come back signed
         set_ = functools.partial(raw.set_signal_val_int, _DEPOSIT)
     else:
         get_bin, set_bin, fmt = raw.get_signal_val_binstr, raw.set_signal_val_binstr, f"0{width}b"
