@@ -14,7 +14,7 @@ from dataflow.intgraph import IntGraph, QTensor
 from dataflow.loader import Graph, Node
 from dataflow.quant import QType
 from dataflow.registry import OpRegistry
-from dataflow.values import Const, Deq, FloatInput, Int
+from dataflow.values import Const, Deq, FloatInput, Int, channel_last_order
 from hwgen.errors import HwgenError
 
 REGISTRY = OpRegistry()
@@ -83,7 +83,8 @@ def to_int_graph(graph: Graph) -> IntGraph:
     if inp.dtype is None or inp.dtype.kind != "f":
         raise HwgenError(f"graph input '{inp.name}' has element type {inp.dtype}; hwgen expects "
                          f"a float input that the model quantizes with QuantizeLinear")
-    ctx.values[inp.name] = FloatInput(inp.name, _sample_shape(inp, "input"))
+    shape = _sample_shape(inp, "input")
+    ctx.values[inp.name] = FloatInput(inp.name, shape, channel_last_order(shape))
     ctx.ig.onnx_input = inp.name
 
     for node in graph.nodes:
@@ -100,6 +101,7 @@ def to_int_graph(graph: Graph) -> IntGraph:
     if isinstance(v, (Deq, Int)):
         ctx.ig.output = v.tensor
         ctx.ig.output_dequantized = isinstance(v, Deq)
+        ctx.ig.output_order = v.order
     else:
         raise HwgenError(f"graph output '{out.name}' is not a quantized tensor (it is "
                          f"{type(v).__name__}); hwgen needs the model's output to come from "

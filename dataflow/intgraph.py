@@ -59,6 +59,22 @@ class IntGraph:
     onnx_input: str = ""      # the ONNX graph input the integer input quantizes
     onnx_output: str = ""     # the ONNX graph output the integer output dequantizes to
     output_dequantized: bool = True  # ONNX returns floats (DequantizeLinear) or the integers
+    # stream order of the graph input / output: entry k is the row-major flat index (ONNX
+    # order, batch axis dropped) of the k-th element on the stream; None = row-major
+    input_order: np.ndarray | None = None
+    output_order: np.ndarray | None = None
+
+    def to_stream(self, x_flat: np.ndarray) -> np.ndarray:
+        """[N, elements] in ONNX order → stream order of the input."""
+        return x_flat if self.input_order is None else x_flat[:, self.input_order]
+
+    def from_stream(self, y: np.ndarray) -> np.ndarray:
+        """[N, elements] in the output's stream order → ONNX order."""
+        if self.output_order is None:
+            return y
+        out = np.empty_like(y)
+        out[:, self.output_order] = y
+        return out
 
     def producer(self, tensor: str):
         for op in self.ops:

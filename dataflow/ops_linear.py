@@ -34,6 +34,8 @@ def _linear(ctx: ImportContext, node: Node, x, w: DeqConst, w_out_axis: int) -> 
         raise Unsupported(f"weights {list(w.q.shape)} do not match an input of "
                           f"{x.shape[0]} elements")
     wm = wm - z_w[:, None]
+    if x.order is not None:  # columns in the order the elements arrive on the stream
+        wm = wm[:, x.order]
     t = ctx.ig.tensors[x.tensor]
     acc_scale = np.float64(np.float32(t.scale)) * s_w.astype(np.float64)
     bias = -t.zero_point * wm.sum(axis=1)                       # fold the input zero point
@@ -112,10 +114,10 @@ def _clip_into(ctx: ImportContext, node: Node, lo: float, hi: float):
         x.nodes.append(node.label)
         ctx.set(node, x)
     elif isinstance(x, Deq):
-        ctx.set(node, Clipped(x.tensor, x.shape, node.label, lo, hi))
+        ctx.set(node, Clipped(x.tensor, x.shape, node.label, lo, hi, x.order))
     elif isinstance(x, Clipped):
         ctx.set(node, Clipped(x.tensor, x.shape, x.node, max(x.clip_lo, lo),
-                              min(x.clip_hi, hi)))
+                              min(x.clip_hi, hi), x.order))
     else:
         raise Unsupported(f"its input is a {type(x).__name__}; a quantized tensor or a "
                           f"Gemm/MatMul result is needed")

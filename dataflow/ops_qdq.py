@@ -72,18 +72,19 @@ def quantize_linear(ctx: ImportContext, node: Node):
                               "QuantizeLinear on the input")
         t = ctx.new_tensor(out, x.shape, qtype, s, zp)
         ctx.ig.input = t
-        ctx.set(node, Int(t, x.shape))
+        ctx.ig.input_order = x.order
+        ctx.set(node, Int(t, x.shape, x.order))
     elif isinstance(x, Linear):
         ctx.set(node, Int(_close_linear(ctx, node, x, qtype, s, zp), x.shape))
     elif isinstance(x, Clipped):
-        ctx.set(node, Int(_close_clip(ctx, node, x, qtype, s, zp), x.shape))
+        ctx.set(node, Int(_close_clip(ctx, node, x, qtype, s, zp), x.shape, x.order))
     elif isinstance(x, Deq):
         t = ctx.ig.tensors[x.tensor]
         if (t.qtype, np.float32(t.scale), t.zero_point) != (qtype, s, zp):
             raise Unsupported(f"requantizing '{x.tensor}' from scale {t.scale} zero point "
                               f"{t.zero_point} to scale {s} zero point {zp} without an "
                               f"operation between is not supported")
-        ctx.set(node, Int(x.tensor, x.shape))
+        ctx.set(node, Int(x.tensor, x.shape, x.order))
     else:
         raise Unsupported(f"its input is a {type(x).__name__}, which cannot be quantized here")
 
@@ -161,7 +162,7 @@ def dequantize_linear(ctx: ImportContext, node: Node):
         if (np.float32(t.scale), t.zero_point) != (s, z):
             raise Unsupported(f"dequantizes '{x.tensor}' with scale {s} zero point {z}, but it "
                               f"was quantized with scale {t.scale} zero point {t.zero_point}")
-        ctx.set(node, Deq(x.tensor, x.shape))
+        ctx.set(node, Deq(x.tensor, x.shape, x.order))
     else:
         raise Unsupported(f"its input is a {type(x).__name__}, not an integer tensor")
 

@@ -1,7 +1,7 @@
 """Flatten, Reshape, Identity, Dropout: views that change no values.
 
-The hardware streams a tensor's elements in row-major order of its ONNX shape, so reshaping a
-per-sample tensor keeps the stream as it is; only the batch axis must stay first.
+A reshape or transpose keeps the stream as it is and only changes which ONNX element each
+streamed element is (the value's ``order``); the batch axis must stay first.
 """
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from dataflow.values import Const, Deq, FloatInput, Int
 
 
 def _reshaped(v, shape: tuple[int, ...]):
+    # row-major flat indices do not change under a reshape, so the stream order carries over
     if isinstance(v, (Int, Deq)):
-        return type(v)(v.tensor, shape)
+        return type(v)(v.tensor, shape, v.order)
     if isinstance(v, FloatInput):
-        return FloatInput(v.name, shape)
+        return FloatInput(v.name, shape, v.order)
     raise Unsupported(f"reshaping a {type(v).__name__} is not supported")
 
 
@@ -88,3 +89,33 @@ for _v in (1, 13, 14, 16, 19, 21, 23, 24, 25):
     REGISTRY.register("", "Identity", _v)(identity)
 for _v in (7, 10, 12, 13, 22):
     REGISTRY.register("", "Dropout", _v)(dropout)
+
+
+def transpose(ctx: ImportContext, node: Node):
+    check_attrs(node, {"perm": None})
+    x = ctx.value(node, 0)
+    if isinstance(x, Const):
+        ctx.set(node, Const(np.transpose(x.array, node.attrs.get("perm"))))
+        return
+    if not isinstance(x, (Int, Deq, FloatInput)):
+        raise Unsupported(f"transposing a {type(x).__name__} is not supported")
+    rank = len(x.shape) + 1
+    perm = list(node.attrs.get("perm", range(rank - 1, -1, -1)))
+    if sorted(perm) != list(range(rank)) or perm[0] != 0:
+        raise Unsupported(f"perm {perm} must keep the batch axis first")
+    p = [d - 1 for d in perm[1:]]
+    size = _size(x.shape)
+    # y's row-major position j holds x's flat element src[j]; invert to follow the stream
+    src = np.arange(size).reshape(x.shape).transpose(p).reshape(-1)
+    inv = np.empty(size, dtype=np.int64)
+    inv[src] = np.arange(size)
+    order = inv if x.order is None else inv[x.order]
+    shape = tuple(x.shape[d] for d in p)
+    if isinstance(x, FloatInput):
+        ctx.set(node, FloatInput(x.name, shape, order))
+    else:
+        ctx.set(node, type(x)(x.tensor, shape, order))
+
+
+for _v in (1, 13, 21, 23, 24, 25):
+    REGISTRY.register("", "Transpose", _v)(transpose)

@@ -12,18 +12,35 @@ from dataclasses import dataclass
 import numpy as np
 
 
+def channel_last_order(shape: tuple[int, ...]) -> np.ndarray | None:
+    """Stream order of a per-sample tensor: for (C, H, W) feature maps the hardware streams
+    pixels in raster order with channels innermost; other ranks stream row-major (None).
+    Entry k is the row-major flat index (in ``shape``) of the k-th streamed element."""
+    if len(shape) != 3:
+        return None
+    c, h, w = shape
+    return np.arange(c * h * w).reshape(c, h, w).transpose(1, 2, 0).reshape(-1)
+
+
+def is_identity(order: np.ndarray | None) -> bool:
+    return order is None or bool(np.array_equal(order, np.arange(order.size)))
+
+
 @dataclass
 class FloatInput:
     """A float graph input (must be quantized before use)."""
     name: str
     shape: tuple[int, ...]
+    order: np.ndarray | None = None
 
 
 @dataclass
 class Int:
-    """An integer tensor of the integer graph, seen with ONNX shape ``shape``."""
+    """An integer tensor of the integer graph, seen with ONNX shape ``shape``; ``order`` is
+    its stream order (see :func:`channel_last_order`; None = row-major)."""
     tensor: str
     shape: tuple[int, ...]
+    order: np.ndarray | None = None
 
 
 @dataclass
@@ -31,6 +48,7 @@ class Deq:
     """DequantizeLinear of an integer tensor: real = (q - zp) * scale."""
     tensor: str
     shape: tuple[int, ...]
+    order: np.ndarray | None = None
 
 
 @dataclass
@@ -88,3 +106,4 @@ class Clipped:
     node: str
     clip_lo: float = -np.inf
     clip_hi: float = np.inf
+    order: np.ndarray | None = None

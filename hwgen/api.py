@@ -106,8 +106,8 @@ def compile(model, out_dir, fold=None, name: str | None = None) -> CompileResult
 @dataclass
 class SimulationResult:
     outputs: np.ndarray          # as the ONNX model returns them (floats if dequantized)
-    outputs_int: np.ndarray      # [N, output elements] integers from the RTL
-    inputs_int: np.ndarray       # [N, input elements] the quantized inputs fed
+    outputs_int: np.ndarray      # [N, output elements] integers from the RTL, stream order
+    inputs_int: np.ndarray       # [N, input elements] the quantized inputs fed, stream order
     latency: int                 # cycles: first input beat to last output beat of frame 0
     interval: float | None       # cycles per frame in steady state (None for one frame)
     cycles: int                  # cycles simulated in total
@@ -166,14 +166,15 @@ def simulate(out_dir, x, simulator: str = "verilator", count: int | None = None,
         x = x[:count]
     frames = _frames(manifest, x, source)
     _, ig, _ = design.load(out_dir)
-    xq = ig.tensors[ig.input].quantize(frames)
+    xq = ig.tensors[ig.input].quantize(ig.to_stream(frames))
     y, res, manifest, ig = run_design(out_dir, xq, simulator, stall, seed)
     n = xq.shape[0]
     latency, interval = _timing(res, n, manifest["input"]["beats_per_frame"],
                                 manifest["output"]["beats_per_frame"])
     tout = ig.tensors[ig.output]
     out_shape = [n] + [d for d in manifest["output"]["onnx_shape"][1:]]
-    outputs = tout.dequantize(y) if ig.output_dequantized else y
+    y_onnx = ig.from_stream(y)
+    outputs = tout.dequantize(y_onnx) if ig.output_dequantized else y_onnx
     return SimulationResult(outputs.reshape(out_shape), y, xq, latency, interval, res.cycles,
                             simulator)
 
@@ -226,10 +227,11 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         tout = ig.tensors[ig.output]
         ref = ref.reshape(x.shape[0], -1)
         ref_q = tout.quantize(ref) if ig.output_dequantized else ref.astype(np.int64)
-        diff = np.abs(ref_q - sim.outputs_int)
+        rtl = ig.from_stream(sim.outputs_int)
+        diff = np.abs(ref_q - rtl)
         top1 = None
         if ref.shape[1] > 1:
-            top1 = float(np.mean(ref.argmax(axis=1) == sim.outputs_int.argmax(axis=1)))
+            top1 = float(np.mean(ref.argmax(axis=1) == rtl.argmax(axis=1)))
         return VerifyReport(
             samples=x.shape[0], rtl_equals_golden=np.array_equal(gold, sim.outputs_int),
             golden_mismatched_samples=bad,

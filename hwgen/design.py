@@ -17,12 +17,21 @@ import numpy as np
 from dataflow.intgraph import IntGraph, MatVec, QTensor
 from dataflow.lower import DataflowGraph, Folding
 from dataflow.quant import QType, Requant
+from dataflow.values import channel_last_order
 from hwgen.errors import HwgenError
 
 MANIFEST_VERSION = 1
 
 
-def tensor_json(t: QTensor, onnx_name: str, onnx_shape, per_beat: int) -> dict:
+def element_order(onnx_shape, order) -> str:
+    if order is None:
+        return "row-major (C order) over the ONNX shape without its batch axis"
+    if len(onnx_shape) == 4 and np.array_equal(order, channel_last_order(tuple(onnx_shape[1:]))):
+        return "channel-last: pixels in raster order (H, then W), channels innermost"
+    return "permuted: stream element k is ONNX element design.npz[input_order|output_order][k]"
+
+
+def tensor_json(t: QTensor, onnx_name: str, onnx_shape, per_beat: int, order=None) -> dict:
     return {
         "onnx_name": onnx_name,
         "onnx_shape": list(onnx_shape),
@@ -30,7 +39,7 @@ def tensor_json(t: QTensor, onnx_name: str, onnx_shape, per_beat: int) -> dict:
         "element_type": t.qtype.name,
         "scale": float(t.scale),
         "zero_point": int(t.zero_point),
-        "element_order": "row-major (C order) over the ONNX shape without its batch axis",
+        "element_order": element_order(onnx_shape, order),
         "elements_per_beat": per_beat,
         "beats_per_frame": t.size // per_beat,
         "packing": f"element k of a beat in tdata[{t.qtype.bits}*k +: {t.qtype.bits}]"
@@ -56,6 +65,9 @@ def intgraph_json(ig: IntGraph) -> dict:
 
 def intgraph_arrays(ig: IntGraph) -> dict[str, np.ndarray]:
     arrays = {}
+    for key in ("input_order", "output_order"):
+        if getattr(ig, key) is not None:
+            arrays[key] = np.asarray(getattr(ig, key), dtype=np.int64)
     for k, op in enumerate(ig.ops):
         arrays[f"op{k}_weights"] = np.asarray(op.weights, dtype=np.int64)
         arrays[f"op{k}_bias"] = np.asarray(op.bias, dtype=np.int64)
@@ -81,6 +93,8 @@ def intgraph_from(doc: dict, arrays) -> IntGraph:
                                      r["hi"])))
     for key in ("input", "output", "onnx_input", "onnx_output", "output_dequantized"):
         setattr(ig, key, doc[key])
+    ig.input_order = arrays.get("input_order")
+    ig.output_order = arrays.get("output_order")
     return ig
 
 
@@ -153,9 +167,11 @@ def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
                        "tready": "m_axis_tready",
                        "tlast": "m_axis_tlast (high on the last beat of each frame)"},
         },
-        "input": tensor_json(dfg.input, ig.onnx_input, onnx_in_shape, dfg.in_per_beat),
+        "input": tensor_json(dfg.input, ig.onnx_input, onnx_in_shape, dfg.in_per_beat,
+                             ig.input_order),
         "output": dict(tensor_json(dfg.output, ig.onnx_output, onnx_out_shape,
-                                   dfg.out_per_beat), dequantized=ig.output_dequantized),
+                                   dfg.out_per_beat, ig.output_order),
+                       dequantized=ig.output_dequantized),
         "layers": layers,
         "estimate": dfg.estimate(),
         "integer_graph": intgraph_json(ig),

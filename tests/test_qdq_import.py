@@ -57,8 +57,8 @@ def _model(name: str, tmp_path):
 
 def _agreement(ig, qm, x):
     tin, tout = ig.tensors[ig.input], ig.tensors[ig.output]
-    xq = tin.quantize(x.reshape(x.shape[0], -1))
-    y = golden.run(ig, xq)[ig.output]
+    xq = tin.quantize(ig.to_stream(x.reshape(x.shape[0], -1)))
+    y = ig.from_stream(golden.run(ig, xq)[ig.output].reshape(x.shape[0], -1))
     ref = tout.quantize(run_model(qm, x).reshape(x.shape[0], -1))
     return xq, y, ref
 
@@ -95,6 +95,7 @@ def test_rtl_equals_golden(name, tmp_path):
     qm, x = _model(name, tmp_path)
     ig = to_int_graph(load_model_proto(qm))
     xq, y, _ = _agreement(ig, qm, x[:12])
+    assert ig.output_order is None  # so y is in stream order too
     sizes = [op.weights.shape for op in ig.ops]  # (MH, MW)
     # fold: PE of one layer = SIMD of the next
     fold = {ig.ops[0].name: Folding(pe=4, simd=4), ig.ops[1].name: Folding(pe=3, simd=4),
