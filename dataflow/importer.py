@@ -64,7 +64,8 @@ class ImportContext:
 
 def to_int_graph(graph: Graph) -> IntGraph:
     """Build the integer graph; unmappable nodes raise HwgenError naming node, op and reason."""
-    from dataflow import ops_linear, ops_qdq, ops_shape  # noqa: F401  (register handlers)
+    from dataflow import (ops_conv, ops_join, ops_linear, ops_pool, ops_qdq,  # noqa: F401
+                          ops_qop, ops_shape)  # (importing registers the handlers)
 
     if len(graph.inputs) != 1:
         raise HwgenError(f"model has {len(graph.inputs)} graph inputs; hwgen maps models with "

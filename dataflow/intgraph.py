@@ -87,4 +87,90 @@ class IntGraph:
 
 
 def op_inputs(op) -> list[str]:
-    return [op.input]
+    return list(op.inputs) if hasattr(op, "inputs") else [op.input]
+
+
+@dataclass(frozen=True)
+class Window:
+    """2-D sliding-window geometry over a (C, H, W) input (no dilation)."""
+    in_shape: tuple[int, int, int]
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pads: tuple[int, int, int, int]          # top, left, bottom, right
+
+    @property
+    def out_hw(self) -> tuple[int, int]:
+        c, h, w = self.in_shape
+        t, l, b, r = self.pads
+        return ((h + t + b - self.kernel[0]) // self.stride[0] + 1,
+                (w + l + r - self.kernel[1]) // self.stride[1] + 1)
+
+    def counts(self) -> np.ndarray:
+        """Per output pixel (raster order): how many window positions lie inside the input."""
+        c, h, w = self.in_shape
+        oh, ow = self.out_hw
+        rows = np.array([min(h, i * self.stride[0] - self.pads[0] + self.kernel[0])
+                         - max(0, i * self.stride[0] - self.pads[0]) for i in range(oh)])
+        cols = np.array([min(w, j * self.stride[1] - self.pads[1] + self.kernel[1])
+                         - max(0, j * self.stride[1] - self.pads[1]) for j in range(ow)])
+        return (rows[:, None] * cols[None, :]).reshape(-1)
+
+
+@dataclass
+class Conv:
+    """2-D convolution (+ bias, folded batch norm, Relu/Clip) + QuantizeLinear.
+    ``weights`` is [OC, KH*KW*C] with columns in (kh, kw, c) order, or [C, KH*KW] when
+    ``depthwise`` (group = channels)."""
+    name: str
+    nodes: list[str]
+    input: str
+    output: str
+    weights: np.ndarray
+    bias: np.ndarray
+    requant: Requant
+    window: Window
+    depthwise: bool = False
+
+
+@dataclass
+class Pool:
+    """Max or average pooling over windows. Average: acc = Σ_window q - K·z_in (padding
+    enters as z_in, i.e. real zero) and ``requants[k]`` divides by ``counts[k]``."""
+    name: str
+    nodes: list[str]
+    input: str
+    output: str
+    kind: str                                 # "max" | "avg"
+    window: Window
+    counts: np.ndarray | None = None          # avg: divisor per output pixel
+    requants: dict | None = None              # avg: divisor → Requant
+
+
+@dataclass
+class GlobalAvgPool:
+    """Mean over all pixels per channel: acc = Σ q - H·W·z_in, then requant."""
+    name: str
+    nodes: list[str]
+    input: str
+    output: str
+    requant: Requant
+
+
+@dataclass
+class AddOp:
+    """Elementwise sum of two tensors with their own scales, requantized to the output's."""
+    name: str
+    nodes: list[str]
+    inputs: list[str]
+    output: str
+    lo: int
+    hi: int
+
+
+@dataclass
+class ConcatOp:
+    """Channel concatenation of feature maps (inputs requantized if their scales differ)."""
+    name: str
+    nodes: list[str]
+    inputs: list[str]
+    output: str

@@ -7,7 +7,7 @@ import numpy as np
 from dataflow.importer import REGISTRY, ImportContext, Unsupported
 from dataflow.loader import Node
 from dataflow.ops_qdq import check_attrs
-from dataflow.values import Clipped, Const, Deq, DeqConst, FloatInput, Linear
+from dataflow.values import Clipped, Const, Deq, DeqConst, FloatInput, Joined, Linear, Pooled
 
 
 def _linear(ctx: ImportContext, node: Node, x, w: DeqConst, w_out_axis: int) -> Linear:
@@ -99,6 +99,10 @@ def matmul(ctx: ImportContext, node: Node):
 def add(ctx: ImportContext, node: Node):
     check_attrs(node, {})
     a, b = ctx.value(node, 0), ctx.value(node, 1)
+    if isinstance(a, Deq) and isinstance(b, Deq):
+        from dataflow.ops_join import add_tensors
+        add_tensors(ctx, node, a, b)
+        return
     if isinstance(b, Linear):
         a, b = b, a
     if not isinstance(a, Linear):
@@ -109,7 +113,7 @@ def add(ctx: ImportContext, node: Node):
 
 def _clip_into(ctx: ImportContext, node: Node, lo: float, hi: float):
     x = ctx.value(node, 0)
-    if isinstance(x, Linear):
+    if isinstance(x, (Linear, Pooled, Joined)):
         x.clip_lo, x.clip_hi = max(x.clip_lo, lo), min(x.clip_hi, hi)
         x.nodes.append(node.label)
         ctx.set(node, x)

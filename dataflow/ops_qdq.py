@@ -4,10 +4,11 @@ from __future__ import annotations
 import numpy as np
 
 from dataflow.importer import INT_TYPES, REGISTRY, ImportContext, Unsupported
-from dataflow.intgraph import MatVec
+from dataflow.intgraph import AddOp, ConcatOp, Conv, GlobalAvgPool, MatVec, Pool
 from dataflow.loader import Node
 from dataflow.quant import QType, dot_range, make_requant, signed_width
-from dataflow.values import Clipped, Const, Deq, DeqConst, FloatInput, Int, Linear
+from dataflow.values import (Clipped, Const, Deq, DeqConst, FloatInput, Int, Joined, Linear,
+                             Pooled, channel_last_order)
 
 Q_VERSIONS = (10, 13, 19, 21, 23, 24, 25)
 
@@ -55,38 +56,52 @@ _Q_ATTRS = {"axis": None, "saturate": None, "block_size": lambda v: v == 0,
 def quantize_linear(ctx: ImportContext, node: Node):
     check_attrs(node, _Q_ATTRS)
     x = ctx.value(node, 0)
-    scale = ctx.const(node, 1, "scale")
     zp_arr = ctx.const(node, 2, "zero point")
     qtype = _qtype_of(node, zp_arr)
     if isinstance(x, Const):
         raise Unsupported("quantizing a constant at run time is not supported; store it "
                           "quantized")
+    s, zp = out_params(ctx.const(node, 1, "scale"), zp_arr)
+    ctx.set(node, close(ctx, node, x, qtype, s, zp))
+
+
+def out_params(scale, zp_arr) -> tuple[np.float32, int]:
     s = np.float32(_scalar(scale, "scale"))
-    zp = int(_scalar(zp_arr, "zero point"))
     if not s > 0:
         raise Unsupported(f"scale {s} must be positive")
-    out = node.outputs[0]
+    return s, int(_scalar(zp_arr, "zero point"))
+
+
+def close(ctx: ImportContext, node: Node, x, qtype: QType, s, zp: int) -> Int:
+    """Quantize value ``x`` to (qtype, s, zp): the pending computation becomes an integer op
+    writing a new tensor named after ``node.outputs[0]``."""
     if isinstance(x, FloatInput):
         if ctx.ig.input:
             raise Unsupported("the graph input is quantized twice; hwgen supports one "
                               "QuantizeLinear on the input")
-        t = ctx.new_tensor(out, x.shape, qtype, s, zp)
+        t = ctx.new_tensor(node.outputs[0], x.shape, qtype, s, zp)
         ctx.ig.input = t
         ctx.ig.input_order = x.order
-        ctx.set(node, Int(t, x.shape, x.order))
-    elif isinstance(x, Linear):
-        ctx.set(node, Int(_close_linear(ctx, node, x, qtype, s, zp), x.shape))
-    elif isinstance(x, Clipped):
-        ctx.set(node, Int(_close_clip(ctx, node, x, qtype, s, zp), x.shape, x.order))
-    elif isinstance(x, Deq):
+        return Int(t, x.shape, x.order)
+    if isinstance(x, Linear):
+        return Int(_close_linear(ctx, node, x, qtype, s, zp), x.shape,
+                   channel_last_order(x.shape))
+    if isinstance(x, Pooled):
+        return Int(_close_pool(ctx, node, x, qtype, s, zp), x.shape,
+                   channel_last_order(x.shape))
+    if isinstance(x, Joined):
+        return Int(_close_join(ctx, node, x, qtype, s, zp), x.shape,
+                   channel_last_order(x.shape))
+    if isinstance(x, Clipped):
+        return Int(_close_clip(ctx, node, x, qtype, s, zp), x.shape, x.order)
+    if isinstance(x, Deq):
         t = ctx.ig.tensors[x.tensor]
         if (t.qtype, np.float32(t.scale), t.zero_point) != (qtype, s, zp):
             raise Unsupported(f"requantizing '{x.tensor}' from scale {t.scale} zero point "
                               f"{t.zero_point} to scale {s} zero point {zp} without an "
                               f"operation between is not supported")
-        ctx.set(node, Int(x.tensor, x.shape, x.order))
-    else:
-        raise Unsupported(f"its input is a {type(x).__name__}, which cannot be quantized here")
+        return Int(x.tensor, x.shape, x.order)
+    raise Unsupported(f"its input is a {type(x).__name__}, which cannot be quantized here")
 
 
 def _clamp_bounds(qtype: QType, s: np.float32, zp: int, lo: float, hi: float) -> tuple[int, int]:
@@ -108,9 +123,55 @@ def _close_linear(ctx, node, lin: Linear, qtype, s, zp) -> str:
     a_lo, a_hi = dot_range(lin.weights, t_in.lo, t_in.hi)
     acc_bits = signed_width(int(min(a_lo.min(), (a_lo + lin.bias).min(), 0)),
                             int(max(a_hi.max(), (a_hi + lin.bias).max(), 0)))
-    ctx.ig.ops.append(MatVec(name=lin.nodes[0], nodes=lin.nodes + [node.label],
-                             input=lin.src, output=out, weights=lin.weights,
-                             bias=lin.bias, requant=make_requant(mult, zp, lo, hi, acc_bits)))
+    rq = make_requant(mult, zp, lo, hi, acc_bits)
+    nodes = lin.nodes + [node.label]
+    if lin.window is not None:
+        ctx.ig.ops.append(Conv(lin.nodes[0], nodes, lin.src, out, lin.weights, lin.bias, rq,
+                               lin.window, lin.depthwise))
+    else:
+        ctx.ig.ops.append(MatVec(name=lin.nodes[0], nodes=nodes, input=lin.src, output=out,
+                                 weights=lin.weights, bias=lin.bias, requant=rq))
+    return out
+
+
+def _close_pool(ctx, node, p: Pooled, qtype, s, zp) -> str:
+    t = ctx.ig.tensors[p.tensor]
+    lo, hi = _clamp_bounds(qtype, s, zp, p.clip_lo, p.clip_hi)
+    out = ctx.new_tensor(node.outputs[0], p.shape, qtype, s, zp)
+    nodes = p.nodes + [node.label]
+    if p.kind == "max":
+        if (t.qtype, np.float32(t.scale), t.zero_point) != (qtype, s, zp) or \
+                (lo, hi) != (qtype.lo, qtype.hi):
+            raise Unsupported("MaxPool must keep its input's quantization (same scale and "
+                              "zero point, no clip) to map to integer max pooling")
+        ctx.ig.ops.append(Pool(p.nodes[0], nodes, p.tensor, out, "max", p.window))
+        return out
+    real = np.float64(np.float32(t.scale)) / np.float64(s)
+    if p.kind == "gap":
+        hw = int(np.prod(t.shape[1:]))
+        acc_bits = signed_width(hw * (t.qtype.lo - t.zero_point), hw * (t.qtype.hi - t.zero_point))
+        ctx.ig.ops.append(GlobalAvgPool(p.nodes[0], nodes, p.tensor, out,
+                                        make_requant(real / hw, zp, lo, hi, acc_bits)))
+        return out
+    k = p.window.kernel[0] * p.window.kernel[1]
+    counts = np.full(int(np.prod(p.window.out_hw)), k) if p.count_include_pad \
+        else p.window.counts()
+    acc_bits = signed_width(k * (t.qtype.lo - t.zero_point), k * (t.qtype.hi - t.zero_point))
+    rqs = {int(c): make_requant(real / int(c), zp, lo, hi, acc_bits) for c in np.unique(counts)}
+    ctx.ig.ops.append(Pool(p.nodes[0], nodes, p.tensor, out, "avg", p.window, counts, rqs))
+    return out
+
+
+def _close_join(ctx, node, j: Joined, qtype, s, zp) -> str:
+    lo, hi = _clamp_bounds(qtype, s, zp, j.clip_lo, j.clip_hi)
+    out = ctx.new_tensor(node.outputs[0], j.shape, qtype, s, zp)
+    nodes = j.nodes + [node.label]
+    if j.kind == "add":
+        ctx.ig.ops.append(AddOp(j.nodes[0], nodes, list(j.tensors), out, lo, hi))
+    else:
+        if (lo, hi) != (qtype.lo, qtype.hi):
+            raise Unsupported("a clip/relu fused after Concat is not supported")
+        ctx.ig.ops.append(ConcatOp(j.nodes[0], nodes, list(j.tensors), out))
     return out
 
 
@@ -123,13 +184,17 @@ def _close_clip(ctx, node, c: Clipped, qtype, s, zp) -> str:
                           f"{t.scale} zero point {t.zero_point} to scale {s} zero point {zp}; "
                           f"only a clamp with unchanged parameters is supported")
     prod = ctx.ig.producer(c.tensor)
-    if prod is None or not hasattr(prod, "requant"):
+    if prod is None or not (hasattr(prod, "requant") or hasattr(prod, "lo")):
         raise Unsupported(f"the clip/relu '{c.node}' does not follow a layer it can fold into")
     if ctx.ig.consumers(c.tensor) or _used_elsewhere(ctx, c.tensor):
         raise Unsupported(f"the clip/relu '{c.node}' input is also used unclamped elsewhere")
     lo, hi = _clamp_bounds(qtype, s, zp, c.clip_lo, c.clip_hi)
-    rq = prod.requant
-    prod.requant = type(rq)(rq.mult, rq.shift, rq.zero_point, max(rq.lo, lo), min(rq.hi, hi))
+    if hasattr(prod, "lo"):
+        prod.lo, prod.hi = max(prod.lo, lo), min(prod.hi, hi)
+    else:
+        rq = prod.requant
+        prod.requant = type(rq)(rq.mult, rq.shift, rq.zero_point, max(rq.lo, lo),
+                                min(rq.hi, hi))
     prod.nodes += [c.node, node.label]
     return c.tensor
 

@@ -96,6 +96,8 @@ class Linear:
     clip_lo: float = -np.inf
     clip_hi: float = np.inf
     has_bias: bool = False
+    window: object = None          # dataflow.intgraph.Window for a convolution
+    depthwise: bool = False
 
 
 @dataclass
@@ -107,3 +109,28 @@ class Clipped:
     clip_lo: float = -np.inf
     clip_hi: float = np.inf
     order: np.ndarray | None = None
+
+
+@dataclass
+class Pooled:
+    """Pooling of a dequantized feature map, awaiting its QuantizeLinear.
+    ``kind``: "max", "avg" or "gap" (global average)."""
+    tensor: str
+    kind: str
+    shape: tuple[int, ...]
+    nodes: list[str]
+    window: object = None
+    count_include_pad: bool = False
+    clip_lo: float = -np.inf
+    clip_hi: float = np.inf
+
+
+@dataclass
+class Joined:
+    """Add or channel Concat of dequantized tensors, awaiting its QuantizeLinear."""
+    tensors: list[str]
+    kind: str                      # "add" | "concat"
+    shape: tuple[int, ...]
+    nodes: list[str]
+    clip_lo: float = -np.inf
+    clip_hi: float = np.inf

@@ -1,0 +1,146 @@
+"""Conv (2-D, group 1 or depthwise) and BatchNormalization folding, QDQ form.
+
+A convolution becomes a pending ``Linear`` with a window geometry: its weight matrix has one
+row per output channel and columns in (kh, kw, c) order, the order in which the sliding-window
+generator streams a window of a channel-last feature map. Padding positions carry the input
+zero point (real zero), so the input zero-point correction of the bias holds everywhere.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dataflow.importer import REGISTRY, ImportContext, Unsupported
+from dataflow.intgraph import Window
+from dataflow.loader import Node
+from dataflow.ops_qdq import check_attrs
+from dataflow.values import Deq, DeqConst, FloatInput, Linear, channel_last_order
+
+
+def window_from_attrs(node: Node, in_shape: tuple[int, int, int],
+                      kernel: tuple[int, int]) -> Window:
+    """Kernel/stride/pads of a 2-D Conv or pooling node (auto_pad and ceil_mode handled)."""
+    a = node.attrs
+    if any(d != 1 for d in a.get("dilations", [1, 1])):
+        raise Unsupported(f"dilations {list(a['dilations'])} are not supported (only 1)")
+    strides = tuple(int(s) for s in a.get("strides", [1, 1]))
+    c, h, w = in_shape
+    auto = a.get("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = []
+        for size, k, s in ((h, kernel[0], strides[0]), (w, kernel[1], strides[1])):
+            total = max((math.ceil(size / s) - 1) * s + k - size, 0)
+            small = total // 2
+            pads.append((total - small, small) if auto == "SAME_LOWER" else (small, total - small))
+        pads = (pads[0][0], pads[1][0], pads[0][1], pads[1][1])
+    elif auto == "VALID":
+        pads = (0, 0, 0, 0)
+    elif auto == "NOTSET":
+        pads = tuple(int(p) for p in a.get("pads", [0, 0, 0, 0]))
+    else:
+        raise Unsupported(f"auto_pad={auto!r} is not supported")
+    if len(strides) != 2 or len(pads) != 4:
+        raise Unsupported("only 2-D windows are supported")
+    win = Window(in_shape, kernel, strides, pads)
+    if a.get("ceil_mode", 0):
+        # ceil mode adds an output row/column only when the floor formula leaves a remainder
+        for size, k, s, p0, p1 in ((h, kernel[0], strides[0], pads[0], pads[2]),
+                                   (w, kernel[1], strides[1], pads[1], pads[3])):
+            if (size + p0 + p1 - k) % s:
+                raise Unsupported("ceil_mode=1 with a partial last window is not supported")
+    oh, ow = win.out_hw
+    if oh < 1 or ow < 1:
+        raise Unsupported(f"kernel {list(kernel)} does not fit the {h}x{w} input with its pads")
+    return win
+
+
+def feature_map(x, what: str = "input") -> Deq:
+    """The node's data input must be a dequantized (C, H, W) map streamed channel-last."""
+    if isinstance(x, FloatInput):
+        raise Unsupported("its input is a float tensor that no QuantizeLinear quantized: "
+                          "the model is not quantized here")
+    if not isinstance(x, Deq) or len(x.shape) != 3:
+        raise Unsupported(f"its {what} must be a quantized [N, C, H, W] feature map "
+                          f"(got {type(x).__name__} of shape {list(getattr(x, 'shape', []))})")
+    if not np.array_equal(x.order, channel_last_order(x.shape)):
+        raise Unsupported(f"its {what} is a transposed or reshaped view; a feature map "
+                          f"straight from a convolution, pooling or the input is needed")
+    return x
+
+
+_CONV_ATTRS = {"auto_pad": None, "dilations": None, "group": None, "kernel_shape": None,
+               "pads": None, "strides": None}
+
+
+def conv(ctx: ImportContext, node: Node):
+    check_attrs(node, _CONV_ATTRS)
+    ctx.set(node, conv_linear(ctx, node, ctx.value(node, 0), ctx.value(node, 1),
+                              ctx.value(node, 2)))
+
+
+def conv_linear(ctx: ImportContext, node: Node, x, w, b) -> Linear:
+    """The pending convolution of dequantized ``x`` with dequantized weights ``w`` (+ ``b``)."""
+    x = feature_map(x)
+    if not isinstance(w, DeqConst) or w.q.ndim != 4:
+        raise Unsupported("its weights must be a 4-D constant integer tensor behind "
+                          "DequantizeLinear")
+    oc, cg, kh, kw = w.q.shape
+    c = x.shape[0]
+    group = int(node.attrs.get("group", 1))
+    s_w, z_w = w.per_channel(0, oc, "the weight")
+    wq = w.q.astype(np.int64) - z_w[:, None, None, None]
+    if group == 1:
+        if cg != c:
+            raise Unsupported(f"weights expect {cg} input channels, the input has {c}")
+        wm = wq.transpose(0, 2, 3, 1).reshape(oc, -1)          # columns (kh, kw, c)
+        depthwise = False
+    elif group == c and cg == 1 and oc == c:
+        wm = wq.reshape(c, kh * kw)
+        depthwise = True
+    else:
+        raise Unsupported(f"group={group} with {c} input and {oc} output channels: only "
+                          f"group=1 and depthwise (group = channels, multiplier 1) are supported")
+    win = window_from_attrs(node, x.shape, (kh, kw))
+    t = ctx.ig.tensors[x.tensor]
+    lin = Linear(src=x.tensor, weights=wm, acc_scale=np.float64(np.float32(t.scale))
+                 * s_w.astype(np.float64), bias=-t.zero_point * wm.sum(axis=1),
+                 nodes=[node.label], shape=(oc,) + win.out_hw, window=win,
+                 depthwise=depthwise)
+    if b is not None:
+        from dataflow.ops_linear import _add_bias
+        _add_bias(lin, b, node)
+        lin.nodes.pop()
+    return lin
+
+
+def batch_norm(ctx: ImportContext, node: Node):
+    """Fold inference-mode BatchNormalization into the convolution/Gemm before it:
+    real' = real·g + (beta − mean·g), g = gamma / sqrt(var + eps), per channel."""
+    check_attrs(node, {"epsilon": None, "momentum": None, "spatial": lambda v: v == 1,
+                       "training_mode": lambda v: v == 0})
+    x = ctx.value(node, 0)
+    if not isinstance(x, Linear) or x.clip_lo > -np.inf or x.clip_hi < np.inf:
+        raise Unsupported("BatchNormalization must directly follow a Conv or Gemm to be "
+                          "folded into it")
+    if len([o for o in node.outputs if o]) > 1:
+        raise Unsupported("BatchNormalization in training mode is not supported")
+    gamma, beta, mean, var = (np.asarray(ctx.const(node, k, n), np.float64).reshape(-1)
+                              for k, n in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "var")))
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    g = gamma / np.sqrt(var + eps)
+    shift = beta - mean * g
+    sign = np.where(g < 0, -1, 1)
+    x.weights = x.weights * sign[:, None]
+    x.bias = x.bias * sign
+    x.acc_scale = x.acc_scale * np.abs(g)
+    safe = np.where(x.acc_scale > 0, x.acc_scale, 1.0)
+    x.bias = x.bias + np.rint(shift / safe).astype(np.int64)
+    x.nodes.append(node.label)
+    ctx.set(node, x)
+
+
+for _v in (1, 11, 22):
+    REGISTRY.register("", "Conv", _v)(conv)
+for _v in (7, 9, 14, 15):
+    REGISTRY.register("", "BatchNormalization", _v)(batch_norm)

@@ -1,0 +1,81 @@
+"""MaxPool, AveragePool, GlobalAveragePool and spatial ReduceMean (QDQ and integer inputs)."""
+from __future__ import annotations
+
+import numpy as np
+
+from dataflow.importer import REGISTRY, ImportContext, Unsupported
+from dataflow.intgraph import Pool
+from dataflow.loader import Node
+from dataflow.ops_conv import feature_map, window_from_attrs
+from dataflow.ops_qdq import check_attrs
+from dataflow.values import Int, Pooled, channel_last_order
+
+_POOL_ATTRS = {"auto_pad": None, "ceil_mode": None, "dilations": None, "kernel_shape": None,
+               "pads": None, "strides": None, "storage_order": lambda v: v == 0,
+               "count_include_pad": None}
+
+
+def _window(node: Node, shape):
+    k = tuple(int(v) for v in node.attrs["kernel_shape"])
+    if len(k) != 2:
+        raise Unsupported(f"kernel_shape {list(k)}: only 2-D pooling is supported")
+    return window_from_attrs(node, shape, k)
+
+
+def max_pool(ctx: ImportContext, node: Node):
+    check_attrs(node, _POOL_ATTRS)
+    if len(node.outputs) > 1 and node.outputs[1]:
+        raise Unsupported("the Indices output of MaxPool is not supported")
+    x = ctx.value(node, 0)
+    if isinstance(x, Int):
+        # integer input (QOperator models): max of integers, same quantization
+        if not np.array_equal(x.order, channel_last_order(x.shape)):
+            raise Unsupported("its input must be a (C, H, W) feature map")
+        win = _window(node, x.shape)
+        t = ctx.ig.tensors[x.tensor]
+        shape = (x.shape[0],) + win.out_hw
+        out = ctx.new_tensor(node.outputs[0], shape, t.qtype, t.scale, t.zero_point)
+        ctx.ig.ops.append(Pool(node.label, [node.label], x.tensor, out, "max", win))
+        ctx.set(node, Int(out, shape, channel_last_order(shape)))
+        return
+    x = feature_map(x)
+    win = _window(node, x.shape)
+    ctx.set(node, Pooled(x.tensor, "max", (x.shape[0],) + win.out_hw, [node.label], win))
+
+
+def average_pool(ctx: ImportContext, node: Node):
+    check_attrs(node, _POOL_ATTRS)
+    x = feature_map(ctx.value(node, 0))
+    win = _window(node, x.shape)
+    ctx.set(node, Pooled(x.tensor, "avg", (x.shape[0],) + win.out_hw, [node.label], win,
+                         bool(node.attrs.get("count_include_pad", 0))))
+
+
+def global_average_pool(ctx: ImportContext, node: Node):
+    check_attrs(node, {})
+    x = feature_map(ctx.value(node, 0))
+    ctx.set(node, Pooled(x.tensor, "gap", (x.shape[0], 1, 1), [node.label]))
+
+
+def reduce_mean(ctx: ImportContext, node: Node):
+    check_attrs(node, {"axes": None, "keepdims": None, "noop_with_empty_axes": None})
+    x = feature_map(ctx.value(node, 0))
+    axes = node.attrs.get("axes") if node.since_version < 18 else ctx.const(node, 1, "axes")
+    axes = sorted(int(a) % 4 for a in np.asarray(axes if axes is not None else [],
+                                                 dtype=np.int64).reshape(-1))
+    if axes != [2, 3]:
+        raise Unsupported(f"ReduceMean over axes {axes}: only the spatial axes [2, 3] of an "
+                          f"[N, C, H, W] map are supported")
+    keep = int(node.attrs.get("keepdims", 1))
+    shape = (x.shape[0], 1, 1) if keep else (x.shape[0],)
+    ctx.set(node, Pooled(x.tensor, "gap", shape, [node.label]))
+
+
+for _v in (8, 10, 11, 12, 22):
+    REGISTRY.register("", "MaxPool", _v)(max_pool)
+for _v in (7, 10, 11, 19, 22):
+    REGISTRY.register("", "AveragePool", _v)(average_pool)
+for _v in (1, 22):
+    REGISTRY.register("", "GlobalAveragePool", _v)(global_average_pool)
+for _v in (1, 11, 13, 18):
+    REGISTRY.register("", "ReduceMean", _v)(reduce_mean)
