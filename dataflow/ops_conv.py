@@ -103,8 +103,8 @@ def conv_linear(ctx: ImportContext, node: Node, x, w, b) -> Linear:
                           f"group=1 and depthwise (group = channels, multiplier 1) are supported")
     win = window_from_attrs(node, x.shape, (kh, kw))
     t = ctx.ig.tensors[x.tensor]
-    lin = Linear(src=x.tensor, weights=wm, acc_scale=np.float64(np.float32(t.scale))
-                 * s_w.astype(np.float64), bias=-t.zero_point * wm.sum(axis=1),
+    lin = Linear(src=x.tensor, weights=wm,
+                 acc_scale=(np.float32(t.scale) * s_w.astype(np.float32)).astype(np.float64), bias=-t.zero_point * wm.sum(axis=1),
                  nodes=[node.label], shape=(oc,) + win.out_hw, window=win,
                  depthwise=depthwise)
     if b is not None:

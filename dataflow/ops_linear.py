@@ -37,7 +37,7 @@ def _linear(ctx: ImportContext, node: Node, x, w: DeqConst, w_out_axis: int) -> 
     if x.order is not None:  # columns in the order the elements arrive on the stream
         wm = wm[:, x.order]
     t = ctx.ig.tensors[x.tensor]
-    acc_scale = np.float64(np.float32(t.scale)) * s_w.astype(np.float64)
+    acc_scale = (np.float32(t.scale) * s_w.astype(np.float32)).astype(np.float64)  # as ORT
     bias = -t.zero_point * wm.sum(axis=1)                       # fold the input zero point
     return Linear(src=x.tensor, weights=wm, acc_scale=acc_scale, bias=bias,
                   nodes=[node.label], shape=(n_out,))

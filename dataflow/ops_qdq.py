@@ -117,7 +117,8 @@ def _clamp_bounds(qtype: QType, s: np.float32, zp: int, lo: float, hi: float) ->
 
 def _close_linear(ctx, node, lin: Linear, qtype, s, zp) -> str:
     lo, hi = _clamp_bounds(qtype, s, zp, lin.clip_lo, lin.clip_hi)
-    mult = lin.acc_scale.astype(np.float64) / np.float64(s)
+    # the multiplier in float32, (input scale · weight scale) / output scale, as ORT forms it
+    mult = lin.acc_scale.astype(np.float32) / np.float32(s)
     out = ctx.new_tensor(node.outputs[0], lin.shape, qtype, s, zp)
     t_in = ctx.ig.tensors[lin.src].qtype
     a_lo, a_hi = dot_range(lin.weights, t_in.lo, t_in.hi)

@@ -4,11 +4,16 @@ Everything here is exact integer arithmetic; the hardware blocks implement the v
 formulas. The requantizer maps an accumulator ``acc`` (whose real value is
 ``acc * real_multiplier`` in units of the output scale) to the output integer
 
-    y = clamp(round_half_even(acc * mult / 2**shift) + zero_point, lo, hi)
+    y = clamp(round_half_even(round24(acc * mult) / 2**shift) + zero_point, lo, hi)
 
-which is ONNX QuantizeLinear's ``saturate(round(x / y_scale) + y_zero_point)`` with the real
-multiplier replaced by the fixed-point ``mult / 2**shift`` (see :func:`make_requant`). A Relu folded into the requantizer raises ``lo`` to the
-zero point.
+where ``mult / 2**shift`` is the float32 value of the real multiplier (input scale · weight
+scale / output scale, evaluated in float32 as onnxruntime does) and ``round24`` rounds the
+exact product to 24 significant bits, half to even. That is precisely the float32
+arithmetic of onnxruntime's integer kernels (``rint(float(acc) * scale)``) for |acc| < 2**24,
+written as integer operations the hardware performs exactly: a multiplier, a leading-one
+detector and two half-to-even roundings. It is ONNX's ``saturate(round(x / y_scale) + zp)``
+with x evaluated in float32. A Relu folded into the requantizer raises ``lo`` to the zero
+point.
 """
 from __future__ import annotations
 
@@ -16,10 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: significant bits of the largest per-channel fixed-point multiplier
-MULT_BITS = 24
-#: extra fraction bits beyond the accumulator width (absolute precision of the product)
-ACC_GUARD_BITS = 12
 
 
 @dataclass(frozen=True)
@@ -104,9 +105,18 @@ class Requant:
             else np.array(self.mult[0], dtype=object)
         # Python ints (object arrays): products may exceed 64 bits.
         p = acc.astype(object) * mult
-        y = round_shift_half_even(p, self.shift) + self.zero_point
+        y = np.vectorize(lambda v: _requant_one(v, self.shift), otypes=[object])(p)
+        y = y + self.zero_point
         y = np.minimum(np.maximum(y, self.lo), self.hi)
         return y.astype(np.int64)
+
+
+#: significant bits of a float32 value
+F32_BITS = 24
+#: significant bits of the larger multiplier in fixed-point forms (the two-input adder's)
+MULT_BITS = 24
+#: fraction bits beyond an operand's width in fixed-point forms (absolute precision)
+ACC_GUARD_BITS = 12
 
 
 def round_shift_half_even(p, shift: int):
@@ -120,23 +130,42 @@ def round_shift_half_even(p, shift: int):
     return q + up.astype(np.int64) if not isinstance(up, bool) else q + int(up)
 
 
-def make_requant(real_multiplier, zero_point: int, lo: int, hi: int, acc_bits: int = 0,
-                 mult_bits: int = MULT_BITS) -> Requant:
-    """Fixed-point form of ``real_multiplier`` (scalar or per channel, float64 >= 0).
+def _requant_one(p: int, shift: int) -> int:
+    """round_half_even(round24(p) / 2**shift) for one Python int (sign-symmetric)."""
+    a = -p if p < 0 else p
+    d = max(0, a.bit_length() - F32_BITS)
+    a = _rhe(a, d) << d
+    y = _rhe(a, shift)
+    return -y if p < 0 else y
 
-    The shift gives the largest channel ``mult_bits`` significant bits and is at least
-    ``acc_bits + ACC_GUARD_BITS``, so for any accumulator value the fixed-point product is
-    within 2**-ACC_GUARD_BITS of a step of the exact one (results differ from exact
-    arithmetic only that close to a rounding tie). Channels with much smaller multipliers
-    keep that same absolute precision without widening the multiplier.
+
+def _rhe(a: int, k: int) -> int:
+    """round_half_even(a / 2**k) for a >= 0."""
+    if k <= 0:
+        return a << -k
+    q, r = a >> k, a & ((1 << k) - 1)
+    half = 1 << (k - 1)
+    return q + (1 if r > half or (r == half and q & 1) else 0)
+
+
+def make_requant(real_multiplier, zero_point: int, lo: int, hi: int,
+                 acc_bits: int = 0) -> Requant:
+    """Requantizer for ``real_multiplier`` (scalar or per channel), taken as float32.
+
+    Each channel's float32 multiplier is exactly ``m · 2**-s`` with a 24-bit mantissa m; one
+    shift serves all channels (the largest s), the others' mantissas are shifted up to it.
+    ``acc_bits`` is recorded for the hardware's widths only.
     """
-    m = np.atleast_1d(np.asarray(real_multiplier, dtype=np.float64))
-    if not np.all(np.isfinite(m)) or np.any(m < 0):
+    m32 = np.atleast_1d(np.asarray(real_multiplier, dtype=np.float32))
+    if not np.all(np.isfinite(m32)) or np.any(m32 < 0):
         raise ValueError("requantization multiplier must be finite and non-negative")
-    shift = acc_bits + ACC_GUARD_BITS if acc_bits else 0
-    if np.any(m > 0):
-        exp_max = int(np.floor(np.log2(m.max())))
-        shift = max(shift, mult_bits - 1 - exp_max)
-    shift = max(shift, 0)
-    mult = tuple(int(round(float(v) * (1 << shift))) for v in m)
+    parts = []
+    for v in m32:
+        if v == 0:
+            parts.append((0, 0))
+            continue
+        frac, exp = np.frexp(np.float64(v))            # v = frac · 2**exp, frac in [0.5, 1)
+        parts.append((int(np.ldexp(frac, F32_BITS)), F32_BITS - int(exp)))
+    shift = max(max(s for _, s in parts), 0)
+    mult = tuple(m << (shift - s) if m else 0 for m, s in parts)
     return Requant(mult=mult, shift=shift, zero_point=int(zero_point), lo=int(lo), hi=int(hi))
