@@ -135,7 +135,8 @@ class Conv:
 @dataclass
 class Pool:
     """Max or average pooling over windows. Average: acc = Σ_window q - K·z_in (padding
-    enters as z_in, i.e. real zero) and ``requants[k]`` divides by ``counts[k]``."""
+    enters as z_in, i.e. real zero), divided by the pixel's count: ``requant.mult[j]`` is the
+    multiplier of the j-th smallest distinct value of ``counts``."""
     name: str
     nodes: list[str]
     input: str
@@ -143,7 +144,7 @@ class Pool:
     kind: str                                 # "max" | "avg"
     window: Window
     counts: np.ndarray | None = None          # avg: divisor per output pixel
-    requants: dict | None = None              # avg: divisor → Requant
+    requant: Requant | None = None            # avg: one multiplier per distinct count
 
 
 @dataclass

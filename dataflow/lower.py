@@ -1,20 +1,31 @@
-"""Integer graph + folding → dataflow graph: the blocks, their folding and the FIFOs between.
+"""Integer graph + folding → dataflow graph: blocks, the streams between them, and FIFOs.
 
-The folding choice lives in :func:`choose_folding` alone, so a smarter (budget-aware) search can
-replace it without touching the rest.
+Every integer op becomes one or two blocks (a convolution is a sliding-window generator and a
+matrix–vector unit; a depthwise convolution or pooling a window generator and a per-channel
+unit). A tensor read by several ops is duplicated by a fork; a stream whose elements per beat
+differ between producer and consumer passes a width converter; every consumer reads through a
+FIFO whose depth comes from the cost models (see :func:`_size_join_fifos`).
+
+The folding choice lives in :func:`choose_folding` alone, so a smarter (budget-aware) search
+can replace it without touching the rest.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from dataflow.golden import matvec_params
-from dataflow.intgraph import IntGraph, MatVec, QTensor
+import numpy as np
+
+from dataflow import golden
+from dataflow.intgraph import (AddOp, ConcatOp, Conv, GlobalAvgPool, IntGraph, MatVec, Pool,
+                               QTensor, op_inputs)
 from hwgen.errors import HwgenError
-from rtl_templates import fifo, mvau
+from rtl_templates import add, concat, dwc, fifo, fork, gap, mvau, pool, swg, vvau
 from rtl_templates.cost import Cost
 
-#: beats a FIFO between two blocks holds beyond one input vector of its consumer
+#: beats a FIFO holds beyond what the analysis asks for
 FIFO_MARGIN = 2
+#: default steady-state target, cycles per frame, when none is given
+DEFAULT_TARGET_CYCLES = 1024
 
 
 @dataclass
@@ -24,48 +35,83 @@ class Folding:
 
 
 @dataclass
-class Block:
-    """One hardware block of the dataflow chain."""
+class Stream:
     name: str
-    kind: str                       # "mvau" | "fifo"
-    params: object                  # MVAUParams for "mvau"; (width, depth) for "fifo"
-    in_per_beat: int                # elements per input beat
-    out_per_beat: int               # elements per output beat
-    cost: Cost
-    onnx_nodes: tuple[str, ...] = ()
+    qtype: object          # dataflow.quant.QType of the elements
+    per_beat: int
+    elements: int          # per frame
 
-    def timing(self, in_first: int, in_last: int) -> tuple[int, int]:
+    @property
+    def beats(self) -> int:
+        return self.elements // self.per_beat
+
+    @property
+    def width(self) -> int:
+        return self.per_beat * self.qtype.bits
+
+
+@dataclass
+class Block:
+    """One hardware block; ``inputs``/``outputs`` are stream names in port order."""
+    name: str
+    kind: str
+    params: object
+    inputs: list[str]
+    outputs: list[str]
+    cost: Cost
+    layer: str = ""                          # the integer op it implements ("" for plumbing)
+    onnx_nodes: tuple[str, ...] = ()
+    vectors: int = 1                         # mvau: vectors per frame
+
+    def timing(self, first: int, last: int) -> tuple[int, int]:
+        p = self.params
         if self.kind == "mvau":
-            return mvau.timing(self.params, in_first, in_last)
-        return fifo.timing(in_first, in_last)
+            return mvau.timing(p, first, last, self.vectors)
+        if self.kind in ("vvau", "pool", "gap", "swg", "add", "concat"):
+            return globals()[self.kind].timing(p, first, last)
+        if self.kind == "dwc":
+            return dwc.timing(p["in_elems"], p["out_elems"], p["frame"], first, last)
+        if self.kind == "fork":
+            return fork.timing(first, last)
+        return fifo.timing(first, last)
 
 
 @dataclass
 class DataflowGraph:
     blocks: list[Block]
+    streams: dict[str, Stream]
     input: QTensor
     output: QTensor
+    in_stream: str
+    out_stream: str
+    folding: dict[str, Folding] = field(default_factory=dict)
 
     @property
     def in_per_beat(self) -> int:
-        return self.blocks[0].in_per_beat
+        return self.streams[self.in_stream].per_beat
 
     @property
     def out_per_beat(self) -> int:
-        return self.blocks[-1].out_per_beat
+        return self.streams[self.out_stream].per_beat
 
     @property
     def bottleneck(self) -> Block:
         return max(self.blocks, key=lambda b: b.cost.cycles)
 
-    def latency(self) -> int:
-        """First input beat to last output beat of one frame through the idle chain, input
-        offered every cycle and output always ready: each block's timing model maps its
-        input's first/last transfer cycles to its output's."""
-        t = (0, self.input.size // self.in_per_beat - 1)
+    def stream_times(self) -> dict[str, tuple[int, int]]:
+        """First/last transfer cycle of one frame on every stream, through the idle graph
+        with the input offered every cycle and the output always ready."""
+        t = {self.in_stream: (0, self.streams[self.in_stream].beats - 1)}
         for b in self.blocks:
-            t = b.timing(*t)
-        return t[1] + 1
+            first = max(t[s][0] for s in b.inputs)
+            last = max(t[s][1] for s in b.inputs)
+            out = b.timing(first, last)
+            for s in b.outputs:
+                t[s] = out
+        return t
+
+    def latency(self) -> int:
+        return self.stream_times()[self.out_stream][1] + 1
 
     def estimate(self) -> dict:
         costs = [b.cost for b in self.blocks]
@@ -79,37 +125,276 @@ class DataflowGraph:
         }
 
 
-def choose_folding(ig: IntGraph, requested: dict[str, Folding] | None) -> dict[str, Folding]:
-    """Per layer PE/SIMD: the requested values, else fully serial (PE = SIMD = 1)."""
+# ------------------------------------------------------------------------------ folding
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def fold_space(ig: IntGraph, op) -> tuple[list[int], list[int], callable]:
+    """(PE choices, SIMD choices, cycles(pe, simd)) of an op; SIMD is [1] where unused."""
+    t_in = ig.tensors[op_inputs(op)[0]]
+    if isinstance(op, MatVec):
+        mh, mw = op.weights.shape
+        return _divisors(mh), _divisors(mw), lambda pe, simd: (mh // pe) * (mw // simd)
+    if isinstance(op, Conv):
+        c, _, _ = op.window.in_shape
+        px = int(np.prod(op.window.out_hw))
+        k = op.window.kernel[0] * op.window.kernel[1]
+        if op.depthwise:
+            return _divisors(c), [1], lambda pe, simd: px * k * (c // pe)
+        oc = op.weights.shape[0]
+        return _divisors(oc), _divisors(c), lambda pe, simd: px * (oc // pe) * k * (c // simd)
+    if isinstance(op, Pool):
+        c = op.window.in_shape[0]
+        px = int(np.prod(op.window.out_hw))
+        k = op.window.kernel[0] * op.window.kernel[1]
+        return _divisors(c), [1], lambda pe, simd: px * k * (c // pe)
+    if isinstance(op, GlobalAvgPool):
+        c = t_in.shape[0]
+        return _divisors(c), [1], lambda pe, simd: t_in.size // pe
+    out = ig.tensors[op.output]
+    c = out.shape[0] if len(out.shape) == 3 else out.size
+    if isinstance(op, ConcatOp):
+        c = np.gcd.reduce([ig.tensors[t].shape[0] for t in op.inputs])
+    return _divisors(int(c)), [1], lambda pe, simd: out.size // pe
+
+
+def choose_folding(ig: IntGraph, requested: dict[str, Folding] | None = None,
+                   target_cycles: int | None = None) -> dict[str, Folding]:
+    """Per op PE/SIMD. Requested values win; the others take the smallest PE·SIMD (then the
+    smallest PE) whose cycles per frame are at most ``target_cycles`` (the most parallel
+    choice if none is; fully serial without a target)."""
     requested = dict(requested or {})
     names = [op.name for op in ig.ops]
     unknown = sorted(set(requested) - set(names))
     if unknown:
         raise HwgenError(f"folding names unknown layer(s) {', '.join(unknown)}; layers are "
                          f"{', '.join(names)}")
-    return {n: requested.get(n, Folding()) for n in names}
-
-
-def lower(ig: IntGraph, folding: dict[str, Folding] | None = None) -> DataflowGraph:
-    fold = choose_folding(ig, folding)
-    blocks: list[Block] = []
+    out = {}
     for op in ig.ops:
-        if not isinstance(op, MatVec):
-            raise HwgenError(f"layer {op.name}: no hardware block for {type(op).__name__}")
-        f = fold[op.name]
-        mh, mw = op.weights.shape
-        for what, v, dim in (("PE", f.pe, mh), ("SIMD", f.simd, mw)):
-            if v < 1 or dim % v:
-                raise HwgenError(f"layer {op.name}: {what}={v} must be a divisor of {dim}")
-        p = matvec_params(ig, op, f.pe, f.simd)
-        if blocks:
-            prev = blocks[-1]
-            if prev.out_per_beat != f.simd:
-                raise HwgenError(f"layer {op.name}: SIMD={f.simd} must equal PE="
-                                 f"{prev.out_per_beat} of the layer before it ({prev.name})")
-            depth = p.sf + FIFO_MARGIN
-            width = f.simd * p.in_type.bits
-            blocks.append(Block(f"fifo_{prev.name}_{op.name}", "fifo", (width, depth),
-                                f.simd, f.simd, fifo.cost(width, depth, p.sf)))
-        blocks.append(Block(op.name, "mvau", p, f.simd, f.pe, mvau.cost(p), tuple(op.nodes)))
-    return DataflowGraph(blocks, ig.tensors[ig.input], ig.tensors[ig.output])
+        pes, simds, cycles = fold_space(ig, op)
+        if op.name in requested:
+            f = requested[op.name]
+            if f.pe not in pes:
+                raise HwgenError(f"layer {op.name}: PE={f.pe} must be a divisor of its "
+                                 f"{pes[-1]} output channels")
+            if f.simd not in simds:
+                raise HwgenError(f"layer {op.name}: SIMD={f.simd} must be one of "
+                                 f"{', '.join(map(str, simds))}")
+            out[op.name] = f
+            continue
+        if target_cycles is None:
+            out[op.name] = Folding()
+            continue
+        cands = sorted(((pe * simd, pe, simd) for pe in pes for simd in simds),
+                       key=lambda c: (cycles(c[1], c[2]) > target_cycles, c[0], c[1]))
+        _, pe, simd = cands[0]
+        out[op.name] = Folding(pe, simd)
+    return out
+
+
+# ------------------------------------------------------------------------------ lowering
+
+class _Builder:
+    def __init__(self, ig: IntGraph, folding: dict[str, Folding]):
+        self.ig, self.fold = ig, folding
+        self.blocks: list[Block] = []
+        self.streams: dict[str, Stream] = {}
+        self.pending: dict[str, list[str]] = {}   # tensor → unread streams carrying it
+        self.join_fifos: list[tuple[Block, list[Block], int]] = []
+
+    def stream(self, name: str, qtype, per_beat: int, elements: int) -> str:
+        base, k = name, 1
+        while name in self.streams:
+            k += 1
+            name = f"{base}_{k}"
+        self.streams[name] = Stream(name, qtype, per_beat, elements)
+        return name
+
+    def add(self, block: Block) -> Block:
+        names = {b.name for b in self.blocks}
+        base, k = block.name, 1
+        while block.name in names:
+            k += 1
+            block.name = f"{base}_{k}"
+        self.blocks.append(block)
+        return block
+
+    def produce(self, tensor: str, stream: str, n_readers: int):
+        """Register ``stream`` as carrying ``tensor``; fork it if several ops read it."""
+        if n_readers <= 1:
+            self.pending[tensor] = [stream]
+            return
+        s = self.streams[stream]
+        outs = [self.stream(f"{tensor}_fork{k}", s.qtype, s.per_beat, s.elements)
+                for k in range(n_readers)]
+        self.add(Block(f"fork_{_short(tensor)}", "fork", (s.width, n_readers), [stream], outs,
+                       fork.cost(s.width, n_readers, s.beats)))
+        self.pending[tensor] = outs
+
+    def read(self, tensor: str, per_beat: int, fifo_depth: int = FIFO_MARGIN) -> tuple[str, Block]:
+        """A stream of ``tensor`` with ``per_beat`` elements per beat, through a FIFO."""
+        src = self.pending[tensor].pop(0)
+        s = self.streams[src]
+        if s.per_beat != per_beat:
+            dst = self.stream(f"{_short(tensor)}_x{per_beat}", s.qtype, per_beat, s.elements)
+            p = {"bits": s.qtype.bits, "in_elems": s.per_beat, "out_elems": per_beat,
+                 "frame": s.elements}
+            self.add(Block(f"dwc_{_short(tensor)}", "dwc", p, [src], [dst],
+                           dwc.cost(s.qtype.bits, s.per_beat, per_beat, s.elements)))
+            src, s = dst, self.streams[dst]
+        dst = self.stream(f"{_short(tensor)}_q", s.qtype, per_beat, s.elements)
+        f = self.add(Block(f"fifo_{_short(tensor)}", "fifo", (s.width, fifo_depth), [src], [dst],
+                           fifo.cost(s.width, fifo_depth, s.beats)))
+        return dst, f
+
+
+def _short(name: str) -> str:
+    keep = "".join(c if c.isalnum() else "_" for c in name)
+    return keep.strip("_")[-40:] or "t"
+
+
+def lower(ig: IntGraph, folding: dict[str, Folding] | None = None,
+          target_cycles: int | None = None) -> DataflowGraph:
+    fold = choose_folding(ig, folding, target_cycles)
+    b = _Builder(ig, fold)
+    readers = {}
+    for op in ig.ops:
+        for t in op_inputs(op):
+            readers[t] = readers.get(t, 0) + 1
+    readers[ig.output] = readers.get(ig.output, 0) + 1
+    tin = ig.tensors[ig.input]
+    first_op = next(op for op in ig.ops if ig.input in op_inputs(op))
+    in_per_beat = _in_per_beat(ig, first_op, fold[first_op.name])
+    in_stream = b.stream("input", tin.qtype, in_per_beat, tin.size)
+    b.produce(ig.input, in_stream, readers[ig.input])
+    for op in ig.ops:
+        out = _lower_op(b, ig, op, fold[op.name])
+        b.produce(op.output, out, readers[op.output])
+    out_stream = b.pending[ig.output].pop(0)
+    dfg = DataflowGraph(b.blocks, b.streams, tin, ig.tensors[ig.output], in_stream, out_stream,
+                        fold)
+    _size_join_fifos(dfg, b.join_fifos)
+    return dfg
+
+
+def _row_beats(sp) -> int:
+    """FIFO depth in front of a sliding-window generator: it takes its input row by row,
+    pausing while it emits the windows of a row, so the FIFO holds one input row
+    (W·C/SIMD beats) so that the producer never waits for it."""
+    h, w, c = sp.in_shape
+    return w * c // sp.simd + FIFO_MARGIN
+
+
+def _beats_per_pixel(t: QTensor, per_beat: int) -> int:
+    channels = t.shape[0] if len(t.shape) == 3 else t.size
+    return max(1, channels // per_beat)
+
+
+def _in_per_beat(ig, op, f: Folding) -> int:
+    if isinstance(op, (MatVec,)) or (isinstance(op, Conv) and not op.depthwise):
+        return f.simd
+    return f.pe
+
+
+def _lower_op(b: _Builder, ig: IntGraph, op, f: Folding) -> str:
+    tout = ig.tensors[op.output]
+    nodes = tuple(op.nodes)
+    if isinstance(op, MatVec):
+        tin = ig.tensors[op.input]
+        p = mvau.MVAUParams(op.weights, op.bias, op.requant, tin.qtype, tout.qtype, f.pe, f.simd)
+        src, _ = b.read(op.input, f.simd, p.sf + FIFO_MARGIN if p.nf > 1 else FIFO_MARGIN)
+        out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
+        b.add(Block(op.name, "mvau", p, [src], [out], mvau.cost(p), op.name, nodes))
+        return out
+    if isinstance(op, Conv):
+        tin = ig.tensors[op.input]
+        c, h, w = op.window.in_shape
+        oh, ow = op.window.out_hw
+        per = f.pe if op.depthwise else f.simd
+        sp = swg.SWGParams((h, w, c), op.window.kernel, op.window.stride, op.window.pads,
+                           tin.zero_point, tin.qtype, per, op.depthwise)
+        src, _ = b.read(op.input, per, _row_beats(sp))
+        win = b.stream(f"{_short(op.output)}_win", tin.qtype, per,
+                       oh * ow * op.window.kernel[0] * op.window.kernel[1] * c)
+        b.add(Block(f"{op.name}_swg", "swg", sp, [src], [win], swg.cost(sp), op.name, nodes))
+        out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
+        if op.depthwise:
+            p = vvau.VVAUParams(op.weights, op.bias, op.requant, tin.qtype, tout.qtype, f.pe,
+                                oh * ow)
+            b.add(Block(op.name, "vvau", p, [win], [out], vvau.cost(p), op.name, nodes))
+        else:
+            p = mvau.MVAUParams(op.weights, op.bias, op.requant, tin.qtype, tout.qtype, f.pe,
+                                f.simd)
+            b.add(Block(op.name, "mvau", p, [win], [out], mvau.cost(p, oh * ow), op.name,
+                        nodes, vectors=oh * ow))
+        return out
+    if isinstance(op, Pool):
+        tin = ig.tensors[op.input]
+        c, h, w = op.window.in_shape
+        oh, ow = op.window.out_hw
+        k = op.window.kernel[0] * op.window.kernel[1]
+        pad = tin.qtype.lo if op.kind == "max" else tin.zero_point
+        sp = swg.SWGParams((h, w, c), op.window.kernel, op.window.stride, op.window.pads, pad,
+                           tin.qtype, f.pe, True)
+        src, _ = b.read(op.input, f.pe, _row_beats(sp))
+        win = b.stream(f"{_short(op.output)}_win", tin.qtype, f.pe, oh * ow * k * c)
+        b.add(Block(f"{op.name}_swg", "swg", sp, [src], [win], swg.cost(sp), op.name, nodes))
+        pp = pool.PoolParams(op.kind, c, k, tin.qtype, tout.qtype, f.pe, oh * ow,
+                             op.requant if op.kind == "avg" else None, tin.zero_point,
+                             op.counts if op.kind == "avg" else None)
+        out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
+        b.add(Block(op.name, "pool", pp, [win], [out], pool.cost(pp), op.name, nodes))
+        return out
+    if isinstance(op, GlobalAvgPool):
+        tin = ig.tensors[op.input]
+        c = tin.shape[0]
+        gp = gap.GAPParams(c, tin.size // c, op.requant, tin.qtype, tout.qtype, f.pe,
+                           tin.zero_point)
+        src, _ = b.read(op.input, f.pe)
+        out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
+        b.add(Block(op.name, "gap", gp, [src], [out], gap.cost(gp), op.name, nodes))
+        return out
+    if isinstance(op, AddOp):
+        ap = golden.add_params(ig, op, f.pe)
+        srcs, fifos = zip(*(b.read(t, f.pe) for t in op.inputs))
+        out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
+        blk = b.add(Block(op.name, "add", ap, list(srcs), [out], add.cost(ap, tout.size),
+                          op.name, nodes))
+        b.join_fifos.append((blk, list(fifos), _beats_per_pixel(tout, f.pe)))
+        return out
+    if isinstance(op, ConcatOp):
+        if len(op.inputs) != 2:
+            raise HwgenError(f"layer {op.name}: Concat of {len(op.inputs)} tensors; two are "
+                             f"supported")
+        cp = golden.concat_params(ig, op, f.pe)
+        srcs, fifos = zip(*(b.read(t, f.pe) for t in op.inputs))
+        out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
+        pixels = tout.size // tout.shape[0]
+        blk = b.add(Block(op.name, "concat", cp, list(srcs), [out], concat.cost(cp, pixels),
+                          op.name, nodes))
+        b.join_fifos.append((blk, list(fifos), _beats_per_pixel(tout, f.pe)))
+        return out
+    raise HwgenError(f"layer {op.name}: no hardware block for {type(op).__name__}")
+
+
+def _size_join_fifos(dfg: DataflowGraph, joins: list[tuple[Block, list[Block], int]]):
+    """Deadlock-free, full-rate depths for the FIFOs in front of each join.
+
+    A join consumes its inputs in lockstep and a fork feeds its outputs in lockstep, so the
+    branch whose data reaches the join first must hold every beat that arrives before the
+    other branch's first beat: at most one per cycle of the difference of their first
+    arrival times, which the blocks' timing models give. A margin of two pixels' beats covers
+    bursts (a block emitting a pixel's channels back to back).
+    """
+    for _ in range(2):  # a depth changes no FIFO's timing; a second pass only confirms
+        times = dfg.stream_times()
+        for join, fifos, beats_per_pixel in joins:
+            firsts = [times[f.inputs[0]][0] for f in fifos]
+            latest = max(firsts)
+            for f, first in zip(fifos, firsts):
+                width, _ = f.params
+                depth = latest - first + 2 * beats_per_pixel + FIFO_MARGIN
+                f.params = (width, depth)
+                f.cost = fifo.cost(width, depth, dfg.streams[f.outputs[0]].beats)

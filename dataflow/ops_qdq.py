@@ -158,8 +158,8 @@ def _close_pool(ctx, node, p: Pooled, qtype, s, zp) -> str:
     counts = np.full(int(np.prod(p.window.out_hw)), k) if p.count_include_pad \
         else p.window.counts()
     acc_bits = signed_width(k * (t.qtype.lo - t.zero_point), k * (t.qtype.hi - t.zero_point))
-    rqs = {int(c): make_requant(real / int(c), zp, lo, hi, acc_bits) for c in np.unique(counts)}
-    ctx.ig.ops.append(Pool(p.nodes[0], nodes, p.tensor, out, "avg", p.window, counts, rqs))
+    rq = make_requant(real / np.unique(counts).astype(np.float64), zp, lo, hi, acc_bits)
+    ctx.ig.ops.append(Pool(p.nodes[0], nodes, p.tensor, out, "avg", p.window, counts, rq))
     return out
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from dataflow import golden
 from dataflow.importer import to_int_graph
 from dataflow.loader import load_model
-from dataflow.lower import DataflowGraph, Folding, lower
+from dataflow.lower import DEFAULT_TARGET_CYCLES, Folding, lower
 from hwgen import design
 from hwgen.assemble import build_top
 from hwgen.errors import HwgenError
@@ -69,8 +69,13 @@ def _top_name(model_path: Path) -> str:
     return base if base and not base[0].isdigit() else f"m_{base}"
 
 
-def compile(model, out_dir, fold=None, name: str | None = None) -> CompileResult:
-    """ONNX model → ``out_dir``/<name>.v + manifest.json + design.npz (atomically)."""
+def compile(model, out_dir, fold=None, name: str | None = None,
+            target_cycles: int | None = None) -> CompileResult:
+    """ONNX model → ``out_dir``/<name>.v + manifest.json + design.npz (atomically).
+
+    Folding: ``fold`` (a FOLD.json path or {layer: Folding}) fixes layers; the others get the
+    smallest PE/SIMD reaching ``target_cycles`` per frame (default
+    ``dataflow.lower.DEFAULT_TARGET_CYCLES``)."""
     from amaranth.back import verilog
 
     model = Path(model)
@@ -81,7 +86,10 @@ def compile(model, out_dir, fold=None, name: str | None = None) -> CompileResult
     except HwgenError as e:
         raise HwgenError(f"{model.name}: {e}") from None
     try:
-        dfg = lower(ig, folding)
+        if target_cycles is not None and target_cycles < 1:
+            raise HwgenError(f"target cycles must be at least 1 (got {target_cycles})")
+        dfg = lower(ig, folding, DEFAULT_TARGET_CYCLES if target_cycles is None
+                    else target_cycles)
     except HwgenError as e:
         raise HwgenError(f"{fold}: {e}" if isinstance(fold, (str, Path)) else str(e)) from None
     top = build_top(dfg)
@@ -97,7 +105,7 @@ def compile(model, out_dir, fold=None, name: str | None = None) -> CompileResult
     with atomic_dir(out_dir) as tmp:
         (tmp / f"{name}.v").write_text(text)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        design.save_npz(tmp / "design.npz", design.intgraph_arrays(ig))
+        design.save_npz(tmp / "design.npz", design.intgraph_json(ig)[1])
     return CompileResult(out_dir, out_dir / f"{name}.v", manifest)
 
 
@@ -200,7 +208,7 @@ class VerifyReport:
 
 
 def verify(model, x, count: int | None = None, simulator: str = "verilator", fold=None,
-           out_dir=None, stall: float = 0.0) -> VerifyReport:
+           out_dir=None, stall: float = 0.0, target_cycles: int | None = None) -> VerifyReport:
     """Compile, simulate, and compare RTL with the golden model and with onnxruntime."""
     import onnxruntime as ort
 
@@ -209,7 +217,7 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         tmp = Path(tempfile.mkdtemp(prefix="hwgen-verify-"))
         out_dir = tmp / "design"
     try:
-        comp = compile(model, out_dir, fold)
+        comp = compile(model, out_dir, fold, target_cycles=target_cycles)
         manifest = comp.manifest
         source = str(x) if isinstance(x, (str, Path)) else "input array"
         if isinstance(x, (str, Path)):

@@ -19,9 +19,8 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compile", help="generate Verilog and manifest.json from an ONNX model")
     c.add_argument("model", help="quantized ONNX model (QDQ format)")
     c.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
-    c.add_argument("--fold", metavar="FOLD.json",
-                   help='per-layer folding: {"layer": {"pe": P, "simd": S}, ...}')
     c.add_argument("--name", help="top-level module name (default: from the model file name)")
+    _fold_args(c)
 
     s = sub.add_parser("simulate", help="run float inputs through a compiled design")
     s.add_argument("design", metavar="DIR", help="folder written by 'hwgen compile'")
@@ -34,10 +33,18 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("model", help="quantized ONNX model (QDQ format)")
     v.add_argument("--input", required=True, metavar="X", help="inputs: .npy or .npz, batch first")
     v.add_argument("--count", type=int, help="use only the first N samples")
-    v.add_argument("--fold", metavar="FOLD.json", help="per-layer folding")
+    _fold_args(v)
     v.add_argument("-o", "--output", metavar="DIR", help="keep the compiled design in DIR")
     _sim_args(v)
     return ap
+
+
+def _fold_args(p):
+    p.add_argument("--fold", metavar="FOLD.json",
+                   help='per-layer folding: {"layer": {"pe": P, "simd": S}, ...}')
+    p.add_argument("--target-cycles", type=int, metavar="N",
+                   help="fold every other layer to at most N cycles per frame "
+                        "(default 1024)")
 
 
 def _sim_args(p):
@@ -71,7 +78,7 @@ def run(argv=None) -> int:
     from hwgen import api
 
     if args.cmd == "compile":
-        res = api.compile(args.model, args.output, args.fold, args.name)
+        res = api.compile(args.model, args.output, args.fold, args.name, args.target_cycles)
         est = res.estimate
         print(f"wrote {res.verilog} and {res.out_dir / 'manifest.json'}")
         print(f"estimate: {est['cycles_per_frame']} cycles per frame (bottleneck "
@@ -95,7 +102,7 @@ def run(argv=None) -> int:
         return 0
     if args.cmd == "verify":
         rep = api.verify(args.model, args.input, _count(args.count), args.simulator, args.fold,
-                         args.output, _stall(args.stall))
+                         args.output, _stall(args.stall), args.target_cycles)
         _print_report(rep)
         return 0 if rep.ok else 1
     return 2

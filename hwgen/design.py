@@ -14,7 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from dataflow.intgraph import IntGraph, MatVec, QTensor
+import dataclasses
+
+from dataflow.intgraph import (AddOp, ConcatOp, Conv, GlobalAvgPool, IntGraph, MatVec, Pool,
+                               QTensor, Window)
 from dataflow.lower import DataflowGraph, Folding
 from dataflow.quant import QType, Requant
 from dataflow.values import channel_last_order
@@ -48,30 +51,56 @@ def tensor_json(t: QTensor, onnx_name: str, onnx_shape, per_beat: int, order=Non
     }
 
 
-def intgraph_json(ig: IntGraph) -> dict:
-    return {
-        "tensors": [{"name": t.name, "shape": list(t.shape), "type": t.qtype.name,
-                     "scale": float(t.scale), "zero_point": int(t.zero_point)}
-                    for t in ig.tensors.values()],
-        "ops": [{"kind": "matvec", "name": op.name, "nodes": list(op.nodes), "input": op.input,
-                 "output": op.output, "requant": {
-                     "mult": [int(m) for m in op.requant.mult], "shift": op.requant.shift,
-                     "zero_point": op.requant.zero_point, "lo": op.requant.lo,
-                     "hi": op.requant.hi}} for op in ig.ops],
-        "input": ig.input, "output": ig.output, "onnx_input": ig.onnx_input,
-        "onnx_output": ig.onnx_output, "output_dequantized": ig.output_dequantized,
-    }
+OP_KINDS = {cls.__name__: cls for cls in (MatVec, Conv, Pool, GlobalAvgPool, AddOp, ConcatOp)}
 
 
-def intgraph_arrays(ig: IntGraph) -> dict[str, np.ndarray]:
+def _field_json(name: str, v, k: int, arrays: dict):
+    if isinstance(v, np.ndarray):
+        arrays[f"op{k}_{name}"] = np.asarray(v, dtype=np.int64)
+        return {"array": f"op{k}_{name}"}
+    if isinstance(v, Requant):
+        return {"requant": {"mult": [int(m) for m in v.mult], "shift": v.shift,
+                            "zero_point": v.zero_point, "lo": v.lo, "hi": v.hi}}
+    if isinstance(v, Window):
+        return {"window": {"in_shape": list(v.in_shape), "kernel": list(v.kernel),
+                           "stride": list(v.stride), "pads": list(v.pads)}}
+    return v
+
+
+def _field_from(v, arrays):
+    if isinstance(v, dict) and "array" in v:
+        return arrays[v["array"]]
+    if isinstance(v, dict) and "requant" in v:
+        r = v["requant"]
+        return Requant(tuple(r["mult"]), r["shift"], r["zero_point"], r["lo"], r["hi"])
+    if isinstance(v, dict) and "window" in v:
+        w = v["window"]
+        return Window(tuple(w["in_shape"]), tuple(w["kernel"]), tuple(w["stride"]),
+                      tuple(w["pads"]))
+    return v
+
+
+def intgraph_json(ig: IntGraph) -> tuple[dict, dict[str, np.ndarray]]:
+    """The integer graph as JSON (small fields) + arrays (weights, biases, counts)."""
     arrays = {}
     for key in ("input_order", "output_order"):
         if getattr(ig, key) is not None:
             arrays[key] = np.asarray(getattr(ig, key), dtype=np.int64)
+    ops = []
     for k, op in enumerate(ig.ops):
-        arrays[f"op{k}_weights"] = np.asarray(op.weights, dtype=np.int64)
-        arrays[f"op{k}_bias"] = np.asarray(op.bias, dtype=np.int64)
-    return arrays
+        entry = {"op": type(op).__name__}
+        for f in dataclasses.fields(op):
+            entry[f.name] = _field_json(f.name, getattr(op, f.name), k, arrays)
+        ops.append(entry)
+    doc = {
+        "tensors": [{"name": t.name, "shape": list(t.shape), "type": t.qtype.name,
+                     "scale": float(t.scale), "zero_point": int(t.zero_point)}
+                    for t in ig.tensors.values()],
+        "ops": ops,
+        "input": ig.input, "output": ig.output, "onnx_input": ig.onnx_input,
+        "onnx_output": ig.onnx_output, "output_dequantized": ig.output_dequantized,
+    }
+    return doc, arrays
 
 
 def _qtype(name: str) -> QType:
@@ -85,12 +114,10 @@ def intgraph_from(doc: dict, arrays) -> IntGraph:
     for t in doc["tensors"]:
         ig.tensors[t["name"]] = QTensor(t["name"], tuple(t["shape"]), _qtype(t["type"]),
                                         t["scale"], t["zero_point"])
-    for k, o in enumerate(doc["ops"]):
-        r = o["requant"]
-        ig.ops.append(MatVec(o["name"], list(o["nodes"]), o["input"], o["output"],
-                             arrays[f"op{k}_weights"], arrays[f"op{k}_bias"],
-                             Requant(tuple(r["mult"]), r["shift"], r["zero_point"], r["lo"],
-                                     r["hi"])))
+    for o in doc["ops"]:
+        cls = OP_KINDS[o["op"]]
+        ig.ops.append(cls(**{f.name: _field_from(o[f.name], arrays)
+                             for f in dataclasses.fields(cls)}))
     for key in ("input", "output", "onnx_input", "onnx_output", "output_dequantized"):
         setattr(ig, key, doc[key])
     ig.input_order = arrays.get("input_order")
@@ -124,9 +151,31 @@ def load(out_dir) -> tuple[dict, IntGraph, dict[str, Folding]]:
         ig = intgraph_from(manifest["integer_graph"], arrays)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise HwgenError(f"{d}: cannot read the compiled design ({e})") from None
-    folding = {l["name"]: Folding(**l["folding"]) for l in manifest["layers"]
-               if l["block"] == "mvau"}
+    folding = {name: Folding(**f) for name, f in manifest["folding"].items()}
     return manifest, ig, folding
+
+
+def _block_json(b) -> dict:
+    p = b.params
+    if b.kind == "mvau":
+        return {"matrix": {"rows_mh": p.mh, "cols_mw": p.mw}, "vectors_per_frame": b.vectors,
+                "folding": {"pe": p.pe, "simd": p.simd},
+                "types": {"input": p.in_type.name, "output": p.out_type.name,
+                          "weight_bits": p.w_bits, "accumulator_bits": p.acc_bits,
+                          "multiplier_bits": p.requant.mult_bits, "shift": p.requant.shift}}
+    if b.kind == "swg":
+        return {"window": {"in_hwc": list(p.in_shape), "kernel": list(p.kernel),
+                           "stride": list(p.stride), "pads": list(p.pads),
+                           "depthwise_order": p.depthwise}, "folding": {"simd": p.simd}}
+    if b.kind in ("vvau", "pool", "gap", "add", "concat"):
+        return {"folding": {"pe": p.pe}}
+    if b.kind == "fifo":
+        return {"width": p[0], "depth": p[1]}
+    if b.kind == "fork":
+        return {"width": p[0], "n_outputs": p[1]}
+    if b.kind == "dwc":
+        return {"bits": p["bits"], "in_elements": p["in_elems"], "out_elements": p["out_elems"]}
+    return {}
 
 
 def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
@@ -135,21 +184,13 @@ def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
     from hwgen import __version__
     layers = []
     for b in dfg.blocks:
-        entry = {"name": b.name, "block": b.kind, "estimate": b.cost.as_dict()}
-        if b.kind == "mvau":
-            p = b.params
-            entry.update({
-                "onnx_nodes": list(b.onnx_nodes),
-                "matrix": {"rows_mh": p.mh, "cols_mw": p.mw},
-                "folding": {"pe": p.pe, "simd": p.simd},
-                "types": {"input": p.in_type.name, "output": p.out_type.name,
-                          "weight_bits": p.w_bits, "accumulator_bits": p.acc_bits,
-                          "multiplier_bits": p.requant.mult_bits,
-                          "shift": p.requant.shift},
-            })
-        else:
-            width, depth = b.params
-            entry.update({"width": width, "depth": depth})
+        entry = {"name": b.name, "block": b.kind, "inputs": list(b.inputs),
+                 "outputs": list(b.outputs)}
+        if b.layer:
+            entry["layer"] = b.layer
+            entry["onnx_nodes"] = list(b.onnx_nodes)
+        entry.update(_block_json(b))
+        entry["estimate"] = b.cost.as_dict()
         layers.append(entry)
     return {
         "format": "hwgen-manifest",
@@ -172,7 +213,11 @@ def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
         "output": dict(tensor_json(dfg.output, ig.onnx_output, onnx_out_shape,
                                    dfg.out_per_beat, ig.output_order),
                        dequantized=ig.output_dequantized),
+        "folding": {name: {"pe": f.pe, "simd": f.simd} for name, f in dfg.folding.items()},
         "layers": layers,
+        "streams": {n: {"type": st.qtype.name, "elements_per_beat": st.per_beat,
+                        "elements_per_frame": st.elements, "bits": st.width}
+                    for n, st in dfg.streams.items()},
         "estimate": dfg.estimate(),
-        "integer_graph": intgraph_json(ig),
+        "integer_graph": intgraph_json(ig)[0],
     }
