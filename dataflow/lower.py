@@ -231,7 +231,7 @@ class _Builder:
                 for k in range(n_readers)]
         self.add(Block(f"fork_{_short(tensor)}", "fork", (s.width, n_readers), [stream], outs,
                        fork.cost(s.width, n_readers, s.beats)))
-        self.pending[tensor] = outs
+        self.pending[tensor] = list(outs)  # read() pops from it
 
     def read(self, tensor: str, per_beat: int, fifo_depth: int = FIFO_MARGIN) -> tuple[str, Block]:
         """A stream of ``tensor`` with ``per_beat`` elements per beat, through a FIFO."""
