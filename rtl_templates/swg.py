@@ -1,0 +1,476 @@
+"""Sliding-window generator (SWG): feature map stream → window stream for 2-D conv / pooling.
+
+Stream contract
+    ``i``: one frame = an ``H×W×C`` feature map, channel-last: pixels in raster order (row
+    ``h``, then column ``w``), each pixel's ``C`` channels in ``CB = C / SIMD`` beats of SIMD
+    elements, channel ``cb*SIMD + s`` in bits ``[s*bits, (s+1)*bits)`` of beat ``cb``.
+    ``o``: for each output pixel ``(oh, ow)`` in raster order, its window:
+
+    * standard order ``(kh, kw, c)``: for each kernel position in raster order its ``CB``
+      channel beats (the column order of a conv weight matrix reshaped to [OC, KH, KW, C]);
+    * ``depthwise=True``: order ``(cb, kh, kw, ci)`` with ``c = cb*SIMD + ci``: for each block of
+      SIMD channels the ``KH*KW`` positions, one beat each (what :mod:`rtl_templates.vvau` and
+      pooling units consume).
+
+    Window position ``(kh, kw)`` of output pixel ``(oh, ow)`` is input pixel
+    ``(oh*SH + kh - top, ow*SW + kw - left)``; positions outside the map (padding) carry
+    ``pad_value``. ``OH = (H + top + bottom - KH) // SH + 1``, ``OW`` likewise (ONNX floor
+    semantics, no dilation). Elements are two's complement when the type is signed.
+
+Line buffer
+    A circular buffer of ``R`` rows (:attr:`SWGParams.buffer_rows`) of ``W*CB`` beats in one
+    :class:`amaranth.lib.memory.Memory`; global input row ``g`` (counted over all frames) lives
+    in slot ``g mod R``, so the write address is a plain counter modulo ``R*W*CB``.
+
+    *Writer*: one input beat per cycle. ``wrel`` is the row being written, counted in the
+    reader's frame (negative: the writer is still in the previous frame; ``≥ H``: it is in the
+    next one). A row may be written while ``wrel < F + R``, ``F = clamp(oh*SH - top, 0, H)``
+    the first row the reader's current output row ``oh`` still needs (row granularity: rows
+    are freed when the reader finishes an output row).
+
+    *Reader*: one output beat per cycle. Output row ``oh`` needs rows up to
+    ``need = clamp(oh*SH - top + KH - 1, 0, H - 1)``; its first beat issues only when
+    ``wrel > need`` (those rows are complete), the rest of the row then issues without checks.
+    So even an output row made only of padding waits for its frame's first input row: no
+    output of a frame leaves before that frame's input has begun, and the reader never runs
+    ahead of the writer by a frame. As ``need - F < KH <= R`` the writer can always complete
+    the rows the reader waits for: no deadlock.
+
+    ``R`` is the smallest number of rows (≥ KH) for which the schedule model below reaches
+    the throughput bound ``max(input beats, output beats)`` per frame with back-to-back
+    frames (frames overlap: the next frame's first rows are written while the last output
+    rows of the previous one are generated). Typical values: ``KH + 1`` for "same" padding
+    with stride 1, ``2*KH`` without padding (the next frame's first ``KH`` rows must fit
+    beside the last ``KH`` rows of the previous one).
+
+Pipeline (a beat issued in cycle t)
+    t: row/column/kernel counters → input row and column, pad flag, buffer slot
+    t+1: read address = slot*W*CB + w*CB + cb        t+2: data (or pad_value) → output FIFO
+    t+4: earliest output transfer (the FIFO's latency is 2): :data:`PIPELINE_DEPTH` = 4.
+    The pipeline never stalls: a credit counter lets a beat issue only while the output FIFO
+    is sure to have room. ``valid`` on ``o`` comes from the FIFO, never depends on ``ready``.
+
+Cost model
+    Per frame ``in_beats = H*W*CB`` and ``out_beats = OH*OW*KH*KW*CB``; an output row takes
+    ``T = OW*KH*KW*CB`` cycles, an input row ``W*CB``. With the output always ready and the
+    input offered every cycle the block follows a row-level recurrence (:func:`schedule`)
+    that is exact for this hardware (tests compare it cycle for cycle):
+
+    * reader row J (global): ``s_J = max(e_{J-1} + 1, b_{need_J} + 1)``, ``e_J = s_J + T - 1``;
+    * writer row G: ``a_G = max(b_{G-1} + 1, e_{J'-1} + 1, input)``, ``b_G = a_G + W*CB - 1``,
+      ``J'`` the first reader row with ``F_{J'} + R > G``;
+    * output transfers are issue cycles + :data:`PIPELINE_DEPTH`.
+
+    ``cost().cycles`` is the recurrence's steady-state frame period. ``R`` is chosen so that
+    it equals ``max(in_beats, out_beats)`` exactly — no per-row or per-frame overhead; should
+    that be unreachable within the row cap the model still gives the exact (larger) period.
+    ``latency`` and :func:`timing` come from the same recurrence for one frame.
+    ``memory_bits = R*W*C*bits`` (line buffer) ``+ FIFO_DEPTH*SIMD*bits`` (output FIFO);
+    ``registers``: the counters, the two pipeline stages and one beat (an estimate); no
+    multipliers (the address ``slot*W*CB + w*CB`` multiplies by constants).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth.hdl import Const, Module, Mux, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from dataflow.quant import QType
+from rtl_templates.cost import Cost
+
+#: cycles from issuing a beat to its earliest output transfer
+PIPELINE_DEPTH = 4
+#: output FIFO depth: a credit returns PIPELINE_DEPTH + 1 cycles after its beat issued
+FIFO_DEPTH = PIPELINE_DEPTH + 2
+
+
+@dataclass(frozen=True)
+class SWGParams:
+    """Everything that defines one SWG instance."""
+    in_shape: tuple[int, int, int]     # (H, W, C)
+    kernel: tuple[int, int]            # (KH, KW)
+    stride: tuple[int, int]            # (SH, SW)
+    pads: tuple[int, int, int, int]    # (top, left, bottom, right), ONNX order for 2-D
+    pad_value: int                     # value of padding positions
+    qtype: QType                       # element type
+    simd: int = 1
+    depthwise: bool = False            # output order (cb, kh, kw, ci) instead of (kh, kw, c)
+
+    def __post_init__(self):
+        for name, n in (("in_shape", 3), ("kernel", 2), ("stride", 2), ("pads", 4)):
+            v = tuple(int(x) for x in getattr(self, name))
+            if len(v) != n:
+                raise ValueError(f"{name} must have {n} entries, got {getattr(self, name)!r}")
+            object.__setattr__(self, name, v)
+        if min(self.in_shape) < 1:
+            raise ValueError(f"bad input shape {self.in_shape}")
+        if min(self.kernel) < 1:
+            raise ValueError(f"bad kernel {self.kernel}")
+        if min(self.stride) < 1:
+            raise ValueError(f"bad stride {self.stride}")
+        if min(self.pads) < 0:
+            raise ValueError(f"negative pads {self.pads}")
+        if self.simd < 1 or self.in_shape[2] % self.simd:
+            raise ValueError(f"SIMD={self.simd} does not divide the {self.in_shape[2]} channels")
+        H, W, _ = self.in_shape
+        KH, KW = self.kernel
+        t, l, b, r = self.pads
+        if H + t + b < KH or W + l + r < KW:
+            raise ValueError(f"kernel {self.kernel} larger than the padded input "
+                             f"{(H + t + b, W + l + r)}")
+        if not self.qtype.lo <= self.pad_value <= self.qtype.hi:
+            raise ValueError(f"pad value {self.pad_value} outside {self.qtype.name}")
+
+    # ---- shapes
+    @property
+    def out_shape(self) -> tuple[int, int]:
+        H, W, _ = self.in_shape
+        KH, KW = self.kernel
+        SH, SW = self.stride
+        t, l, b, r = self.pads
+        return (H + t + b - KH) // SH + 1, (W + l + r - KW) // SW + 1
+
+    @property
+    def window_elems(self) -> int:
+        return self.kernel[0] * self.kernel[1] * self.in_shape[2]
+
+    @property
+    def cb(self) -> int:
+        """Beats per pixel (channel blocks)."""
+        return self.in_shape[2] // self.simd
+
+    @property
+    def in_elems(self) -> int:
+        H, W, C = self.in_shape
+        return H * W * C
+
+    @property
+    def out_elems(self) -> int:
+        OH, OW = self.out_shape
+        return OH * OW * self.window_elems
+
+    @property
+    def in_beats(self) -> int:
+        return self.in_elems // self.simd
+
+    @property
+    def out_beats(self) -> int:
+        return self.out_elems // self.simd
+
+    @property
+    def row_in_beats(self) -> int:
+        """Beats of one input row."""
+        return self.in_shape[1] * self.cb
+
+    @property
+    def row_out_beats(self) -> int:
+        """Beats of one output row (OW windows)."""
+        return self.out_shape[1] * self.kernel[0] * self.kernel[1] * self.cb
+
+    def row_needs(self) -> list[tuple[int, int]]:
+        """Per output row ``oh``: (F, need) = first input row still needed (clamped to
+        [0, H]) and the last input row that must be complete before it starts (clamped to
+        [0, H-1]: even a row of padding waits for its frame's first row)."""
+        H = self.in_shape[0]
+        KH, SH, top = self.kernel[0], self.stride[0], self.pads[0]
+        out = []
+        for oh in range(self.out_shape[0]):
+            hb = oh * SH - top
+            out.append((min(max(hb, 0), H), min(max(hb + KH - 1, 0), H - 1)))
+        return out
+
+    @functools.cached_property
+    def buffer_rows(self) -> int:
+        """R, the line buffer's rows (see the module documentation)."""
+        return _choose_rows(self)
+
+    @functools.cached_property
+    def steady_cycles(self) -> int:
+        return _steady_period(self, self.buffer_rows)
+
+
+# ---------------------------------------------------------------------------- golden
+
+def golden(p: SWGParams, x: np.ndarray) -> np.ndarray:
+    """``x`` [N, H, W, C] ints → [N, OH, OW, KH*KW*C] windows in the stream's order."""
+    x = np.asarray(x, dtype=np.int64)
+    H, W, C = p.in_shape
+    if x.shape[1:] != (H, W, C):
+        raise ValueError(f"input shape {x.shape[1:]} is not {(H, W, C)}")
+    KH, KW = p.kernel
+    SH, SW = p.stride
+    t, l, b, r = p.pads
+    OH, OW = p.out_shape
+    xp = np.full((x.shape[0], H + t + b, W + l + r, C), p.pad_value, dtype=np.int64)
+    xp[:, t:t + H, l:l + W, :] = x
+    # win[n, oh, ow, kh, kw, c]
+    win = np.stack([np.stack([xp[:, kh:kh + SH * (OH - 1) + 1:SH, kw:kw + SW * (OW - 1) + 1:SW, :]
+                              for kw in range(KW)], axis=3) for kh in range(KH)], axis=3)
+    if p.depthwise:
+        n = x.shape[0]
+        win = win.reshape(n, OH, OW, KH, KW, C // p.simd, p.simd)
+        win = win.transpose(0, 1, 2, 5, 3, 4, 6)          # (cb, kh, kw, ci)
+    return win.reshape(x.shape[0], OH, OW, KH * KW * C)
+
+
+# ---------------------------------------------------------------------------- schedule
+
+_NEG = -(1 << 62)
+
+
+def schedule(p: SWGParams, rows: int, frames: int, avail=None, start: int = 0):
+    """Row-level schedule of the hardware for ``frames`` back-to-back frames, output always
+    ready, block idle (reset) at cycle ``start``. ``avail(k)``: the cycle input beat ``k``
+    (counted over all frames) is offered first (``None``: from ``start`` on). Returns
+    ``(s, e)`` — first/last issue cycle of every output row (global index ``f*OH + oh``) —
+    and ``(a, b)`` — first/last write cycle of every input row (global index ``f*H + h``)."""
+    H = p.in_shape[0]
+    OH = p.out_shape[0]
+    T, Wt = p.row_out_beats, p.row_in_beats
+    needs = p.row_needs()
+    NR, NG = OH * frames, H * frames
+    s, e = [0] * NR, [0] * NR
+    a, b = [0] * NG, [0] * NG
+
+    def first_row(J):
+        f, j = divmod(J, OH)
+        return f * H + needs[j][0]
+
+    J = G = Jp = 0
+    while J < NR or G < NG:
+        progressed = False
+        if G < NG:
+            while Jp < NR and first_row(Jp) + rows <= G:
+                Jp += 1
+            if Jp <= J:  # the reader row that frees this writer row has finished
+                t = b[G - 1] + 1 if G else start
+                if Jp:
+                    t = max(t, e[Jp - 1] + 1)
+                if avail is not None:
+                    t = max(t, avail(G * Wt))
+                a[G] = t
+                b[G] = max(t + Wt - 1, avail((G + 1) * Wt - 1) if avail is not None else _NEG)
+                G += 1
+                progressed = True
+        if J < NR:
+            f, j = divmod(J, OH)
+            need = f * H + needs[j][1]
+            if need < G:
+                t = e[J - 1] + 1 if J else start
+                t = max(t, b[need] + 1)    # need >= 0: it is clamped
+                s[J] = t
+                e[J] = t + T - 1
+                J += 1
+                progressed = True
+        if not progressed:  # cannot happen for rows >= KH (see the module documentation)
+            raise RuntimeError("SWG schedule deadlock")
+    return s, e, a, b
+
+
+def _frames_for(p: SWGParams, rows: int) -> int:
+    H, KH = p.in_shape[0], p.kernel[0]
+    return 6 + 3 * (-(-(rows + KH) // H))
+
+
+def _frame_ends(p: SWGParams, rows: int) -> list[int]:
+    OH = p.out_shape[0]
+    frames = _frames_for(p, rows)
+    _, e, _, _ = schedule(p, rows, frames)
+    return [e[(f + 1) * OH - 1] for f in range(frames)]
+
+
+def _steady_period(p: SWGParams, rows: int) -> int:
+    ends = _frame_ends(p, rows)
+    d = [y - x for x, y in zip(ends, ends[1:])]
+    return -(-(ends[-1] - ends[-3]) // 2) if d[-1] != d[-2] else d[-1]
+
+
+def _choose_rows(p: SWGParams) -> int:
+    H, KH, SH = p.in_shape[0], p.kernel[0], p.stride[0]
+    bound = max(p.in_beats, p.out_beats)
+    cap = 2 * H + 2 * KH + SH + 4
+    best = None
+    for rows in range(KH, cap + 1):
+        ends = _frame_ends(p, rows)
+        d = [y - x for x, y in zip(ends[-4:], ends[-3:])]
+        if all(x == bound for x in d):
+            return rows
+        if best is None or d[-1] < best[0]:
+            best = (d[-1], rows)
+    return best[1]
+
+
+# ---------------------------------------------------------------------------- cost
+
+def timing(p: SWGParams, in_first: int, in_last: int) -> tuple[int, int]:
+    """First and last output transfer of one frame on an idle block whose input beats are
+    offered evenly spread from ``in_first`` to ``in_last`` (one per cycle when
+    ``in_last - in_first = in_beats - 1``), output always ready."""
+    n = p.in_beats
+    span = in_last - in_first
+
+    def avail(k):
+        return in_first + (k * span // (n - 1) if n > 1 else 0)
+
+    s, e, _, _ = schedule(p, p.buffer_rows, 1, avail=avail, start=in_first)
+    return s[0] + PIPELINE_DEPTH, e[-1] + PIPELINE_DEPTH
+
+
+def cost(p: SWGParams) -> Cost:
+    """Cycles per frame (steady state, back-to-back frames), latency of an idle block with
+    the input offered every cycle, and resources; see the module documentation."""
+    R = p.buffer_rows
+    H, W, _ = p.in_shape
+    OH, OW = p.out_shape
+    KH, KW = p.kernel
+    bits = p.qtype.bits
+    depth = R * W * p.cb
+
+    def w(n):  # bits of a counter over [0, n)
+        return max(1, (max(n, 2) - 1).bit_length())
+
+    counters = (w(OH) + w(OW) + w(KH) + w(KW) + w(p.cb)          # reader loop counters
+                + 2 * (w(H + max(p.pads)) + 1) + w(R)                # row/column base, slot
+                + w(depth) + w(W * p.cb) + w(2 * H + R + 1) + 1       # writer, wrel
+                + w(FIFO_DEPTH + 1))                                  # credits
+    pipe = w(R) + w(W) + w(p.cb) + 4                                 # stage 1/2 registers
+    return Cost(
+        cycles=p.steady_cycles,
+        latency=timing(p, 0, p.in_beats - 1)[1] + 1,
+        memory_bits=depth * p.simd * bits + FIFO_DEPTH * p.simd * bits,
+        registers=counters + pipe + p.simd * bits,
+    )
+
+
+# ---------------------------------------------------------------------------- hardware
+
+def _counter(n: int) -> Signal:
+    return Signal(range(max(n, 2)))
+
+
+class SWG(wiring.Component):
+    """The sliding-window generator. See the module documentation for the contract."""
+
+    def __init__(self, p: SWGParams):
+        self.p = p
+        width = p.simd * p.qtype.bits
+        super().__init__({
+            "i": In(stream.Signature(unsigned(width))),
+            "o": Out(stream.Signature(unsigned(width))),
+        })
+
+    def elaborate(self, platform):
+        p = self.p
+        m = Module()
+        H, W, _ = p.in_shape
+        KH, KW = p.kernel
+        SH, SW = p.stride
+        top, left, _, _ = p.pads
+        OH, OW = p.out_shape
+        CB, SIMD, bits = p.cb, p.simd, p.qtype.bits
+        R = p.buffer_rows
+        row_beats = W * CB
+        depth = R * row_beats
+
+        m.submodules.buf = buf = Memory(shape=unsigned(SIMD * bits), depth=max(depth, 2),
+                                        init=[])
+        wr = buf.write_port()
+        rd = buf.read_port()
+
+        # --- output FIFO and credits ---------------------------------------------------
+        m.submodules.ofifo = ofifo = SyncFIFOBuffered(width=SIMD * bits, depth=FIFO_DEPTH)
+        m.d.comb += [
+            self.o.payload.eq(ofifo.r_data),
+            self.o.valid.eq(ofifo.r_rdy),
+            ofifo.r_en.eq(self.o.ready),
+        ]
+        credits = Signal(range(FIFO_DEPTH + 1), init=FIFO_DEPTH)
+
+        # --- reader state -----------------------------------------------------------------
+        oh, ow = _counter(OH), _counter(OW)
+        kh, kw, cb = _counter(KH), _counter(KW), _counter(CB)
+        hb = Signal(range(-top - 1, max((OH - 1) * SH - top, H) + KH + 2), init=-top)
+        wb = Signal(range(-left - 1, max((OW - 1) * SW - left, W) + KW + 2), init=-left)
+        sb = Signal(range(max(R, 2)), init=(-top) % R)     # slot of row hb
+        # writer row in the reader's frame
+        wrel = Signal(range(-H - 2, H + R + 3))
+
+        F = Mux(hb < 0, 0, Mux(hb > H, H, hb))
+        hn = hb + (KH - 1)
+        need = Mux(hn < 0, 0, Mux(hn > H - 1, H - 1, hn))
+
+        inner = [(kw, KW), (kh, KH), (cb, CB)] if p.depthwise else [(cb, CB), (kw, KW), (kh, KH)]
+        win_first = (kh == 0) & (kw == 0) & (cb == 0)
+        row_first = win_first & (ow == 0)
+        issue = Signal()
+        m.d.comb += issue.eq((credits != 0) & (~row_first | (wrel > need)))
+
+        carry = Const(1)
+        for sig, n in inner:
+            last = sig == n - 1
+            with m.If(issue & carry):
+                m.d.sync += sig.eq(Mux(last, 0, sig + 1))
+            carry = carry & last
+        win_last = carry
+        ow_last = ow == OW - 1
+        oh_last = oh == OH - 1
+        frame_wrap = issue & win_last & ow_last & oh_last
+
+        with m.If(issue & win_last):
+            with m.If(ow_last):
+                m.d.sync += [ow.eq(0), wb.eq(-left)]
+                with m.If(oh_last):
+                    m.d.sync += [oh.eq(0), hb.eq(-top)]
+                with m.Else():
+                    m.d.sync += [oh.eq(oh + 1), hb.eq(hb + SH)]
+                nsb = sb + Mux(oh_last, (H - (OH - 1) * SH) % R, SH % R)
+                m.d.sync += sb.eq(Mux(nsb >= R, nsb - R, nsb))
+            with m.Else():
+                m.d.sync += [ow.eq(ow + 1), wb.eq(wb + SW)]
+
+        # --- issue stage: position, pad flag, slot ---------------------------------------
+        h = hb + kh
+        wcol = wb + kw
+        pad = (h < 0) | (h >= H) | (wcol < 0) | (wcol >= W)
+        slot_sum = sb + kh
+        slot = Mux(slot_sum >= R, slot_sum - R, slot_sum)
+
+        v1, pad1 = Signal(), Signal()
+        slot1, w1, cb1 = Signal(range(max(R, 2))), Signal(range(max(W, 2))), _counter(CB)
+        m.d.sync += [v1.eq(issue), pad1.eq(pad), slot1.eq(slot), w1.eq(wcol), cb1.eq(cb)]
+
+        # --- stage 1: read address ---------------------------------------------------------
+        m.d.comb += rd.addr.eq(slot1 * row_beats + w1 * CB + cb1)
+        v2, pad2 = Signal(), Signal()
+        m.d.sync += [v2.eq(v1), pad2.eq(pad1)]
+
+        # --- stage 2: data or padding → FIFO -----------------------------------------------
+        pad_raw = p.pad_value & ((1 << bits) - 1)
+        pad_word = sum(pad_raw << (k * bits) for k in range(SIMD))
+        m.d.comb += [
+            ofifo.w_data.eq(Mux(pad2, pad_word, rd.data)),
+            ofifo.w_en.eq(v2),
+        ]
+        out_taken = self.o.valid & self.o.ready
+        m.d.sync += credits.eq(credits - issue + out_taken)
+
+        # --- writer ----------------------------------------------------------------------
+        waddr = Signal(range(max(depth, 2)))
+        wbeat = Signal(range(max(row_beats, 2)))
+        m.d.comb += self.i.ready.eq(wrel < F + R)
+        fire = self.i.valid & self.i.ready
+        m.d.comb += [wr.addr.eq(waddr), wr.data.eq(self.i.payload), wr.en.eq(fire)]
+        row_done = fire & (wbeat == row_beats - 1)
+        with m.If(fire):
+            m.d.sync += [
+                waddr.eq(Mux(waddr == depth - 1, 0, waddr + 1)),
+                wbeat.eq(Mux(wbeat == row_beats - 1, 0, wbeat + 1)),
+            ]
+        m.d.sync += wrel.eq(wrel + row_done - Mux(frame_wrap, H, 0))
+        return m
