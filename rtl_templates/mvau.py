@@ -129,12 +129,15 @@ def cost(p: MVAUParams, vectors: int = 1) -> Cost:
     )
 
 
-def timing(p: MVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
-    """Cycles of the first and last output transfer of one vector whose first and last input
-    beats were taken at ``in_first`` and ``in_last`` (output never stalled). Fold 0 ends when
-    the last input beat is in; every fold then takes SF cycles."""
-    out_first = max(in_last, in_first + p.sf - 1) + PIPELINE_DEPTH
-    out_last = max(in_last + (p.nf - 1) * p.sf, in_first + p.nf * p.sf - 1) + PIPELINE_DEPTH
+def timing(p: MVAUParams, in_first: int, in_last: int, vectors: int = 1) -> tuple[int, int]:
+    """Cycles of the first and last output transfer of a frame of ``vectors`` vectors whose
+    first and last input beats were taken at ``in_first`` and ``in_last`` (output never
+    stalled). A vector's fold 0 ends when its last input beat is in (for several vectors the
+    first one is taken to arrive as a burst); every fold then takes SF cycles."""
+    first_in_done = in_last if vectors == 1 else in_first + p.sf - 1
+    out_first = max(first_in_done, in_first + p.sf - 1) + PIPELINE_DEPTH
+    out_last = max(in_last + (p.nf - 1) * p.sf,
+                   in_first + vectors * p.nf * p.sf - 1) + PIPELINE_DEPTH
     return out_first, out_last
 
 
