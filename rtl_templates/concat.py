@@ -1,0 +1,288 @@
+"""Channel concatenation of two channel-last streams (QDQ ``Concat`` on the channel axis).
+
+Stream contract
+    ``i0``: pixels × ``c0`` channels, ``pe`` elements per beat (``c0/pe`` beats per pixel);
+    ``i1``: the same pixels × ``c1`` channels, ``pe`` per beat; ``o``: pixels × ``c0 + c1``,
+    ``pe`` per beat. For every pixel the block emits ``c0/pe`` beats taken from ``i0`` and then
+    ``c1/pe`` beats taken from ``i1``; only the input whose turn it is sees ``ready``.
+
+Requantization (ONNX QDQ: DequantizeLinear(x_i) → Concat → QuantizeLinear(sy, zy))
+    When both inputs already have the output's type, scale and zero point (what ORT's
+    quantizer normally produces) the block is a pure pass: a multiplexer into a small FIFO.
+    Otherwise every element is requantized with its input's parameters::
+
+        y = clamp(round_half_even((x - z_i)·M_i / 2**S) + zy, lo, hi)  ≈
+            saturate(round((x - z_i)·s_i / sy) + zy)
+
+    where ``M_i / 2**S`` is :func:`dataflow.quant.make_requant` of ``s_i / sy`` (≥ 24
+    significant bits, absolute error ≤ 2**-12 of a step; an input whose parameters equal the
+    output's gets ``M_i = 2**S``, which is exact). The two inputs share one shift ``S`` (the
+    larger of the two; the other multiplier is scaled up exactly).
+
+Pipeline (beat taken in cycle t)
+    pass: FIFO write at t, earliest output transfer t+2.
+    requant: t+1 operand registered; t+2 product registered, rounded/clamped into the FIFO;
+    earliest output transfer t+4. A credit counter keeps the FIFO from overflowing, so the
+    pipeline never stalls. In both modes one beat per cycle, ``o.valid`` is the FIFO's
+    ``r_rdy`` and the inputs' ready depend only on registered state.
+
+Deadlock: the two inputs are read in alternation per pixel, so branches feeding them from a
+common source (fork or split) need buffering for the beats one branch runs ahead.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from dataflow.quant import QType, Requant, make_requant, signed_width
+from rtl_templates.cost import Cost
+from rtl_templates.requant import round_clamp
+
+#: cycles from an input transfer to that beat's output transfer
+PASS_LATENCY = 2
+REQUANT_LATENCY = 4
+PASS_FIFO_DEPTH = 4
+
+
+@dataclass(frozen=True, eq=False)
+class ConcatParams:
+    """One concat instance. ``requant`` is None for a pure pass, else one fixed-point
+    requantizer per input (applied to ``x - zero_points[i]``)."""
+    c0: int
+    c1: int
+    pe: int
+    in_types: tuple[QType, QType]
+    out_type: QType
+    requant: tuple[Requant, Requant] | None = None
+    zero_points: tuple[int, int] = (0, 0)
+
+    def __post_init__(self):
+        if self.pe < 1 or self.c0 < 1 or self.c1 < 1:
+            raise ValueError("channel counts and PE must be positive")
+        for c in (self.c0, self.c1):
+            if c % self.pe:
+                raise ValueError(f"PE={self.pe} does not divide the {c} channels of an input")
+        if self.requant is None:
+            if any(t != self.out_type for t in self.in_types):
+                raise ValueError("a pass-through concat needs equal input and output types")
+        else:
+            for r in self.requant:
+                if len(r.mult) != 1:
+                    raise ValueError("concat requantizers are per tensor")
+                if not (self.out_type.lo <= r.lo <= r.hi <= self.out_type.hi):
+                    raise ValueError(f"clamp bounds outside {self.out_type.name}")
+            r0, r1 = self.requant
+            if (r0.zero_point, r0.lo, r0.hi) != (r1.zero_point, r1.lo, r1.hi):
+                raise ValueError("both requantizers must share the output zero point and "
+                                 "bounds")
+
+    @property
+    def b0(self) -> int:
+        return self.c0 // self.pe
+
+    @property
+    def b1(self) -> int:
+        return self.c1 // self.pe
+
+    @property
+    def beats_per_pixel(self) -> int:
+        return self.b0 + self.b1
+
+    @property
+    def passthrough(self) -> bool:
+        return self.requant is None
+
+    @property
+    def latency(self) -> int:
+        return PASS_LATENCY if self.passthrough else REQUANT_LATENCY
+
+    @property
+    def d_bounds(self) -> tuple[int, int]:
+        """Bounds of ``x - z_i`` over both inputs."""
+        los = [t.lo - z for t, z in zip(self.in_types, self.zero_points)]
+        his = [t.hi - z for t, z in zip(self.in_types, self.zero_points)]
+        return min(los), max(his)
+
+    @property
+    def d_bits(self) -> int:
+        return signed_width(*self.d_bounds)
+
+    @property
+    def shift(self) -> int:
+        return max(r.shift for r in self.requant)
+
+    @property
+    def mults(self) -> tuple[int, int]:
+        """The two multipliers at the common shift."""
+        s = self.shift
+        return tuple(int(r.mult[0]) << (s - r.shift) for r in self.requant)
+
+    @property
+    def mult_bits(self) -> int:
+        return max(1, max(m.bit_length() for m in self.mults))
+
+
+def make_concat(c0: int, c1: int, pe: int, t0: QType, s0, z0: int, t1: QType, s1, z1: int,
+                ty: QType, sy, zy: int, lo: int | None = None,
+                hi: int | None = None) -> ConcatParams:
+    """Parameters of a QDQ channel Concat: inputs ``(type, scale, zero point)`` and output
+    scale/zero point; ``lo``/``hi`` clamp bounds (default the output type's range). Equal
+    parameters everywhere give a pure pass."""
+    lo = ty.lo if lo is None else int(lo)
+    hi = ty.hi if hi is None else int(hi)
+    f32 = np.float32
+    same = [(t, f32(s), int(z)) == (ty, f32(sy), int(zy)) for t, s, z in
+            ((t0, s0, z0), (t1, s1, z1))]
+    if all(same) and (lo, hi) == (ty.lo, ty.hi):
+        return ConcatParams(c0, c1, pe, (t0, t1), ty)
+    rqs = []
+    for t, s, z in ((t0, s0, z0), (t1, s1, z1)):
+        ratio = np.float64(f32(s)) / np.float64(f32(sy))
+        rqs.append(make_requant(ratio, zy, lo, hi, acc_bits=signed_width(t.lo - z, t.hi - z)))
+    return ConcatParams(c0, c1, pe, (t0, t1), ty, tuple(rqs), (int(z0), int(z1)))
+
+
+# ---------------------------------------------------------------------------- golden
+
+def requantize_input(p: ConcatParams, k: int, x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.int64)
+    if p.passthrough:
+        return x
+    return p.requant[k].apply(x - p.zero_points[k])
+
+
+def golden(p: ConcatParams, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+    """``x0`` [..., c0] and ``x1`` [..., c1] (channels last) → [..., c0 + c1]."""
+    x0, x1 = np.asarray(x0), np.asarray(x1)
+    if x0.shape[-1] != p.c0 or x1.shape[-1] != p.c1 or x0.shape[:-1] != x1.shape[:-1]:
+        raise ValueError(f"shapes {x0.shape} and {x1.shape} do not match c0={p.c0}, "
+                         f"c1={p.c1}")
+    return np.concatenate([requantize_input(p, 0, x0), requantize_input(p, 1, x1)], axis=-1)
+
+
+# ---------------------------------------------------------------------------- cost
+
+def _fifo_depth(p: ConcatParams) -> int:
+    return PASS_FIFO_DEPTH if p.passthrough else REQUANT_LATENCY + 3
+
+
+def timing(p: ConcatParams, in_first: int, in_last: int) -> tuple[int, int]:
+    """First and last output transfer of a frame whose first input transfer (on ``i0``) and
+    last input transfer (on ``i1``) happened at ``in_first`` and ``in_last``. The block moves
+    one beat per cycle in total, so with both branches offering data early ``in_last`` is at
+    least ``in_first + pixels·beats_per_pixel - 1``."""
+    return in_first + p.latency, in_last + p.latency
+
+
+def cost(p: ConcatParams, pixels: int) -> Cost:
+    beats = pixels * p.beats_per_pixel
+    depth = _fifo_depth(p)
+    ob = p.out_type.bits
+    regs = (p.beats_per_pixel.bit_length() + 1) + (depth + 1).bit_length() \
+        + 2 * depth.bit_length() + ob * p.pe
+    if p.passthrough:
+        return Cost(cycles=beats, latency=timing(p, 0, beats - 1)[1] + 1,
+                    memory_bits=depth * p.pe * ob, registers=regs)
+    in_bits = max(t.bits for t in p.in_types)
+    prod_bits = p.d_bits + p.mult_bits + 1
+    return Cost(cycles=beats, latency=timing(p, 0, beats - 1)[1] + 1,
+                multipliers=p.pe, multiplier_widths=[(p.d_bits, p.mult_bits)] * p.pe,
+                memory_bits=depth * p.pe * ob,
+                registers=regs + p.pe * (in_bits + prod_bits) + 4)
+
+
+# ---------------------------------------------------------------------------- hardware
+
+def _lanes(word, qt: QType, n: int):
+    b = qt.bits
+    return [word[k * b:(k + 1) * b].as_signed() if qt.signed else word[k * b:(k + 1) * b]
+            for k in range(n)]
+
+
+class Concat(wiring.Component):
+    """Channel concat of ``i0`` and ``i1`` into ``o``. See the module documentation."""
+
+    def __init__(self, p: ConcatParams):
+        self.p = p
+        t0, t1 = p.in_types
+        super().__init__({
+            "i0": In(stream.Signature(unsigned(p.pe * t0.bits))),
+            "i1": In(stream.Signature(unsigned(p.pe * t1.bits))),
+            "o": Out(stream.Signature(unsigned(p.pe * p.out_type.bits))),
+        })
+
+    def elaborate(self, platform):
+        p = self.p
+        m = Module()
+        PE, ob = p.pe, p.out_type.bits
+        depth = _fifo_depth(p)
+        m.submodules.ofifo = ofifo = SyncFIFOBuffered(width=PE * ob, depth=depth)
+        m.d.comb += [
+            self.o.payload.eq(ofifo.r_data),
+            self.o.valid.eq(ofifo.r_rdy),
+            ofifo.r_en.eq(self.o.ready),
+        ]
+
+        # position within the pixel: beats 0..b0-1 from i0, then b1 beats from i1
+        bpp = p.beats_per_pixel
+        k = Signal(range(max(bpp, 2)))
+        sel0 = Signal()
+        m.d.comb += sel0.eq(k < p.b0)
+        valid = Mux(sel0, self.i0.valid, self.i1.valid)
+
+        if p.passthrough:
+            room = ofifo.w_rdy
+        else:
+            credits = Signal(range(depth + 1), init=depth)
+            room = credits != 0
+        take = Signal()
+        m.d.comb += [
+            take.eq(valid & room),
+            self.i0.ready.eq(sel0 & room),
+            self.i1.ready.eq(~sel0 & room),
+        ]
+        with m.If(take):
+            m.d.sync += k.eq(Mux(k == bpp - 1, 0, k + 1))
+
+        if p.passthrough:
+            m.d.comb += [
+                ofifo.w_data.eq(Mux(sel0, self.i0.payload, self.i1.payload)),
+                ofifo.w_en.eq(take),
+            ]
+            return m
+
+        out_taken = self.o.valid & self.o.ready
+        m.d.sync += credits.eq(credits - take + out_taken)
+
+        # --- t+1: operands (x - z_i), selected input ---------------------------------------
+        t0, t1 = p.in_types
+        z0, z1 = p.zero_points
+        d1 = [Signal(signed(p.d_bits), name=f"d1_{j}") for j in range(PE)]
+        sel1 = Signal()
+        v1 = Signal()
+        m.d.sync += v1.eq(take)
+        with m.If(take):
+            m.d.sync += sel1.eq(sel0)
+            for j, (x0, x1) in enumerate(zip(_lanes(self.i0.payload, t0, PE),
+                                             _lanes(self.i1.payload, t1, PE))):
+                m.d.sync += d1[j].eq(Mux(sel0, x0 - z0, x1 - z1))
+
+        # --- t+2: product; round, zero point, clamp → FIFO ----------------------------------
+        m0, m1 = p.mults
+        mw = p.mult_bits
+        mult = Signal(unsigned(mw))
+        m.d.comb += mult.eq(Mux(sel1, Const(m0, unsigned(mw)), Const(m1, unsigned(mw))))
+        v2 = Signal()
+        m.d.sync += v2.eq(v1)
+        p2 = [Signal(signed(p.d_bits + mw + 1), name=f"p2_{j}") for j in range(PE)]
+        m.d.sync += [x.eq(d * mult) for x, d in zip(p2, d1)]
+        r0 = p.requant[0]
+        rq = Requant(mult=(1,), shift=p.shift, zero_point=r0.zero_point, lo=r0.lo, hi=r0.hi)
+        outs = [round_clamp(m, p2[j], rq, name=f"y_{j}")[:ob] for j in range(PE)]
+        m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v2)]
+        return m

@@ -1,0 +1,132 @@
+"""Data-width converter: the same element sequence, ``in_elems`` per input beat and
+``out_elems`` per output beat (any two divisors of the frame size, e.g. 4 → 6).
+
+Stream contract
+    ``i``: ``in_elems`` elements of ``bits`` bits per beat; ``o``: ``out_elems`` per beat;
+    element k of a beat in bits ``[k*bits, (k+1)*bits)``. The element order is unchanged.
+    Since both counts divide the frame's element count, frame boundaries fall on beat
+    boundaries on both sides: no output beat ever holds elements of two frames, without any
+    frame counter.
+
+Hardware: a shift buffer of ``N = in + out + min(in, out) - gcd(in, out)`` element registers
+and a fill level (no LCM-sized buffer). Slot 0 holds the oldest element; an output beat is slots
+``0..out-1`` (``o.valid = level ≥ out``, a registered comparison), after which everything moves
+down by ``out``; an input beat is written at the first free slot (``i.ready = level ≤ N - in``,
+also registered). Neither ready nor valid depends on the other side. That capacity is the
+smallest with which this scheme sustains the maximal rate: one output beat per cycle when
+``in ≥ out`` and one input beat per cycle when ``in ≤ out``. (For ``in < out`` the level
+before a cycle takes the values ≤ ``out - gcd + in``, and the input must still fit; ``in > out``
+is symmetric. ``tests/test_dwc.py`` checks both the rate and the minimality.) With ``in == out`` the block is plain wires.
+
+Timing (input offered back to back, output always ready): the first output beat leaves
+``ceil(out/in)`` cycles after the first input transfer; the frame's last output beat leaves
+at ``max(in_last + ceil(in/out), in_first + F/out)``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from amaranth.hdl import Cat, Module, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl_templates.cost import Cost
+
+
+def capacity(in_elems: int, out_elems: int) -> int:
+    """Element slots of the shift buffer."""
+    if in_elems == out_elems:
+        return 0
+    return in_elems + out_elems + min(in_elems, out_elems) - math.gcd(in_elems, out_elems)
+
+
+_capacity = capacity
+
+
+def golden(x: np.ndarray) -> np.ndarray:
+    """Identity on the element sequence."""
+    return np.asarray(x)
+
+
+def _check(in_elems: int, out_elems: int, frame: int):
+    if in_elems < 1 or out_elems < 1:
+        raise ValueError("elements per beat must be positive")
+    if frame % in_elems or frame % out_elems:
+        raise ValueError(f"{in_elems} and {out_elems} elements per beat must both divide the "
+                         f"{frame} elements of a frame")
+
+
+def timing(in_elems: int, out_elems: int, frame: int, in_first: int,
+           in_last: int) -> tuple[int, int]:
+    """First and last output transfer of a frame (``frame`` elements) whose first and last
+    input beats were offered/taken at ``in_first`` and ``in_last``."""
+    _check(in_elems, out_elems, frame)
+    if in_elems == out_elems:
+        return in_first, in_last
+    first = in_first + math.ceil(out_elems / in_elems)
+    last = max(in_last + math.ceil(in_elems / out_elems), in_first + frame // out_elems)
+    return first, last
+
+
+def cost(bits: int, in_elems: int, out_elems: int, frame: int) -> Cost:
+    """Busy cycles per frame: the beats of the side with more beats."""
+    _check(in_elems, out_elems, frame)
+    beats_in, beats_out = frame // in_elems, frame // out_elems
+    n = _capacity(in_elems, out_elems)
+    return Cost(cycles=max(beats_in, beats_out),
+                latency=timing(in_elems, out_elems, frame, 0, beats_in - 1)[1] + 1,
+                registers=n * bits + n.bit_length() if n else 0)
+
+
+class DWC(wiring.Component):
+    """Re-packs a stream of ``bits``-bit elements from ``in_elems`` to ``out_elems`` per beat;
+    ``total_elems_per_frame`` must be a multiple of both. ``capacity`` overrides the shift
+    buffer's size (element slots; for experiments: smaller than :func:`capacity` loses rate,
+    below ``in + out - gcd`` it can deadlock)."""
+
+    def __init__(self, bits: int, in_elems: int, out_elems: int, total_elems_per_frame: int,
+                 capacity: int | None = None):
+        _check(in_elems, out_elems, total_elems_per_frame)
+        self.bits, self.in_elems, self.out_elems = bits, in_elems, out_elems
+        self.frame = total_elems_per_frame
+        self.capacity = _capacity(in_elems, out_elems) if capacity is None else capacity
+        if in_elems != out_elems and self.capacity < max(in_elems, out_elems):
+            raise ValueError(f"capacity {self.capacity} below one beat")
+        super().__init__({
+            "i": In(stream.Signature(unsigned(bits * in_elems))),
+            "o": Out(stream.Signature(unsigned(bits * out_elems))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        B, I, O = self.bits, self.in_elems, self.out_elems
+        if I == O:
+            m.d.comb += [self.o.payload.eq(self.i.payload), self.o.valid.eq(self.i.valid),
+                         self.i.ready.eq(self.o.ready)]
+            return m
+        N = self.capacity
+        slots = [Signal(B, name=f"slot{j}") for j in range(N)]
+        level = Signal(range(N + 1))
+        m.d.comb += [
+            self.o.payload.eq(Cat(*slots[:O])),
+            self.o.valid.eq(level >= O),
+            self.i.ready.eq(level <= N - I),
+        ]
+        pop = Signal()
+        push = Signal()
+        m.d.comb += [pop.eq(self.o.valid & self.o.ready), push.eq(self.i.valid & self.i.ready)]
+        base = Signal(range(N + 1))  # first free slot after this cycle's pop
+        m.d.comb += base.eq(level - (pop * O))
+        m.d.sync += level.eq(level - pop * O + push * I)
+
+        with m.If(pop):
+            for j in range(N - O):
+                m.d.sync += slots[j].eq(slots[j + O])
+        elems = [self.i.payload[k * B:(k + 1) * B] for k in range(I)]
+        with m.If(push):
+            with m.Switch(base):
+                for b in range(N - I + 1):
+                    with m.Case(b):
+                        m.d.sync += [slots[b + k].eq(elems[k]) for k in range(I)]
+        return m

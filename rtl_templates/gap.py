@@ -1,0 +1,259 @@
+"""Global average pooling (GlobalAveragePool; ReduceMean over the spatial axes), folded by PE.
+
+Stream contract
+    ``i``: a channel-last feature map of ``pixels`` (H*W) pixels, PE channels per beat,
+    ``NB = C/PE`` beats per pixel (element ``ci`` of beat ``cb`` is channel ``cb*PE + ci``).
+    ``o``: one vector of C channels per frame, NB beats of PE channels.
+    One input beat per cycle: ``pixels*NB`` cycles per frame (input bound).
+
+Semantics (ONNX QDQ: DequantizeLinear → GlobalAveragePool → QuantizeLinear)::
+
+    acc[c] = sum_pixels q[pixel, c] - pixels * z_in
+    y[c]   = requant(acc[c]),   multiplier float32(s_in / s_out / pixels)   (:func:`gap_requant`)
+
+The requantizer may also be per channel (C multipliers).
+
+Hardware
+    C accumulators live in a RAM of NB words of PE lanes (the input cycles through the
+    channel blocks once per pixel), updated by read-modify-write: the word of channel block
+    ``cb`` is read when a beat is taken (cycle t), the beat added in t+1 and written back in
+    t+1; the read port is transparent for the write port, so back-to-back updates of the same
+    word (NB = 1) see each other. The first pixel of a frame adds to 0 instead of the RAM.
+    During the last pixel the sums go on, one output beat per input beat:
+    t+2: sum   t+3: add -pixels*z_in, multiplier   t+4: multiply; round half to even,
+    zero point, clamp → output FIFO. A credit counter (only consulted in the last pixel)
+    keeps the FIFO from overflowing; ``valid`` on ``o`` never depends on ``ready``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from dataflow.quant import QType, Requant, make_requant, signed_width
+from rtl_templates.cost import Cost
+from rtl_templates.requant import round_clamp
+
+#: cycles from taking the last input beat of a channel block to its output transfer
+PIPELINE_DEPTH = 6
+
+
+# ---------------------------------------------------------------------------- params
+
+@dataclass(frozen=True, eq=False)
+class GAPParams:
+    """Everything that defines one global-average-pooling unit."""
+    channels: int            # C
+    pixels: int              # H*W pixels averaged per frame
+    requant: Requant         # per tensor (1 multiplier) or per channel (C)
+    in_type: QType
+    out_type: QType
+    pe: int = 1
+    in_zero_point: int = 0
+
+    def __post_init__(self):
+        if self.channels < 1 or self.pixels < 1:
+            raise ValueError("channels and pixels must be positive")
+        if self.pe < 1 or self.channels % self.pe:
+            raise ValueError(f"PE={self.pe} does not divide the {self.channels} channels")
+        if len(self.requant.mult) not in (1, self.channels):
+            raise ValueError("requantizer multipliers must be per tensor or per channel")
+        if not self.in_type.lo <= self.in_zero_point <= self.in_type.hi:
+            raise ValueError(f"input zero point {self.in_zero_point} outside {self.in_type}")
+
+    @property
+    def nb(self) -> int:
+        return self.channels // self.pe
+
+    @property
+    def in_elements(self) -> int:
+        return self.pixels * self.channels
+
+    @property
+    def out_elements(self) -> int:
+        return self.channels
+
+    @property
+    def bias(self) -> int:
+        return -self.pixels * self.in_zero_point
+
+    @property
+    def acc_bounds(self) -> tuple[int, int]:
+        return _acc_bounds(self.pixels, self.in_type, self.in_zero_point)
+
+    @property
+    def acc_bits(self) -> int:
+        return signed_width(*self.acc_bounds)
+
+    def mult_per_channel(self) -> list[int]:
+        m = list(self.requant.mult)
+        return m * self.channels if len(m) == 1 else m
+
+
+def _acc_bounds(pixels: int, t: QType, z: int) -> tuple[int, int]:
+    return min(pixels * t.lo, pixels * (t.lo - z), 0), max(pixels * t.hi, pixels * (t.hi - z), 0)
+
+
+def gap_requant(pixels: int, in_type: QType, in_scale: float, in_zero_point: int,
+                out_scale: float, out_zero_point: int, out_type: QType, lo: int | None = None,
+                hi: int | None = None) -> Requant:
+    """The requantizer of ``DequantizeLinear(s_in, z_in) → GlobalAveragePool →
+    QuantizeLinear(s_out, z_out)``: multiplier the float32 value of ``s_in / s_out / pixels``,
+    the scales taken as float32 as ONNX stores them (``in_scale``/``out_scale`` may be per
+    channel)."""
+    s_in = np.asarray(in_scale, np.float32).astype(np.float64)
+    s_out = np.asarray(out_scale, np.float32).astype(np.float64)
+    acc_bits = signed_width(*_acc_bounds(pixels, in_type, in_zero_point))
+    return make_requant(s_in / s_out / pixels, out_zero_point,
+                        out_type.lo if lo is None else lo, out_type.hi if hi is None else hi,
+                        acc_bits)
+
+
+# ---------------------------------------------------------------------------- golden
+
+def golden(p: GAPParams, x: np.ndarray) -> np.ndarray:
+    """Integer semantics: ``x`` is [..., pixels*C] channel-last; returns [..., C]."""
+    x = np.asarray(x, dtype=np.int64)
+    x = x.reshape(*x.shape[:-1], p.pixels, p.channels)
+    return p.requant.apply(x.sum(axis=-2) + p.bias, channel_axis=-1)
+
+
+# ---------------------------------------------------------------------------- cost
+
+def cost(p: GAPParams) -> Cost:
+    """Cycles per frame, latency of an idle unit, and resources."""
+    steps = p.pixels * p.nb
+    mult_w = p.requant.mult_bits
+    per_channel = len(p.requant.mult) > 1
+    return Cost(
+        cycles=steps,
+        latency=timing(p, 0, steps - 1)[1] + 1,
+        multipliers=p.pe,
+        multiplier_widths=[(p.acc_bits, mult_w)] * p.pe,
+        memory_bits=p.nb * p.pe * p.acc_bits
+        + (p.nb * p.pe * mult_w if per_channel else 0)
+        + _fifo_depth() * p.pe * p.out_type.bits,
+        registers=p.pe * (p.in_type.bits + 3 * p.acc_bits + 2 * mult_w) + 64
+        + 2 * max(1, (p.pixels - 1).bit_length()),
+    )
+
+
+def timing(p: GAPParams, in_first: int, in_last: int) -> tuple[int, int]:
+    """Cycles of the first and last output transfer of a frame whose first and last input
+    beats were taken at ``in_first`` and ``in_last`` (output never stalled)."""
+    steps = p.pixels * p.nb
+    return (max(in_last - p.nb + 1, in_first + steps - p.nb) + PIPELINE_DEPTH,
+            max(in_last, in_first + steps - 1) + PIPELINE_DEPTH)
+
+
+def _fifo_depth() -> int:
+    return PIPELINE_DEPTH + 3
+
+
+# ---------------------------------------------------------------------------- hardware
+
+class GAP(wiring.Component):
+    """The global-average-pooling unit. See the module documentation for the contract."""
+
+    def __init__(self, p: GAPParams):
+        self.p = p
+        super().__init__({
+            "i": In(stream.Signature(unsigned(p.pe * p.in_type.bits))),
+            "o": Out(stream.Signature(unsigned(p.pe * p.out_type.bits))),
+        })
+
+    def elaborate(self, platform):
+        p = self.p
+        m = Module()
+        PE, NB = p.pe, p.nb
+        ib, ob = p.in_type.bits, p.out_type.bits
+        rq = p.requant
+        acc_w, mult_w = p.acc_bits, rq.mult_bits
+
+        # --- output FIFO and credits ---------------------------------------------------
+        depth = _fifo_depth()
+        m.submodules.ofifo = ofifo = SyncFIFOBuffered(width=PE * ob, depth=depth)
+        m.d.comb += [
+            self.o.payload.eq(ofifo.r_data),
+            self.o.valid.eq(ofifo.r_rdy),
+            ofifo.r_en.eq(self.o.ready),
+        ]
+        credits = Signal(range(depth + 1), init=depth)
+
+        # --- issue stage ---------------------------------------------------------------
+        cb = Signal(range(max(NB, 2)))
+        px = Signal(range(max(p.pixels, 2)))
+        last_px = px == p.pixels - 1
+        issue = Signal()
+        m.d.comb += [
+            self.i.ready.eq(~last_px | (credits != 0)),
+            issue.eq(self.i.valid & self.i.ready),
+        ]
+        with m.If(issue):
+            with m.If(cb == NB - 1):
+                m.d.sync += cb.eq(0)
+                m.d.sync += px.eq(Mux(last_px, 0, px + 1))
+            with m.Else():
+                m.d.sync += cb.eq(cb + 1)
+        m.d.sync += credits.eq(credits - (issue & last_px) + (self.o.valid & self.o.ready))
+
+        # --- accumulator RAM: read at t, add and write back at t+1 ---------------------------
+        m.submodules.accmem = accmem = Memory(shape=unsigned(PE * acc_w), depth=NB, init=[])
+        acc_wr = accmem.write_port()
+        acc_rd = accmem.read_port(transparent_for=(acc_wr,))
+        m.d.comb += acc_rd.addr.eq(cb)
+
+        v1, first1, last1 = Signal(), Signal(), Signal()
+        cb1 = Signal.like(cb)
+        x1 = Signal(PE * ib)
+        m.d.sync += [v1.eq(issue), first1.eq(px == 0), last1.eq(last_px), cb1.eq(cb),
+                     x1.eq(self.i.payload)]
+        xs = [x1[ci * ib:(ci + 1) * ib].as_signed() if p.in_type.signed
+              else x1[ci * ib:(ci + 1) * ib] for ci in range(PE)]
+        olds = [acc_rd.data[ci * acc_w:(ci + 1) * acc_w].as_signed() for ci in range(PE)]
+        sums = [Signal(signed(acc_w), name=f"sum_{ci}") for ci in range(PE)]
+        m.d.comb += [s.eq(Mux(first1, 0, o) + x) for s, o, x in zip(sums, olds, xs)]
+        m.d.comb += [acc_wr.addr.eq(cb1), acc_wr.data.eq(Cat(*sums)), acc_wr.en.eq(v1)]
+
+        # per-channel multipliers: ROM read at t+1, data at t+2
+        if len(rq.mult) > 1:
+            mults = p.mult_per_channel()
+            words = [sum(mults[cb_ * PE + ci] << (ci * mult_w) for ci in range(PE))
+                     for cb_ in range(NB)]
+            m.submodules.mrom = mrom = Memory(shape=unsigned(PE * mult_w), depth=NB,
+                                              init=words)
+            m_rd = mrom.read_port()
+            m.d.comb += m_rd.addr.eq(cb1)
+            mult2 = [m_rd.data[ci * mult_w:(ci + 1) * mult_w] for ci in range(PE)]
+        else:
+            mult2 = [Const(rq.mult[0], unsigned(mult_w))] * PE
+
+        # --- stage 2: the sum moves on --------------------------------------------------
+        v2 = Signal()
+        s2 = [Signal(signed(acc_w), name=f"s2_{ci}") for ci in range(PE)]
+        m.d.sync += v2.eq(v1 & last1)
+        m.d.sync += [s.eq(n) for s, n in zip(s2, sums)]
+
+        # --- stage 3: bias, multiplier ------------------------------------------------------
+        v3 = Signal()
+        s3 = [Signal(signed(acc_w), name=f"s3_{ci}") for ci in range(PE)]
+        m3 = [Signal(unsigned(mult_w), name=f"m3_{ci}") for ci in range(PE)]
+        m.d.sync += v3.eq(v2)
+        m.d.sync += [s.eq(x + p.bias) for s, x in zip(s3, s2)]
+        m.d.sync += [a.eq(b) for a, b in zip(m3, mult2)]
+
+        # --- stage 4: product --------------------------------------------------------------
+        v4 = Signal()
+        p4 = [Signal(signed(acc_w + mult_w + 1), name=f"p4_{ci}") for ci in range(PE)]
+        m.d.sync += v4.eq(v3)
+        m.d.sync += [x.eq(s * mm) for x, s, mm in zip(p4, s3, m3)]
+
+        # --- round half to even, zero point, clamp → FIFO ---------------------------------
+        outs = [round_clamp(m, p4[ci], rq, name=f"y_{ci}")[:ob] for ci in range(PE)]
+        m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v4)]
+        return m

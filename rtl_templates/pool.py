@@ -1,0 +1,368 @@
+"""Window pooling (MaxPool / AveragePool) on the depthwise window stream, folded by PE.
+
+Stream contract
+    ``i``: the sliding-window generator's depthwise order, exactly as for the VVAU
+    (:mod:`rtl_templates.vvau`): per output pixel, per channel block ``cb < NB = C/PE``, the K
+    kernel positions in raster order, one beat of PE channels each (element ``ci`` of a beat is
+    channel ``cb*PE + ci``). ``o``: channel-last, PE channels per beat, NB beats per pixel.
+    One frame = ``pixels`` output pixels. One input beat per cycle: ``pixels*K*NB`` cycles.
+
+Max pooling (``kind="max"``)
+    ``out[c] = max_k x[c, k]``. The maximum of integers is exact and commutes with the
+    (monotonic) quantization only when input and output share scale and zero point, so the
+    block requires ``in_type == out_type`` and no requantizer; the importer must check that
+    the QuantizeLinear after the MaxPool has the input's scale and zero point.
+    Padding: the window generator must pad with ``in_type.lo`` (the smallest value, never
+    above a real element; ONNX MaxPool ignores pads). Every window must contain one real
+    element (true for ONNX pads smaller than the kernel).
+
+Average pooling (``kind="avg"``)
+    ONNX QDQ semantics (DequantizeLinear → AveragePool → QuantizeLinear)::
+
+        y = saturate(round_half_even( sum_{real k} (q_k - z_in) * s_in / count / s_out ) + z_out)
+
+    The window generator pads with ``in_zero_point`` (the integer of real 0.0, which is what
+    ONNX pads with), so pads add nothing to ``sum_k (q_k - z_in)`` and the sum can run over all
+    K positions::
+
+        acc = sum_{k<K} q_k - K * z_in                  (bias: a constant, -K*z_in)
+        y   = requant_j(acc),  j = index of count[pixel] among the distinct counts
+
+    ``count[pixel]`` is the divisor: K everywhere for ``count_include_pad=1`` (or no
+    padding); the number of non-pad positions of that pixel's window for
+    ``count_include_pad=0``. ``counts`` (int [pixels], None = all K) gives it per output
+    pixel. Its distinct values, ascending, are ``count_values``; ``requant.mult[j]`` is the
+    multiplier for ``count_values[j]``, the float32 value of ``s_in / s_out / count`` (one
+    shared shift, zero point and clamp; :func:`avg_requant` builds it from the scales,
+    :func:`merge_requants` from the importer's one-Requant-per-count dictionary). Rounding is
+    :class:`dataflow.quant.Requant`'s: the float32 product, then half to even. In hardware, a
+    ROM of ``pixels`` entries holds each pixel's index ``j`` (left out when there is one
+    distinct count) and a small table the multipliers.
+
+Pipeline (a step issued in cycle t)
+    max: t+1: compare with the running maximum; on the last kernel position → output FIFO
+    avg: t+1: add to the running sum (the count index arrives from its ROM);
+         t+2: the sum moves on; t+3: add -K*z_in, select the multiplier;
+         t+4: multiply; round half to even, zero point, clamp → output FIFO
+As in the MVAU, a credit counter keeps the FIFO from overflowing, the pipeline never stalls
+and ``valid`` on ``o`` never depends on ``ready``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from dataflow.quant import QType, Requant, make_requant, signed_width
+from rtl_templates.cost import Cost
+from rtl_templates.requant import round_clamp
+from rtl_templates.vvau import stream_to_windows
+
+#: cycles from issuing the last step of an output beat to that beat's output transfer
+PIPELINE_DEPTH = {"max": 3, "avg": 6}
+
+
+# ---------------------------------------------------------------------------- params
+
+@dataclass(frozen=True, eq=False)
+class PoolParams:
+    """Everything that defines one pooling unit."""
+    kind: str                # "max" | "avg"
+    channels: int            # C
+    kernel: int              # K = KH*KW
+    in_type: QType
+    out_type: QType
+    pe: int = 1
+    pixels: int = 1          # output pixels per frame (OH*OW)
+    # avg only:
+    requant: Requant | None = None     # mult[j] for count_values[j] (or one multiplier)
+    in_zero_point: int = 0             # z_in; pads arrive as z_in
+    counts: np.ndarray | None = None   # [pixels] divisor per output pixel; None = all K
+
+    def __post_init__(self):
+        if self.kind not in ("max", "avg"):
+            raise ValueError(f"pooling kind must be 'max' or 'avg', not {self.kind!r}")
+        if self.channels < 1 or self.kernel < 1 or self.pixels < 1:
+            raise ValueError("channels, kernel and pixels must be positive")
+        if self.pe < 1 or self.channels % self.pe:
+            raise ValueError(f"PE={self.pe} does not divide the {self.channels} channels")
+        if self.kind == "max":
+            if self.in_type != self.out_type:
+                raise ValueError("max pooling needs the same input and output type "
+                                 "(same scale and zero point)")
+            if self.requant is not None or self.counts is not None:
+                raise ValueError("max pooling takes no requantizer and no counts")
+            return
+        if self.requant is None:
+            raise ValueError("average pooling needs a requantizer")
+        if not self.in_type.lo <= self.in_zero_point <= self.in_type.hi:
+            raise ValueError(f"input zero point {self.in_zero_point} outside {self.in_type}")
+        if self.counts is not None:
+            c = np.asarray(self.counts)
+            if c.shape != (self.pixels,):
+                raise ValueError(f"counts must have one entry per output pixel "
+                                 f"({self.pixels}), got shape {c.shape}")
+            if c.min() < 1 or c.max() > self.kernel:
+                raise ValueError(f"counts must be in 1..{self.kernel}")
+        if len(self.requant.mult) not in (1, len(self.count_values)):
+            raise ValueError(f"need one multiplier per distinct count "
+                             f"({len(self.count_values)}) or one in all")
+
+    @property
+    def nb(self) -> int:
+        return self.channels // self.pe
+
+    @property
+    def in_elements(self) -> int:
+        return self.pixels * self.channels * self.kernel
+
+    @property
+    def out_elements(self) -> int:
+        return self.pixels * self.channels
+
+    @property
+    def count_per_pixel(self) -> np.ndarray:
+        if self.counts is None:
+            return np.full(self.pixels, self.kernel, dtype=np.int64)
+        return np.asarray(self.counts, dtype=np.int64)
+
+    @property
+    def count_values(self) -> np.ndarray:
+        """The distinct divisors, ascending."""
+        return np.unique(self.count_per_pixel)
+
+    @property
+    def count_index(self) -> np.ndarray:
+        """[pixels] index into ``count_values`` (and ``requant.mult``)."""
+        return np.searchsorted(self.count_values, self.count_per_pixel)
+
+    @property
+    def bias(self) -> int:
+        return -self.kernel * self.in_zero_point
+
+    @property
+    def acc_bounds(self) -> tuple[int, int]:
+        """Bounds of every running sum and of sum + bias (avg)."""
+        k, lo, hi = self.kernel, self.in_type.lo, self.in_type.hi
+        return min(k * lo, k * lo + self.bias, 0), max(k * hi, k * hi + self.bias, 0)
+
+    @property
+    def acc_bits(self) -> int:
+        return signed_width(*self.acc_bounds)
+
+    def mult_per_index(self) -> list[int]:
+        m = list(self.requant.mult)
+        return m * len(self.count_values) if len(m) == 1 else m
+
+    @property
+    def index_bits(self) -> int:
+        return (len(self.count_values) - 1).bit_length()
+
+
+def avg_requant(kernel: int, in_type: QType, in_scale: float, in_zero_point: int,
+                out_scale: float, out_zero_point: int, out_type: QType,
+                counts: np.ndarray | None = None, lo: int | None = None,
+                hi: int | None = None) -> Requant:
+    """The requantizer of ``DequantizeLinear(s_in, z_in) → AveragePool → QuantizeLinear(s_out,
+    z_out)``: one multiplier, the float32 value of ``s_in / s_out / n``, per distinct count
+    ``n`` (ascending); the scales are taken as float32 as ONNX stores them. ``lo``/``hi``
+    default to the output type's range (a folded Relu raises ``lo``)."""
+    cnt = np.unique(np.full(1, kernel) if counts is None else np.asarray(counts))
+    real = np.float64(np.float32(in_scale)) / np.float64(np.float32(out_scale))
+    k, qlo, qhi = kernel, in_type.lo, in_type.hi
+    acc_bits = signed_width(min(k * qlo, k * (qlo - in_zero_point), 0),
+                            max(k * qhi, k * (qhi - in_zero_point), 0))
+    return make_requant(real / cnt.astype(np.float64), out_zero_point,
+                        out_type.lo if lo is None else lo, out_type.hi if hi is None else hi,
+                        acc_bits)
+
+
+def merge_requants(requants: dict[int, Requant]) -> Requant:
+    """One requantizer per count (``{count: Requant}``, as the importer's ``Pool`` op holds
+    them) → the single :class:`Requant` of :class:`PoolParams`, ``mult[j]`` for the j-th
+    smallest count. The shifts are aligned to the largest; that changes no result (the
+    float32 rounding of the product is scale invariant, and ``round(x·2**d / 2**(s+d)) =
+    round(x / 2**s)``)."""
+    items = sorted((int(c), rq) for c, rq in requants.items())
+    first = items[0][1]
+    for _, rq in items:
+        if (rq.zero_point, rq.lo, rq.hi) != (first.zero_point, first.lo, first.hi):
+            raise ValueError("the per-count requantizers differ in zero point or clamp")
+    shift = max(rq.shift for _, rq in items)
+    return Requant(mult=tuple(int(rq.mult[0]) << (shift - rq.shift) for _, rq in items),
+                   shift=shift, zero_point=first.zero_point, lo=first.lo, hi=first.hi)
+
+
+# ---------------------------------------------------------------------------- golden
+
+def golden(p: PoolParams, x: np.ndarray) -> np.ndarray:
+    """Integer semantics. ``x`` is [..., pixels*C*K] in the depthwise stream order
+    (:func:`rtl_templates.vvau.windows_to_stream`); returns [..., pixels*C] channel-last."""
+    win = stream_to_windows(np.asarray(x, dtype=np.int64), p.pixels, p.channels, p.kernel,
+                            p.pe)                                    # [..., pixels, C, K]
+    if p.kind == "max":
+        y = win.max(axis=-1)
+    else:
+        acc = win.sum(axis=-1) + p.bias                              # [..., pixels, C]
+        mults = p.mult_per_index()
+        per_pixel = [mults[j] for j in p.count_index]
+        rq = p.requant
+        y = Requant(tuple(per_pixel), rq.shift, rq.zero_point, rq.lo, rq.hi).apply(
+            acc, channel_axis=-2) if len(set(per_pixel)) > 1 else rq.apply(acc)
+    return y.reshape(*y.shape[:-2], p.out_elements)
+
+
+# ---------------------------------------------------------------------------- cost
+
+def cost(p: PoolParams) -> Cost:
+    """Cycles per frame, latency of an idle unit, and resources."""
+    steps = p.pixels * p.kernel * p.nb
+    fifo_bits = _fifo_depth(p) * p.pe * p.out_type.bits
+    if p.kind == "max":
+        return Cost(cycles=steps, latency=timing(p, 0, steps - 1)[1] + 1,
+                    memory_bits=fifo_bits,
+                    registers=p.pe * 2 * p.in_type.bits + 48)
+    mult_w = p.requant.mult_bits
+    idx_rom = p.pixels * p.index_bits if len(p.count_values) > 1 else 0
+    return Cost(
+        cycles=steps,
+        latency=timing(p, 0, steps - 1)[1] + 1,
+        multipliers=p.pe,
+        multiplier_widths=[(p.acc_bits, mult_w)] * p.pe,
+        memory_bits=idx_rom + fifo_bits,
+        registers=p.pe * (p.in_type.bits + 3 * p.acc_bits + 2 * mult_w) + 64
+        + 2 * max(1, (p.pixels - 1).bit_length()),
+    )
+
+
+def timing(p: PoolParams, in_first: int, in_last: int) -> tuple[int, int]:
+    """Cycles of the first and last output transfer of a frame whose first and last input
+    beats were taken at ``in_first`` and ``in_last`` (output never stalled). The first output
+    beat needs K input beats (assumed to arrive one per cycle); the last follows the last
+    input beat."""
+    steps = p.pixels * p.kernel * p.nb
+    d = PIPELINE_DEPTH[p.kind]
+    return in_first + p.kernel - 1 + d, max(in_last, in_first + steps - 1) + d
+
+
+def _fifo_depth(p: PoolParams) -> int:
+    return PIPELINE_DEPTH[p.kind] + 3
+
+
+# ---------------------------------------------------------------------------- hardware
+
+class Pool(wiring.Component):
+    """Max or average pooling unit. See the module documentation for the contract."""
+
+    def __init__(self, p: PoolParams):
+        self.p = p
+        super().__init__({
+            "i": In(stream.Signature(unsigned(p.pe * p.in_type.bits))),
+            "o": Out(stream.Signature(unsigned(p.pe * p.out_type.bits))),
+        })
+
+    def elaborate(self, platform):
+        p = self.p
+        m = Module()
+        PE, NB, K = p.pe, p.nb, p.kernel
+        ib, ob = p.in_type.bits, p.out_type.bits
+
+        # --- output FIFO and credits ---------------------------------------------------
+        depth = _fifo_depth(p)
+        m.submodules.ofifo = ofifo = SyncFIFOBuffered(width=PE * ob, depth=depth)
+        m.d.comb += [
+            self.o.payload.eq(ofifo.r_data),
+            self.o.valid.eq(ofifo.r_rdy),
+            ofifo.r_en.eq(self.o.ready),
+        ]
+        credits = Signal(range(depth + 1), init=depth)
+
+        # --- issue stage ---------------------------------------------------------------
+        k = Signal(range(max(K, 2)))
+        cb = Signal(range(max(NB, 2)))
+        last_k = k == K - 1
+        issue = Signal()
+        m.d.comb += [
+            self.i.ready.eq(~last_k | (credits != 0)),
+            issue.eq(self.i.valid & self.i.ready),
+        ]
+        with m.If(issue):
+            with m.If(last_k):
+                m.d.sync += k.eq(0)
+                m.d.sync += cb.eq(Mux(cb == NB - 1, 0, cb + 1))
+            with m.Else():
+                m.d.sync += k.eq(k + 1)
+        m.d.sync += credits.eq(credits - (issue & last_k) + (self.o.valid & self.o.ready))
+
+        # --- stage 1: the running maximum / sum ------------------------------------------
+        v1, first1, last1 = Signal(), Signal(), Signal()
+        x1 = Signal(PE * ib)
+        m.d.sync += [v1.eq(issue), first1.eq(k == 0), last1.eq(last_k), x1.eq(self.i.payload)]
+        xs = [x1[ci * ib:(ci + 1) * ib].as_signed() if p.in_type.signed
+              else x1[ci * ib:(ci + 1) * ib] for ci in range(PE)]
+
+        if p.kind == "max":
+            shape = signed(ib) if p.in_type.signed else unsigned(ib)
+            run = [Signal(shape, name=f"max_{ci}") for ci in range(PE)]
+            nxt = [Mux(first1 | (x > r), x, r) for x, r in zip(xs, run)]
+            with m.If(v1):
+                m.d.sync += [r.eq(n) for r, n in zip(run, nxt)]
+            m.d.comb += [ofifo.w_data.eq(Cat(*[n[:ob] for n in nxt])),
+                         ofifo.w_en.eq(v1 & last1)]
+            return m
+
+        rq = p.requant
+        acc_w, mult_w = p.acc_bits, rq.mult_bits
+        acc = [Signal(signed(acc_w), name=f"acc_{ci}") for ci in range(PE)]
+        acc_next = [Mux(first1, 0, a) + x for a, x in zip(acc, xs)]
+        with m.If(v1):
+            m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]
+
+        # count index of the pixel of the beat issued at t: ROM read at t, data at t+1
+        n_idx = len(p.count_values)
+        if n_idx > 1:
+            px = Signal(range(max(p.pixels, 2)))
+            with m.If(issue & last_k & (cb == NB - 1)):
+                m.d.sync += px.eq(Mux(px == p.pixels - 1, 0, px + 1))
+            m.submodules.idxrom = idxrom = Memory(
+                shape=unsigned(p.index_bits), depth=p.pixels,
+                init=[int(j) for j in p.count_index])
+            idx_rd = idxrom.read_port()
+            m.d.comb += idx_rd.addr.eq(px)
+            idx1 = idx_rd.data
+
+        # --- stage 2: the sum moves on --------------------------------------------------
+        v2 = Signal()
+        s2 = [Signal(signed(acc_w), name=f"s2_{ci}") for ci in range(PE)]
+        m.d.sync += v2.eq(v1 & last1)
+        m.d.sync += [s.eq(n) for s, n in zip(s2, acc_next)]
+        mults = p.mult_per_index()
+        if n_idx > 1:
+            idx2 = Signal(p.index_bits)
+            m.d.sync += idx2.eq(idx1)
+            mult_sel = Array([Const(v, unsigned(mult_w)) for v in mults])[idx2]
+        else:
+            mult_sel = Const(mults[0], unsigned(mult_w))
+
+        # --- stage 3: bias, multiplier ------------------------------------------------------
+        v3 = Signal()
+        s3 = [Signal(signed(acc_w), name=f"s3_{ci}") for ci in range(PE)]
+        m3 = Signal(unsigned(mult_w))
+        m.d.sync += [v3.eq(v2), m3.eq(mult_sel)]
+        m.d.sync += [s.eq(x + p.bias) for s, x in zip(s3, s2)]
+
+        # --- stage 4: product --------------------------------------------------------------
+        v4 = Signal()
+        p4 = [Signal(signed(acc_w + mult_w + 1), name=f"p4_{ci}") for ci in range(PE)]
+        m.d.sync += v4.eq(v3)
+        m.d.sync += [x.eq(s * m3) for x, s in zip(p4, s3)]
+
+        # --- round half to even, zero point, clamp → FIFO ---------------------------------
+        outs = [round_clamp(m, p4[ci], rq, name=f"y_{ci}")[:ob] for ci in range(PE)]
+        m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v4)]
+        return m

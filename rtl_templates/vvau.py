@@ -1,0 +1,312 @@
+"""Vector–vector unit (VVAU): depthwise convolution on a window stream, folded by PE.
+
+Per output pixel and channel ``c``::
+
+    out[c] = requant( sum_k w[c, k] * x[c, k] + bias[c] ),   k = kh*KW + kw < K = KH*KW
+
+Stream contract
+    ``i``: the sliding-window generator's depthwise order. For each output pixel (raster
+    order), for each channel block ``cb < NB = C/PE`` (channels ``c = cb*PE + ci``), the K
+    kernel positions in raster order, one beat of PE channels each: element ``ci`` of a beat in
+    bits ``[ci*in_bits, (ci+1)*in_bits)``. So a pixel is ``K*NB`` beats, flat element index
+    ``((cb*K + k)*PE + ci)`` within the pixel (:func:`windows_to_stream` builds it).
+    ``o``: channel-last, PE channels per beat, ``NB`` beats per pixel.
+    Elements are two's complement when their type is signed. One frame = ``pixels`` output
+    pixels (OH*OW). Padding positions must carry the input zero point (real 0.0): the bias
+    holds the input zero-point correction ``-z_in * sum_k w[c, k]`` for every position.
+
+Schedule
+    One step per input beat: PE multiply-accumulates. Every K-th step completes an output beat.
+    The unit takes one beat per cycle, so a frame takes ``pixels*K*NB`` cycles.
+
+Pipeline (a step issued in cycle t; the structure of :mod:`rtl_templates.mvau`)
+    t+1: the weights of (cb, k) arrive from their ROM; PE products
+    t+2: accumulate; on the last kernel position the sum moves on and the channel block's
+         bias/multiplier are read
+    t+3: add bias      t+4: multiply by the fixed-point multiplier
+    t+5: round half to even, add zero point, clamp → output FIFO
+The pipeline never stalls: a credit counter lets a step that completes an output beat issue
+only while the output FIFO is sure to have room. ``valid`` on ``o`` never depends on ``ready``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from dataflow.quant import QType, Requant, dot_range, signed_width
+from rtl_templates.cost import Cost
+from rtl_templates.requant import round_clamp
+
+#: cycles from issuing the last step of an output beat to that beat's output transfer
+PIPELINE_DEPTH = 7
+
+
+# ---------------------------------------------------------------------------- layout
+
+def windows_to_stream(windows: np.ndarray, pe: int) -> np.ndarray:
+    """``windows`` [..., pixels, C, K] → the depthwise stream [..., pixels*C*K], element order
+    (pixel, cb, k, ci) with ``c = cb*pe + ci``."""
+    w = np.asarray(windows)
+    *lead, pixels, c, k = w.shape
+    if c % pe:
+        raise ValueError(f"PE={pe} does not divide {c} channels")
+    w = w.reshape(*lead, pixels, c // pe, pe, k)
+    w = np.swapaxes(w, -1, -2)                       # [..., pixels, NB, K, PE]
+    return w.reshape(*lead, pixels * c * k)
+
+
+def stream_to_windows(x: np.ndarray, pixels: int, channels: int, kernel: int,
+                      pe: int) -> np.ndarray:
+    """Inverse of :func:`windows_to_stream`: [..., pixels*C*K] → [..., pixels, C, K]."""
+    x = np.asarray(x)
+    lead = x.shape[:-1]
+    if x.shape[-1] != pixels * channels * kernel:
+        raise ValueError(f"a frame of {x.shape[-1]} elements is not {pixels} pixels x "
+                         f"{channels} channels x {kernel} kernel positions")
+    w = x.reshape(*lead, pixels, channels // pe, kernel, pe)
+    return np.swapaxes(w, -1, -2).reshape(*lead, pixels, channels, kernel)
+
+
+# ---------------------------------------------------------------------------- params
+
+@dataclass(frozen=True, eq=False)
+class VVAUParams:
+    """Everything that defines one VVAU instance."""
+    weights: np.ndarray      # [C, K] int (K = KH*KW raster order; weight zero point subtracted)
+    bias: np.ndarray         # [C] int (includes the input zero-point correction)
+    requant: Requant         # per tensor (1 multiplier) or per channel (C)
+    in_type: QType
+    out_type: QType
+    pe: int = 1
+    pixels: int = 1          # output pixels per frame (OH*OW)
+
+    def __post_init__(self):
+        if np.ndim(self.weights) != 2:
+            raise ValueError("weights must be [C, K]")
+        c, _ = self.weights.shape
+        if np.shape(self.bias) != (c,):
+            raise ValueError(f"bias must have {c} elements")
+        if self.pe < 1 or c % self.pe:
+            raise ValueError(f"PE={self.pe} does not divide the {c} channels")
+        if self.pixels < 1:
+            raise ValueError("a frame needs at least one pixel")
+        if len(self.requant.mult) not in (1, c):
+            raise ValueError("requantizer multipliers must be per tensor or per channel")
+
+    @property
+    def channels(self) -> int:
+        return self.weights.shape[0]
+
+    @property
+    def kernel(self) -> int:
+        return self.weights.shape[1]
+
+    @property
+    def nb(self) -> int:
+        """Channel blocks (output beats) per pixel."""
+        return self.channels // self.pe
+
+    @property
+    def in_elements(self) -> int:
+        return self.pixels * self.channels * self.kernel
+
+    @property
+    def out_elements(self) -> int:
+        return self.pixels * self.channels
+
+    @property
+    def w_bits(self) -> int:
+        w = self.weights
+        return signed_width(int(w.min(initial=0)), int(w.max(initial=0)))
+
+    @property
+    def acc_bounds(self) -> tuple[int, int]:
+        """Exact bounds of every partial sum and of sum + bias (interval arithmetic)."""
+        # every term's range contains 0 (QType ranges do), so partial sums stay inside too
+        lo, hi = dot_range(self.weights, self.in_type.lo, self.in_type.hi)
+        b = np.asarray(self.bias, dtype=np.int64)
+        return (int(min(lo.min(), (lo + b).min(), 0)), int(max(hi.max(), (hi + b).max(), 0)))
+
+    @property
+    def acc_bits(self) -> int:
+        return signed_width(*self.acc_bounds)
+
+    def mult_per_channel(self) -> list[int]:
+        m = list(self.requant.mult)
+        return m * self.channels if len(m) == 1 else m
+
+
+# ---------------------------------------------------------------------------- golden
+
+def golden(p: VVAUParams, x: np.ndarray) -> np.ndarray:
+    """Integer semantics. ``x`` is [..., pixels*C*K] in the stream order of the input (see
+    :func:`windows_to_stream`); returns [..., pixels*C] channel-last."""
+    win = stream_to_windows(np.asarray(x, dtype=np.int64), p.pixels, p.channels, p.kernel,
+                            p.pe)
+    acc = (win * p.weights.astype(np.int64)).sum(axis=-1) + p.bias.astype(np.int64)
+    y = p.requant.apply(acc, channel_axis=-1)
+    return y.reshape(*y.shape[:-2], p.out_elements)
+
+
+# ---------------------------------------------------------------------------- cost
+
+def cost(p: VVAUParams) -> Cost:
+    """Cycles per frame, latency of an idle unit, and resources."""
+    steps = p.pixels * p.kernel * p.nb
+    rq_bits = p.acc_bits + p.requant.mult_bits
+    return Cost(
+        cycles=steps,
+        latency=timing(p, 0, steps - 1)[1] + 1,
+        multipliers=2 * p.pe,
+        multiplier_widths=[(p.in_type.bits, p.w_bits)] * p.pe
+        + [(p.acc_bits, p.requant.mult_bits)] * p.pe,
+        memory_bits=p.nb * p.kernel * p.pe * p.w_bits
+        + p.nb * p.pe * (p.acc_bits + p.requant.mult_bits)
+        + _fifo_depth() * p.pe * p.out_type.bits,
+        registers=p.pe * (3 * p.acc_bits + rq_bits + p.requant.mult_bits
+                          + 2 * p.in_type.bits + p.w_bits) + 64,
+    )
+
+
+def timing(p: VVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
+    """Cycles of the first and last output transfer of a frame whose first and last input
+    beats were taken at ``in_first`` and ``in_last`` (output never stalled). The first output
+    beat needs K input beats (assumed to arrive one per cycle); the last follows the last
+    input beat."""
+    steps = p.pixels * p.kernel * p.nb
+    out_first = in_first + p.kernel - 1 + PIPELINE_DEPTH
+    out_last = max(in_last, in_first + steps - 1) + PIPELINE_DEPTH
+    return out_first, out_last
+
+
+def _fifo_depth() -> int:
+    return PIPELINE_DEPTH + 3
+
+
+# ---------------------------------------------------------------------------- hardware
+
+def _pack(values, bits: int) -> int:
+    word = 0
+    for k, v in enumerate(values):
+        word |= (int(v) & ((1 << bits) - 1)) << (k * bits)
+    return word
+
+
+class VVAU(wiring.Component):
+    """The depthwise vector–vector unit. See the module documentation for the contract."""
+
+    def __init__(self, p: VVAUParams):
+        self.p = p
+        super().__init__({
+            "i": In(stream.Signature(unsigned(p.pe * p.in_type.bits))),
+            "o": Out(stream.Signature(unsigned(p.pe * p.out_type.bits))),
+        })
+
+    def elaborate(self, platform):
+        p = self.p
+        m = Module()
+        PE, NB, K = p.pe, p.nb, p.kernel
+        ib, wb, ob = p.in_type.bits, p.w_bits, p.out_type.bits
+        acc_w = p.acc_bits
+        rq = p.requant
+        mult_w = rq.mult_bits
+
+        # --- memories: weights word (cb, k) holds lanes ci; bias/multiplier word cb --------
+        wwords = [_pack(p.weights[cb * PE:(cb + 1) * PE, k], wb)
+                  for cb in range(NB) for k in range(K)]
+        m.submodules.wmem = wmem = Memory(shape=unsigned(PE * wb), depth=NB * K, init=wwords)
+        w_rd = wmem.read_port()
+
+        mults = p.mult_per_channel()
+        lane_w = acc_w + mult_w
+        pwords = [_pack([(int(p.bias[c]) & ((1 << acc_w) - 1)) | (mults[c] << acc_w)
+                         for c in range(cb * PE, (cb + 1) * PE)], lane_w) for cb in range(NB)]
+        m.submodules.pmem = pmem = Memory(shape=unsigned(PE * lane_w), depth=NB, init=pwords)
+        p_rd = pmem.read_port()
+
+        # --- output FIFO and credits ---------------------------------------------------
+        depth = _fifo_depth()
+        m.submodules.ofifo = ofifo = SyncFIFOBuffered(width=PE * ob, depth=depth)
+        m.d.comb += [
+            self.o.payload.eq(ofifo.r_data),
+            self.o.valid.eq(ofifo.r_rdy),
+            ofifo.r_en.eq(self.o.ready),
+        ]
+        credits = Signal(range(depth + 1), init=depth)
+
+        # --- issue stage ---------------------------------------------------------------
+        k = Signal(range(max(K, 2)))
+        cb = Signal(range(max(NB, 2)))
+        widx = Signal(range(max(NB * K, 2)))
+        last_k = k == K - 1
+        room = credits != 0
+        issue = Signal()
+        m.d.comb += [
+            self.i.ready.eq(~last_k | room),
+            issue.eq(self.i.valid & self.i.ready),
+            w_rd.addr.eq(widx),
+        ]
+        with m.If(issue):
+            m.d.sync += widx.eq(Mux(widx == NB * K - 1, 0, widx + 1))
+            with m.If(last_k):
+                m.d.sync += k.eq(0)
+                m.d.sync += cb.eq(Mux(cb == NB - 1, 0, cb + 1))
+            with m.Else():
+                m.d.sync += k.eq(k + 1)
+        out_taken = self.o.valid & self.o.ready
+        m.d.sync += credits.eq(credits - (issue & last_k) + out_taken)
+
+        # --- stage 1: operands, products -------------------------------------------------
+        v1, first1, last1 = Signal(), Signal(), Signal()
+        cb1 = Signal.like(cb)
+        x1 = Signal(PE * ib)
+        m.d.sync += [v1.eq(issue), first1.eq(k == 0), last1.eq(last_k), cb1.eq(cb),
+                     x1.eq(self.i.payload)]
+        xs = [x1[ci * ib:(ci + 1) * ib].as_signed() if p.in_type.signed
+              else x1[ci * ib:(ci + 1) * ib] for ci in range(PE)]
+        prods = [xs[ci] * w_rd.data[ci * wb:(ci + 1) * wb].as_signed() for ci in range(PE)]
+
+        # --- stage 2: accumulate --------------------------------------------------------
+        v2, first2, last2 = Signal(), Signal(), Signal()
+        cb2 = Signal.like(cb)
+        prod2 = [Signal(signed(acc_w), name=f"prod2_{ci}") for ci in range(PE)]
+        m.d.sync += [v2.eq(v1), first2.eq(first1), last2.eq(last1), cb2.eq(cb1)]
+        m.d.sync += [d.eq(x) for d, x in zip(prod2, prods)]
+        acc = [Signal(signed(acc_w), name=f"acc_{ci}") for ci in range(PE)]
+        acc_next = [Mux(first2, 0, a) + d for a, d in zip(acc, prod2)]
+        with m.If(v2):
+            m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]
+        m.d.comb += p_rd.addr.eq(cb2)
+
+        # --- stage 3: bias ----------------------------------------------------------------
+        v3 = Signal()
+        s3 = [Signal(signed(acc_w), name=f"s3_{ci}") for ci in range(PE)]
+        m.d.sync += v3.eq(v2 & last2)
+        m.d.sync += [s.eq(n) for s, n in zip(s3, acc_next)]
+        bias3 = [p_rd.data[ci * lane_w:ci * lane_w + acc_w].as_signed() for ci in range(PE)]
+        mult3 = [p_rd.data[ci * lane_w + acc_w:(ci + 1) * lane_w] for ci in range(PE)]
+
+        # --- stage 4: multiply ------------------------------------------------------------
+        v4 = Signal()
+        s4 = [Signal(signed(acc_w), name=f"s4_{ci}") for ci in range(PE)]
+        m4 = [Signal(unsigned(mult_w), name=f"m4_{ci}") for ci in range(PE)]
+        m.d.sync += v4.eq(v3)
+        m.d.sync += [s.eq(a + b) for s, a, b in zip(s4, s3, bias3)]
+        m.d.sync += [x.eq(y) for x, y in zip(m4, mult3)]
+
+        # --- stage 5: product --------------------------------------------------------------
+        v5 = Signal()
+        p5 = [Signal(signed(acc_w + mult_w + 1), name=f"p5_{ci}") for ci in range(PE)]
+        m.d.sync += v5.eq(v4)
+        m.d.sync += [x.eq(s * mm) for x, s, mm in zip(p5, s4, m4)]
+
+        # --- round half to even, zero point, clamp → FIFO ---------------------------------
+        outs = [round_clamp(m, p5[ci], rq, name=f"y_{ci}")[:ob] for ci in range(PE)]
+        m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v5)]
+        return m
