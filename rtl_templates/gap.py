@@ -23,6 +23,11 @@ Hardware
     t+2: sum   t+3: add -pixels*z_in, multiplier   t+4: multiply; round half to even,
     zero point, clamp → output FIFO. A credit counter (only consulted in the last pixel)
     keeps the FIFO from overflowing; ``valid`` on ``o`` never depends on ``ready``.
+
+Cost
+    ``cycles = pixels*NB``, ``latency = cycles + PIPELINE_DEPTH`` (6); PE multipliers of
+    ``acc_bits × mult_bits``; memory: accumulators ``C*acc_bits``, per-channel multipliers
+    ``C*mult_bits`` (if per channel), output FIFO ``9*PE*out_bits``.
 """
 from __future__ import annotations
 

@@ -46,6 +46,12 @@ Pipeline (a step issued in cycle t)
          t+4: multiply; round half to even, zero point, clamp → output FIFO
 As in the MVAU, a credit counter keeps the FIFO from overflowing, the pipeline never stalls
 and ``valid`` on ``o`` never depends on ``ready``.
+
+Cost
+    ``cycles = pixels*K*NB``; ``latency = cycles + PIPELINE_DEPTH`` (3 max, 6 avg);
+    multipliers: none (max), PE of ``acc_bits × mult_bits`` (avg); memory: the output FIFO
+    (``(depth+3)*PE*out_bits``) plus, for avg with several counts, the index ROM
+    (``pixels*ceil(log2(#counts))`` bits).
 """
 from __future__ import annotations
 

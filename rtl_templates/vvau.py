@@ -27,6 +27,12 @@ Pipeline (a step issued in cycle t; the structure of :mod:`rtl_templates.mvau`)
     t+5: round half to even, add zero point, clamp → output FIFO
 The pipeline never stalls: a credit counter lets a step that completes an output beat issue
 only while the output FIFO is sure to have room. ``valid`` on ``o`` never depends on ``ready``.
+
+Cost
+    ``cycles = pixels*K*NB``, ``latency = cycles + PIPELINE_DEPTH`` (7); 2·PE multipliers
+    (PE of ``in_bits × w_bits``, PE of ``acc_bits × mult_bits``); memory: weights
+    ``C*K*w_bits``, bias/multipliers ``C*(acc_bits + mult_bits)``, output FIFO
+    ``10*PE*out_bits``.
 """
 from __future__ import annotations
 
