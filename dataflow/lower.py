@@ -187,9 +187,12 @@ def choose_folding(ig: IntGraph, requested: dict[str, Folding] | None = None,
         if target_cycles is None:
             out[op.name] = Folding()
             continue
-        cands = sorted(((pe * simd, pe, simd) for pe in pes for simd in simds),
-                       key=lambda c: (cycles(c[1], c[2]) > target_cycles, c[0], c[1]))
-        _, pe, simd = cands[0]
+        def rank(c, target=target_cycles):
+            size, pe, simd = c
+            n = cycles(pe, simd)
+            # meeting the target first; then fewest cycles if it cannot; then smallest
+            return (n > target, n if n > target else 0, size, pe)
+        _, pe, simd = min(((pe * simd, pe, simd) for pe in pes for simd in simds), key=rank)
         out[op.name] = Folding(pe, simd)
     return out
 
