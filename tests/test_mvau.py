@@ -10,6 +10,10 @@ large biases) the MVAU wrapped in :class:`hwgen.top.AxisTop` must
   accepts one input beat per cycle during neuron fold 0;
 * lose or duplicate nothing under random valid/ready stalls on both streams.
 
+Some configurations snap the multipliers so that the requantizer's two roundings (to 24
+significant bits, then the final shift) often meet exact halves, and one hand-built unit has
+accumulators where the round-to-24-bits tie alone decides the output.
+
 Every configuration is deterministic (seeded), so the Verilog of a configuration is the same
 from run to run and Verilator builds are reused from the cache (``$HWGEN_CACHE`` or
 ``~/.cache/hwgen/verilator``). The Verilator subset shares one build per configuration
@@ -41,7 +45,7 @@ TOP_NAME = "mvau_top"
 
 def random_params(mh: int, mw: int, pe: int, simd: int, in_type: QType, out_type: QType, *,
                   per_channel: bool = False, relu: bool = False, weight_zp: bool = False,
-                  big_bias: bool = False, seed: int = 0) -> MVAUParams:
+                  big_bias: bool = False, ties: bool = False, seed: int = 0) -> MVAUParams:
     """Random but meaningful MVAU parameters.
 
     Weights are int8 values, or (``weight_zp``) uint8 values minus a weight zero point, so in
@@ -50,6 +54,12 @@ def random_params(mh: int, mw: int, pe: int, simd: int, in_type: QType, out_type
     random inputs so that the outputs spread over the output range instead of saturating:
     per tensor one scalar, per channel MH values spread over ~100x. ``relu`` clamps at the
     zero point from below.
+
+    ``ties`` snaps the multipliers to float32 values that make the requantizer's roundings
+    hit exact halves often: a mantissa ``2**23 + 2**t`` (t matched to the accumulator size)
+    makes about half the products tie in the round-to-24-bits step, and (per channel, every
+    other channel) a power of two makes the final shift tie whenever ``acc`` is an odd
+    multiple of half its step.
     """
     rng = np.random.default_rng(seed)
     if weight_zp:
@@ -58,6 +68,8 @@ def random_params(mh: int, mw: int, pe: int, simd: int, in_type: QType, out_type
         weights = rng.integers(0, 256, size=(mh, mw)) - w_zp
         # make sure the extremes of the range occur
         weights.flat[0], weights.flat[-1] = -w_zp, 255 - w_zp
+    elif ties:  # small weights: small accumulators, so the final shift is small too
+        weights = rng.integers(-4, 5, size=(mh, mw))
     else:
         weights = rng.integers(-128, 128, size=(mh, mw))
     weights = weights.astype(np.int64)
@@ -98,7 +110,18 @@ def random_params(mh: int, mw: int, pe: int, simd: int, in_type: QType, out_type
         rng.shuffle(spread)                                       # spans 100x
         mult = room / typ * spread
     else:
-        mult = room / (float(np.percentile(np.abs(acc), 75)) + 1.0)
+        typ = np.array([float(np.percentile(np.abs(acc), 75)) + 1.0])
+        mult = room / typ[0]
+    if ties:
+        snapped = []
+        for c, (mc, tc) in enumerate(zip(np.atleast_1d(mult), typ)):
+            e = int(np.floor(np.log2(mc)))             # mc in [2**e, 2**(e+1))
+            if per_channel and c % 2:
+                snapped.append(2.0 ** e)               # final-shift ties
+            else:                                      # round-to-24-bit ties
+                t = max(0, min(22, int(np.floor(np.log2(tc))) - 1))
+                snapped.append((2 ** 23 + 2 ** t) / 2 ** 24 * 2.0 ** (e + 1))
+        mult = np.array(snapped) if per_channel else snapped[0]
     rq = make_requant(mult, zp, lo, hi, acc_bits=p0.acc_bits)
     return dataclasses.replace(p0, requant=rq)
 
@@ -126,11 +149,13 @@ class Cfg:
     relu: bool = False
     weight_zp: bool = False
     big_bias: bool = False
+    ties: bool = False
 
     @property
     def id(self) -> str:
         flags = "".join(f for f, on in (("-pc", self.per_channel), ("-relu", self.relu),
-                                         ("-wzp", self.weight_zp), ("-bigb", self.big_bias))
+                                         ("-wzp", self.weight_zp), ("-bigb", self.big_bias),
+                                         ("-ties", self.ties))
                         if on)
         return (f"{self.mh}x{self.mw}-pe{self.pe}-simd{self.simd}-"
                 f"{self.in_type.name}-{self.out_type.name}{flags}")
@@ -140,7 +165,7 @@ class Cfg:
         # a seed derived deterministically from the configuration (hash() is salted)
         return random_params(self.mh, self.mw, self.pe, self.simd, self.in_type,
                              self.out_type, per_channel=self.per_channel, relu=self.relu,
-                             weight_zp=self.weight_zp, big_bias=self.big_bias,
+                             weight_zp=self.weight_zp, big_bias=self.big_bias, ties=self.ties,
                              seed=zlib.crc32(self.id.encode()))
 
 
@@ -149,7 +174,7 @@ class Cfg:
 GRID = [
     Cfg(1, 1, 1, 1, UINT8, UINT8),                                    # MH=MW=1, NF=SF=1
     Cfg(4, 6, 1, 1, UINT8, INT8, per_channel=True),                   # PE=SIMD=1
-    Cfg(8, 8, 2, 4, INT8, INT8),
+    Cfg(8, 8, 2, 4, UINT8, INT8, ties=True),
     Cfg(16, 12, 4, 3, INT8, UINT8, per_channel=True, relu=True),
     Cfg(10, 32, 5, 8, UINT8, UINT8, weight_zp=True),
     Cfg(6, 8, 6, 8, INT8, INT8, per_channel=True, big_bias=True),     # NF=1 and SF=1
@@ -159,13 +184,14 @@ GRID = [
     Cfg(1, 24, 1, 6, INT8, INT8, per_channel=True),                   # MH=1
     Cfg(9, 1, 3, 1, INT8, UINT8, per_channel=True, relu=True),        # MW=1
     Cfg(5, 7, 1, 7, UINT8, INT8, per_channel=True, big_bias=True, weight_zp=True),
+    Cfg(8, 12, 4, 4, UINT8, INT8, per_channel=True, ties=True),
 ]
 
 # The Verilator subset: one build each (~15-30 s cold, cached afterwards), shared by the
-# three Verilator tests. Together they cover PE and SIMD > 1 with odd factors, NF=SF=1,
-# SIMD=MW with NF=32, int8/uint8 in and out, per-tensor/per-channel, Relu, weight zero
-# point and big biases.
-VL_GRID = [GRID[2], GRID[3], GRID[5], GRID[7]]
+# three Verilator tests. Together with the design of test_requant_round24_ties_decide
+# (a fourth build) they cover PE and SIMD > 1, NF=SF=1, SIMD=MW with NF=32, int8/uint8 in
+# and out, per-tensor/per-channel, weight zero point, big biases and rounding ties.
+VL_GRID = [GRID[2], GRID[5], GRID[7]]
 
 N_FRAMES = 6
 
@@ -180,9 +206,14 @@ def _top(p: MVAUParams) -> AxisTop:
     return AxisTop(MVAU(p), out_beats_per_frame=p.nf)
 
 
-@functools.lru_cache(maxsize=None)
-def _verilog(cfg: Cfg) -> str:
-    return verilog.convert(_top(cfg.params), name=TOP_NAME, emit_src=False)
+_VERILOG: dict[str, str] = {}
+
+
+def _verilog(p: MVAUParams, key: str) -> str:
+    """Verilog of the wrapped unit, converted once per configuration ``key``."""
+    if key not in _VERILOG:
+        _VERILOG[key] = verilog.convert(_top(p), name=TOP_NAME, emit_src=False)
+    return _VERILOG[key]
 
 
 def _job(p: MVAUParams, x: np.ndarray, **kw) -> StreamJob:
@@ -193,9 +224,13 @@ def _job(p: MVAUParams, x: np.ndarray, **kw) -> StreamJob:
 
 
 def _run(sim: str, cfg: Cfg, job: StreamJob):
+    return _run_params(sim, cfg.params, cfg.id, job)
+
+
+def _run_params(sim: str, p: MVAUParams, key: str, job: StreamJob):
     if sim == "amaranth":
-        return run_amaranth(_top(cfg.params), job)
-    return run_verilator(_verilog(cfg), TOP_NAME, job)
+        return run_amaranth(_top(p), job)
+    return run_verilator(_verilog(p, key), TOP_NAME, job)
 
 
 def _check_outputs(p: MVAUParams, x: np.ndarray, res) -> None:
@@ -223,9 +258,31 @@ def _assert_meaningful(p: MVAUParams, y: np.ndarray) -> None:
         assert len(np.unique(y)) >= 3, f"outputs hardly vary: {np.unique(y)}"
 
 
-def _n_frames(p: MVAUParams) -> int:
-    # tiny units get more frames so that enough outputs are checked
-    return max(N_FRAMES, -(-48 // p.mh))
+def _n_frames(cfg: Cfg) -> int:
+    # tiny units get more frames so that enough outputs are checked; tie configurations
+    # need many for the (rarer) final-shift ties
+    return 128 if cfg.ties else max(N_FRAMES, -(-48 // cfg.mh))
+
+
+def _tie_counts(p: MVAUParams, x: np.ndarray) -> tuple[int, int]:
+    """How many requantizations of ``golden(p, x)`` round an exact half, in the
+    round-to-24-bits step and in the final shift (before clamping)."""
+    acc = x @ p.weights.T + p.bias
+    mult = p.mult_per_channel()
+    t24 = tfin = 0
+    for row in acc:
+        for a, m in zip(row.tolist(), mult):
+            mag = abs(a * m)
+            d = max(0, mag.bit_length() - 24)
+            if d and mag & ((1 << d) - 1) == 1 << (d - 1):
+                t24 += 1
+            q, r = mag >> d, mag & ((1 << d) - 1)
+            kept = (q + (1 if r > (1 << d >> 1) or (d and r == 1 << (d - 1) and q & 1)
+                         else 0)) << d
+            k = p.requant.shift
+            if k and kept & ((1 << k) - 1) == 1 << (k - 1):
+                tfin += 1
+    return t24, tfin
 
 
 # ---------------------------------------------------------------------------- tests
@@ -233,15 +290,20 @@ def _n_frames(p: MVAUParams) -> int:
 @pytest.mark.parametrize("cfg", GRID, ids=_ids(GRID))
 def test_golden_amaranth(cfg: Cfg):
     p = cfg.params
-    x = random_frames(p, _n_frames(p), seed=1)
+    x = random_frames(p, _n_frames(cfg), seed=1)
     _assert_meaningful(p, golden(p, x))
+    if cfg.ties:
+        t24, tfin = _tie_counts(p, x)
+        assert t24 >= 20, f"only {t24} round-to-24-bit ties"
+        if cfg.per_channel:
+            assert tfin >= 10, f"only {tfin} final-shift ties"
     _check_outputs(p, x, _run("amaranth", cfg, _job(p, x)))
 
 
 @pytest.mark.parametrize("cfg", VL_GRID, ids=_ids(VL_GRID))
 def test_golden_verilator(cfg: Cfg):
     p = cfg.params
-    x = random_frames(p, _n_frames(p), seed=1)
+    x = random_frames(p, _n_frames(cfg), seed=1)
     _assert_meaningful(p, golden(p, x))
     _check_outputs(p, x, _run("verilator", cfg, _job(p, x)))
 
@@ -293,7 +355,8 @@ STALL_GRID = [GRID[1], GRID[3], GRID[5], GRID[7], GRID[10]]
 @pytest.mark.parametrize("cfg", STALL_GRID, ids=_ids(STALL_GRID))
 def test_stalls_amaranth(cfg: Cfg, seed: int):
     p = cfg.params
-    x = random_frames(p, _n_frames(p), seed=10 + seed)
+    # enough frames that the output FIFO fills up again and again
+    x = random_frames(p, 4 * _n_frames(cfg), seed=10 + seed)
     res = _run("amaranth", cfg, _job(p, x, stall_in=0.3, stall_out=0.5, seed=seed))
     _check_outputs(p, x, res)
 
@@ -302,8 +365,69 @@ def test_stalls_amaranth(cfg: Cfg, seed: int):
 @pytest.mark.parametrize("cfg", VL_GRID, ids=_ids(VL_GRID))
 def test_stalls_verilator(cfg: Cfg, seed: int):
     p = cfg.params
-    x = random_frames(p, 3 * _n_frames(p), seed=10 + seed)
+    x = random_frames(p, 3 * _n_frames(cfg), seed=10 + seed)
     res = _run("verilator", cfg, _job(p, x, stall_in=0.3, stall_out=0.5, seed=seed))
+    _check_outputs(p, x, res)
+
+
+# ---------------------------------------------------------------------------- rounding
+
+def critical_params() -> tuple[MVAUParams, np.ndarray]:
+    """An MVAU whose accumulators hit requantizer inputs where the round-to-24-bits tie
+    decides the output.
+
+    With a 24-bit mantissa ``m`` where ``3m = K*2**(f+1) + 2**f + e`` (e = ±1) and
+    ``A = 3*2**(d-1)``, the product ``A*m`` has 25 significant bits ending in ...1: a
+    round-to-24-bits tie.
+
+    * e = +1: the upper 24 bits ``q = K*2**f + 2**(f-1)`` are even, so half to even keeps
+      them, and the final shift by ``d + f`` sees ``K + 1/2`` exactly: K rounded half to
+      even. Rounding the first tie up instead gives K + 1 for even K.
+    * e = -1: ``q = K*2**f + 2**(f-1) - 1`` is odd, so half to even rounds it up, again to
+      ``K + 1/2`` exactly. Truncating the first tie instead gives K for odd K.
+
+    Channels come in pairs with bias +A and -A; the first weight column is 1 (the others
+    -1..1), so a zero input vector yields ``acc = bias`` exactly and other vectors values
+    around it. Returns the parameters and the expected outputs for a zero input vector.
+    """
+    # (f, K, d, e): e=+1 with even K tells half-even from half-up, e=-1 with odd K from
+    # truncation; the others are controls
+    combos = [(17, 96, 9, 1), (17, 99, 8, 1), (17, 126, 12, 1), (18, 50, 10, 1),
+              (17, 101, 7, -1), (17, 125, 11, -1), (18, 51, 13, -1), (18, 60, 6, -1)]
+    mults, bias, zero_out = [], [], []
+    for f, k, d, e in combos:
+        three_m = k * 2 ** (f + 1) + 2 ** f + e
+        assert three_m % 3 == 0
+        m = three_m // 3
+        assert 2 ** 23 <= m < 2 ** 25 // 3
+        a = 3 * 2 ** (d - 1)
+        y = k + (k % 2)                       # K + 1/2 rounded half to even
+        for sign in (1, -1):
+            mults.append(m / 2.0 ** (d + f))  # exact in float32: 24-bit mantissa
+            bias.append(sign * a)
+            zero_out.append(sign * y)
+    mh, mw = len(mults), 4
+    rng = np.random.default_rng(99)
+    weights = rng.integers(-1, 2, size=(mh, mw))
+    weights[:, 0] = 1
+    dummy = Requant(mult=(1,), shift=0, zero_point=0, lo=INT8.lo, hi=INT8.hi)
+    p0 = MVAUParams(weights=weights.astype(np.int64), bias=np.array(bias, dtype=np.int64),
+                    requant=dummy, in_type=INT8, out_type=INT8, pe=4, simd=2)
+    rq = make_requant(np.array(mults), 0, INT8.lo, INT8.hi, acc_bits=p0.acc_bits)
+    return dataclasses.replace(p0, requant=rq), np.array(zero_out, dtype=np.int64)
+
+
+@pytest.mark.parametrize("sim", ["amaranth", "verilator"])
+def test_requant_round24_ties_decide(sim: str):
+    p, zero_out = critical_params()
+    # the construction is right: golden gives K rounded half to even for acc = ±A
+    x0 = np.zeros((1, p.mw), dtype=np.int64)
+    assert np.array_equal(golden(p, x0)[0], zero_out)
+    rng = np.random.default_rng(5)
+    x = rng.integers(INT8.lo, INT8.hi + 1, size=(40, p.mw))
+    x[::2] = 0                                # every other vector: exactly the critical acc
+    x[1::4, 0] = rng.integers(-2, 3, size=len(x[1::4]))  # its neighbours
+    res = _run_params(sim, p, "round24-ties", _job(p, x))
     _check_outputs(p, x, res)
 
 
