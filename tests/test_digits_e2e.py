@@ -67,7 +67,9 @@ def test_stalls_lose_nothing(tmp_path):
     for sim in ("verilator", "amaranth"):
         stalled = hwgen.simulate(out, x, simulator=sim, stall=0.4, seed=7)
         assert np.array_equal(stalled.outputs_int, calm.outputs_int)
-        assert stalled.interval > calm.interval  # the stalls really happened
+        # the stalls really happened (they cost cycles); 8 input and 5 output beats a frame
+        # leave the 64-cycle bottleneck enough slack to absorb most of them
+        assert stalled.cycles != calm.cycles and stalled.latency != calm.latency
 
 
 def test_simulate_writes_onnx_style_outputs(tmp_path):
