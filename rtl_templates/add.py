@@ -1,23 +1,44 @@
-"""Elementwise adder of two quantized streams with per-input rescaling (QDQ ``Add``).
+"""Elementwise adder of two quantized streams with per-input rescaling (QDQ ``Add``,
+``QLinearAdd``).
 
 ONNX semantics (DequantizeLinear ×2 → Add → [Relu/Clip] → QuantizeLinear)::
 
     y = saturate(round(((a - za)·sa + (b - zb)·sb) / sy) + zy)   [clamped to lo..hi]
 
-Integer form (this block's golden function and hardware)::
+A fused Relu or Clip becomes the clamp bounds ``lo``/``hi`` (Relu: ``lo = zy``). Two integer
+forms implement it (``AddParams.semantics``); both are exact integer arithmetic, golden and
+hardware alike:
+
+``"exact"`` — the real formula in fixed point::
 
     y = clamp(round_half_even(((a - za)·Ma + (b - zb)·Mb) / 2**S) + zy, lo, hi)
 
-with ``Ma ≈ sa/sy · 2**S`` and ``Mb ≈ sb/sy · 2**S`` (:func:`make_add_requant`). A fused Relu
-or Clip becomes the clamp bounds ``lo``/``hi`` (Relu: ``lo = zy``).
+    with ``Ma ≈ sa/sy · 2**S``, ``Mb ≈ sb/sy · 2**S``. ``S`` gives the larger multiplier
+    ``MULT_BITS`` (24) significant bits and is at least ``max(bits(a - za), bits(b - zb)) +
+    ACC_GUARD_BITS``; each multiplier is within 1/2 of its exact value, so for every input pair
+    the fixed-point sum is within ``(|a-za|max + |b-zb|max) / 2**(S+1) ≤ 2**-(ACC_GUARD_BITS+1)``
+    (1/8192) of an output step of the exact real value ``((a-za)·sa + (b-zb)·sb)/sy`` (scales
+    taken as their float32 values). Results differ from exact rounding only that close to a
+    tie (and at exact ties when a ratio is not a dyadic fraction).
 
-Precision (as :func:`dataflow.quant.make_requant`): ``S`` gives the larger multiplier
-``MULT_BITS`` (24) significant bits and is at least ``max(bits(a - za), bits(b - zb)) +
-ACC_GUARD_BITS``. Each multiplier is within 1/2 of its exact value, so for every input pair the
-fixed-point sum differs from the exact real ``((a-za)·sa + (b-zb)·sb)/sy`` by at most
-``(|a-za|max + |b-zb|max) / 2**(S+1) ≤ 2**-(ACC_GUARD_BITS+1)`` (1/8192) of an output step;
-results can differ from exact rounding only that close to a rounding tie (and at exact ties,
-when the multipliers are not exact, i.e. when a ratio is not a dyadic fraction).
+``"ort"`` — bit-exact onnxruntime: what ORT runs for ``com.microsoft.QLinearAdd`` and for a QDQ
+    ``DequantizeLinear ×2 → Add → QuantizeLinear`` group, which its default graph optimizations
+    fuse into QLinearAdd, on x86-64 with AVX2/FMA (MLAS ``MlasQLinearAddKernelAvx2Helper``)::
+
+        rA = f32(sa / sy)   rB = f32(sb / sy)                 (float32 divisions)
+        F  = f32(zy - fma(rA, za, f32(rB·zb)))                 (a constant)
+        y  = clamp(rint(fma(a, rA, fma(b, rB, F))), lo, hi)    (float32 FMAs, half to even)
+
+    Every float32 here is a dyadic rational, so with ``2**S`` the common denominator of
+    ``rA, rB, F`` (``Ma = rA·2**S``, ``Mb = rB·2**S``, ``fixed = F·2**S``) and ``r24`` rounding
+    a magnitude to 24 significant bits (half to even) — one float32 rounding —::
+
+        y = clamp(round_half_even(r24(a·Ma + r24(b·Mb + fixed)) / 2**S), lo, hi)
+
+    exactly. ORT's result is platform dependent: on ARM (NEON) MLAS uses a 22-bit integer
+    kernel and without fusion (ORT_DISABLE_ALL) the float path rounds ``(a-za)·sa``,
+    ``(b-zb)·sb``, their sum and ``/sy`` separately; a Relu between Add and QuantizeLinear also
+    keeps ORT on the float path. ``tests/test_join_blocks.py`` measures all of these.
 
 Stream contract
     ``i0``: ``pe`` elements of ``a_type`` per beat; ``i1``: ``pe`` elements of ``b_type`` per
@@ -28,34 +49,44 @@ Join and pipeline (a beat pair taken in cycle t)
     A beat is taken from both inputs together, when both are valid and the output FIFO is
     sure to have room (credit counter, as in :mod:`rtl_templates.mvau`):
     ``i0.ready = i1.valid & room``, ``i1.ready = i0.valid & room``. Each input's ready thus
-    depends on the other input's valid and on the credits, never on ``o.ready``.
-    t+1: operands registered    t+2: ``(a-za)·Ma`` and ``(b-zb)·Mb`` registered
-    t+3: sum registered; round half to even, zero point, clamp → output FIFO (written)
-    t+5: earliest output transfer. One beat per cycle; ``o.valid`` is the FIFO's ``r_rdy``.
+    depends on the other input's valid and on the credits, never on ``o.ready``; ``o.valid`` is
+    the output FIFO's ``r_rdy``. One beat per cycle.
+    ``"exact"``: t+1 operands; t+2 products ``(a-za)·Ma``, ``(b-zb)·Mb``; t+3 sum, then
+    rounding, zero point and clamp into the FIFO; earliest output transfer t+5.
+    ``"ort"``: t+1 operands; t+2 ``a·Ma`` and ``b·Mb + fixed``; t+3 ``r24`` of the latter;
+    t+4 the sum, then ``r24``, rounding and clamp into the FIFO; earliest output t+6.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
-from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from dataflow.quant import (ACC_GUARD_BITS, MULT_BITS, QType, Requant, range_type,
-                            round_shift_half_even, signed_width)
+from dataflow.quant import ACC_GUARD_BITS, MULT_BITS, QType, range_type, signed_width
 from rtl_templates.cost import Cost
-from rtl_templates.requant import round_clamp
 
-#: cycles from a (joined) input transfer to the output transfer of that beat
-PIPELINE_DEPTH = 5
+#: significant bits of a float32
+F32_BITS = 24
+#: cycles from a (joined) input transfer to the output transfer of that beat, per semantics
+PIPELINE_DEPTHS = {"exact": 5, "ort": 6}
+#: the default semantics of :func:`make_add_requant`
+DEFAULT_SEMANTICS = "ort"
 
 
 @dataclass(frozen=True)
 class AddParams:
-    """One adder instance: ``y = clamp(rhe(((a-za)·ma + (b-zb)·mb) / 2**shift) + zy, lo, hi)``."""
+    """One adder instance (see the module documentation for both formulas).
+
+    ``"exact"``: ``y = clamp(rhe(((a-za)·ma + (b-zb)·mb) / 2**shift) + zy, lo, hi)``.
+    ``"ort"``: ``y = clamp(rhe(r24(a·ma + r24(b·mb + fixed)) / 2**shift), lo, hi)`` (the zero
+    points live in ``fixed``; ``za``/``zb``/``zy`` are kept for reference).
+    """
     ma: int
     mb: int
     shift: int
@@ -68,10 +99,14 @@ class AddParams:
     b_type: QType
     out_type: QType
     pe: int = 1
+    semantics: str = "exact"
+    fixed: int = 0
 
     def __post_init__(self):
         if self.pe < 1:
             raise ValueError(f"PE={self.pe} must be at least 1")
+        if self.semantics not in PIPELINE_DEPTHS:
+            raise ValueError(f"unknown semantics {self.semantics!r}")
         if self.ma < 0 or self.mb < 0 or self.shift < 0:
             raise ValueError("multipliers and shift must be non-negative")
         if not (self.out_type.lo <= self.lo <= self.hi <= self.out_type.hi):
@@ -79,12 +114,23 @@ class AddParams:
                              f"{self.out_type.name}")
 
     @property
+    def ort(self) -> bool:
+        return self.semantics == "ort"
+
+    @property
+    def pipeline_depth(self) -> int:
+        return PIPELINE_DEPTHS[self.semantics]
+
+    # --- operand ranges (what multiplies the constants) -----------------------------------
+    @property
     def da_bounds(self) -> tuple[int, int]:
-        return self.a_type.lo - self.za, self.a_type.hi - self.za
+        z = 0 if self.ort else self.za
+        return self.a_type.lo - z, self.a_type.hi - z
 
     @property
     def db_bounds(self) -> tuple[int, int]:
-        return self.b_type.lo - self.zb, self.b_type.hi - self.zb
+        z = 0 if self.ort else self.zb
+        return self.b_type.lo - z, self.b_type.hi - z
 
     @property
     def da_bits(self) -> int:
@@ -96,12 +142,16 @@ class AddParams:
 
     @property
     def prod_bounds(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """Bounds of the two lane products (``"ort"``: ``b·mb + fixed`` for the second)."""
         (alo, ahi), (blo, bhi) = self.da_bounds, self.db_bounds
-        return (alo * self.ma, ahi * self.ma), (blo * self.mb, bhi * self.mb)
+        f = self.fixed if self.ort else 0
+        return (alo * self.ma, ahi * self.ma), (blo * self.mb + f, bhi * self.mb + f)
 
     @property
     def sum_bounds(self) -> tuple[int, int]:
         (pa_lo, pa_hi), (pb_lo, pb_hi) = self.prod_bounds
+        if self.ort:  # r24 may round the second term up by less than 2**-23 of it
+            pb_lo, pb_hi = pb_lo - (abs(pb_lo) >> 23) - 1, pb_hi + (abs(pb_hi) >> 23) + 1
         return min(pa_lo + pb_lo, 0), max(pa_hi + pb_hi, 0)
 
     @property
@@ -112,26 +162,53 @@ class AddParams:
     def mult_bits(self) -> int:
         return max(1, self.ma.bit_length(), self.mb.bit_length())
 
-    @property
-    def requant(self) -> Requant:
-        """The shared round/zero-point/clamp stage (multiplier 1: the products are done)."""
-        return Requant(mult=(1,), shift=self.shift, zero_point=self.zy, lo=self.lo, hi=self.hi)
-
     def real_multipliers(self) -> tuple[float, float]:
         return self.ma / 2.0 ** self.shift, self.mb / 2.0 ** self.shift
 
 
+# ---------------------------------------------------------------------------- float32 helpers
+
+def _f32_round(v: Fraction) -> Fraction:
+    """``v`` rounded to the nearest float32 (half to even; normal range)."""
+    if v == 0:
+        return Fraction(0)
+    sign, a = (-1, -v) if v < 0 else (1, v)
+    e = a.numerator.bit_length() - a.denominator.bit_length()   # 2**e <= a < 2**(e+2)
+    if Fraction(2) ** e > a:
+        e -= 1
+    elif Fraction(2) ** (e + 1) <= a:
+        e += 1
+    ulp = Fraction(2) ** (e - (F32_BITS - 1))
+    q = a / ulp
+    n, r = divmod(q.numerator, q.denominator)
+    rem = Fraction(r, q.denominator)
+    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and n & 1):
+        n += 1
+    return sign * n * ulp
+
+
+def _dyadic_exponent(v: Fraction) -> int:
+    """k such that v·2**k is an integer (v a dyadic rational)."""
+    d = v.denominator
+    assert d & (d - 1) == 0, "not a dyadic rational"
+    return d.bit_length() - 1
+
+
+# ---------------------------------------------------------------------------- parameters
+
 def make_add_requant(sa, sb, sy, zy: int, za: int, zb: int, lo: int | None, hi: int | None,
                      a_type: QType, b_type: QType, out_type: QType | None = None, pe: int = 1,
-                     mult_bits: int = MULT_BITS) -> AddParams:
-    """Fixed-point parameters of a QDQ Add (scales as in the model, i.e. float32 values).
+                     semantics: str = DEFAULT_SEMANTICS, mult_bits: int = MULT_BITS) -> AddParams:
+    """Integer parameters of a QDQ Add / QLinearAdd (scales as in the model: float32 values).
 
     ``lo``/``hi`` are the integer clamp bounds (``None``: the output type's range; a fused
     Relu gives ``lo = zy``). ``out_type`` defaults to the smallest type holding ``lo..hi``.
-    See the module documentation for the precision guarantee.
+    ``semantics``: ``"ort"`` (bit-exact onnxruntime QLinearAdd on x86-64, the default) or
+    ``"exact"`` (fixed point of the real formula); see the module documentation.
     """
-    sa, sb, sy = (float(np.float32(s)) for s in (sa, sb, sy))
-    if not all(math.isfinite(s) and s > 0 for s in (sa, sb, sy)):
+    f32 = np.float32
+    sa32, sb32, sy32 = (f32(s) for s in (sa, sb, sy))
+    if not all(np.isfinite(s) and s > 0 for s in (sa32, sb32, sy32)):
         raise ValueError(f"scales must be finite and positive (got {sa}, {sb}, {sy})")
     if out_type is None:
         if lo is None or hi is None:
@@ -139,32 +216,67 @@ def make_add_requant(sa, sb, sy, zy: int, za: int, zb: int, lo: int | None, hi: 
         out_type = range_type(lo, hi)
     lo = out_type.lo if lo is None else int(lo)
     hi = out_type.hi if hi is None else int(hi)
-    ra, rb = sa / sy, sb / sy
+    za, zb, zy = int(za), int(zb), int(zy)
+    common = dict(za=za, zb=zb, zy=zy, lo=lo, hi=hi, a_type=a_type, b_type=b_type,
+                  out_type=out_type, pe=pe, semantics=semantics)
+    if semantics == "ort":
+        ra, rb = f32(sa32 / sy32), f32(sb32 / sy32)       # IEEE float32 divisions
+        fa, fb = Fraction(float(ra)), Fraction(float(rb))
+        inner = _f32_round(fa * za + _f32_round(fb * zb))  # fma(rA, za, rB*zb)
+        fixed = _f32_round(zy - inner)
+        shift = max(0, *(_dyadic_exponent(v) for v in (fa, fb, fixed)))
+        scale = 1 << shift
+        return AddParams(ma=int(fa * scale), mb=int(fb * scale), shift=shift,
+                         fixed=int(fixed * scale), **common)
+    if semantics != "exact":
+        raise ValueError(f"unknown semantics {semantics!r}")
+    ra, rb = float(sa32) / float(sy32), float(sb32) / float(sy32)
     d_bits = max(signed_width(a_type.lo - za, a_type.hi - za),
                  signed_width(b_type.lo - zb, b_type.hi - zb))
     exp_max = math.floor(math.log2(max(ra, rb)))
     shift = max(mult_bits - 1 - exp_max, d_bits + ACC_GUARD_BITS, 0)
     ma, mb = (int(round(r * 2.0 ** shift)) for r in (ra, rb))
-    return AddParams(ma=ma, mb=mb, shift=shift, za=int(za), zb=int(zb), zy=int(zy), lo=lo,
-                     hi=hi, a_type=a_type, b_type=b_type, out_type=out_type, pe=pe)
+    return AddParams(ma=ma, mb=mb, shift=shift, **common)
 
 
 # ---------------------------------------------------------------------------- golden
 
+def _rhe(a: int, k: int) -> int:
+    """round_half_even(a / 2**k) for any integer a (k >= 0)."""
+    if k == 0:
+        return a
+    q, r = a >> k, a & ((1 << k) - 1)
+    half = 1 << (k - 1)
+    return q + (1 if r > half or (r == half and q & 1) else 0)
+
+
+def _r24(v: int) -> int:
+    """``v`` with its magnitude rounded to 24 significant bits, half to even."""
+    a = -v if v < 0 else v
+    d = max(0, a.bit_length() - F32_BITS)
+    a = _rhe(a, d) << d
+    return -a if v < 0 else a
+
+
+def _one(p: AddParams, a: int, b: int) -> int:
+    if p.ort:
+        t = _r24(a * p.ma + _r24(b * p.mb + p.fixed))
+        y = _rhe(t, p.shift) if t >= 0 else -_rhe(-t, p.shift)
+    else:
+        y = _rhe((a - p.za) * p.ma + (b - p.zb) * p.mb, p.shift) + p.zy
+    return min(max(y, p.lo), p.hi)
+
+
 def golden(p: AddParams, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Elementwise integer semantics (any shape; ``a`` and ``b`` broadcast)."""
-    a = np.asarray(a, dtype=np.int64).astype(object)
-    b = np.asarray(b, dtype=np.int64).astype(object)
-    acc = (a - p.za) * p.ma + (b - p.zb) * p.mb  # Python ints: no overflow
-    y = round_shift_half_even(acc, p.shift) + p.zy
-    y = np.minimum(np.maximum(y, p.lo), p.hi)
-    return np.asarray(y, dtype=np.int64)
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
+    f = np.vectorize(lambda x, y: _one(p, int(x), int(y)), otypes=[np.int64])
+    return f(a, b) if a.size else np.zeros(a.shape, dtype=np.int64)
 
 
 def exact_reference(sa, sb, sy, zy, za, zb, lo, hi, a, b):
     """The real formula in exact rational arithmetic (float32 scales taken as exact), with
     round half to even. Returns (y, tie) where ``tie`` marks exact halfway cases. For tests."""
-    from fractions import Fraction
     fa, fb, fy = (Fraction(float(np.float32(s))) for s in (sa, sb, sy))
     ra, rb = fa / fy, fb / fy
     a = np.asarray(a, dtype=np.int64).reshape(-1)
@@ -186,15 +298,15 @@ def exact_reference(sa, sb, sy, zy, za, zb, lo, hi, a, b):
 
 # ---------------------------------------------------------------------------- cost
 
-def _fifo_depth() -> int:
-    return PIPELINE_DEPTH + 3
+def _fifo_depth(p: AddParams) -> int:
+    return p.pipeline_depth + 3
 
 
 def timing(p: AddParams, in_first: int, in_last: int) -> tuple[int, int]:
     """First and last output transfer of a frame whose first and last beat pairs were taken
     (both inputs valid) at ``in_first`` and ``in_last``; with two branches arriving at
     different times pass the later first and later last transfer of the two."""
-    return in_first + PIPELINE_DEPTH, in_last + PIPELINE_DEPTH
+    return in_first + p.pipeline_depth, in_last + p.pipeline_depth
 
 
 def cost(p: AddParams, elements: int) -> Cost:
@@ -204,25 +316,83 @@ def cost(p: AddParams, elements: int) -> Cost:
     beats = elements // p.pe
     (pa_lo, pa_hi), (pb_lo, pb_hi) = p.prod_bounds
     prod_bits = signed_width(pa_lo, pa_hi) + signed_width(pb_lo, pb_hi)
-    depth = _fifo_depth()
+    depth = _fifo_depth(p)
+    lane_regs = p.a_type.bits + p.b_type.bits + prod_bits + p.sum_bits
+    if p.ort:  # the rounded second term and the delayed first product
+        lane_regs += signed_width(pb_lo, pb_hi) + 1 + signed_width(pa_lo, pa_hi)
     return Cost(
         cycles=beats,
         latency=timing(p, 0, beats - 1)[1] + 1,
         multipliers=2 * p.pe,
-        multiplier_widths=[(p.da_bits, max(1, p.ma.bit_length())),
-                           (p.db_bits, max(1, p.mb.bit_length()))] * p.pe,
+        multiplier_widths=[(p.da_bits, _odd(p.ma)[0].bit_length() or 1),
+                           (p.db_bits, _odd(p.mb)[0].bit_length() or 1)] * p.pe,
         memory_bits=depth * p.pe * p.out_type.bits,
-        registers=p.pe * (p.a_type.bits + p.b_type.bits + prod_bits + p.sum_bits)
-        + 3 + (depth + 1).bit_length() + 2 * depth.bit_length() + 4,
+        registers=p.pe * lane_regs + p.pipeline_depth + (depth + 1).bit_length()
+        + 2 * depth.bit_length() + 4,
     )
 
 
 # ---------------------------------------------------------------------------- hardware
 
+def _odd(m: int) -> tuple[int, int]:
+    """``m = odd · 2**tz`` → (odd, tz): constant multipliers without their trailing zeros."""
+    if m == 0:
+        return 0, 0
+    tz = (m & -m).bit_length() - 1
+    return m >> tz, tz
+
+
+def _times_const(x, m: int):
+    odd, tz = _odd(m)
+    return (x * Const(odd, unsigned(max(1, odd.bit_length())))) << tz
+
+
 def _lanes(word, qt: QType, n: int):
     b = qt.bits
     return [word[k * b:(k + 1) * b].as_signed() if qt.signed else word[k * b:(k + 1) * b]
             for k in range(n)]
+
+
+def _rhe_const(x, k: int):
+    """round_half_even(x / 2**k) of an unsigned value, constant k."""
+    if k == 0:
+        return x
+    q = x >> k
+    r = x[:k]
+    half = 1 << (k - 1)
+    return q + ((r > half) | ((r == half) & q[0]))
+
+
+def _magnitude(m: Module, v, name: str):
+    neg = Signal(name=f"{name}_neg")
+    mag = Signal(unsigned(len(v)), name=f"{name}_mag")
+    m.d.comb += [neg.eq(v < 0), mag.eq(Mux(neg, -v, v))]
+    return neg, mag
+
+
+def _round24_mag(m: Module, mag, name: str):
+    """Unsigned ``mag`` rounded to 24 significant bits, half to even (one float32 rounding):
+    the highest set bit selects a constant rounding position."""
+    w = len(mag)
+    out = Signal(unsigned(w + 1), name=f"{name}_r24")
+    if w <= F32_BITS:
+        m.d.comb += out.eq(mag)
+        return out
+    with m.If(mag[w - 1]):
+        m.d.comb += out.eq(_rhe_const(mag, w - F32_BITS) << (w - F32_BITS))
+    for k in range(w - 2, F32_BITS - 1, -1):
+        with m.Elif(mag[k]):
+            d = k - F32_BITS + 1
+            m.d.comb += out.eq(_rhe_const(mag[:k + 1], d) << d)
+    with m.Else():
+        m.d.comb += out.eq(mag)
+    return out
+
+
+def _clamp(m: Module, v, lo: int, hi: int, name: str):
+    y = Signal(signed(signed_width(lo, hi)), name=name)
+    m.d.comb += y.eq(Mux(v < lo, lo, Mux(v > hi, hi, v)))
+    return y
 
 
 class AddBlock(wiring.Component):
@@ -241,7 +411,7 @@ class AddBlock(wiring.Component):
         m = Module()
         PE = p.pe
 
-        depth = _fifo_depth()
+        depth = _fifo_depth(p)
         m.submodules.ofifo = ofifo = SyncFIFOBuffered(width=PE * p.out_type.bits, depth=depth)
         m.d.comb += [
             self.o.payload.eq(ofifo.r_data),
@@ -278,16 +448,45 @@ class AddBlock(wiring.Component):
         for k, (x, y) in enumerate(zip(_lanes(a1, p.a_type, PE), _lanes(b1, p.b_type, PE))):
             da = Signal(signed(p.da_bits), name=f"da_{k}")
             db = Signal(signed(p.db_bits), name=f"db_{k}")
-            m.d.comb += [da.eq(x - p.za), db.eq(y - p.zb)]
-            m.d.sync += [pa[k].eq(da * Const(p.ma, unsigned(max(1, p.ma.bit_length())))),
-                         pb[k].eq(db * Const(p.mb, unsigned(max(1, p.mb.bit_length()))))]
+            if p.ort:
+                m.d.comb += [da.eq(x), db.eq(y)]
+                m.d.sync += [pa[k].eq(_times_const(da, p.ma)),
+                             pb[k].eq(_times_const(db, p.mb) + p.fixed)]
+            else:
+                m.d.comb += [da.eq(x - p.za), db.eq(y - p.zb)]
+                m.d.sync += [pa[k].eq(_times_const(da, p.ma)), pb[k].eq(_times_const(db, p.mb))]
 
-        # --- t+3: sum; round, zero point, clamp → FIFO ------------------------------------
-        v3 = Signal()
-        m.d.sync += v3.eq(v2)
-        s3 = [Signal(signed(p.sum_bits), name=f"s3_{k}") for k in range(PE)]
-        m.d.sync += [s.eq(x + y) for s, x, y in zip(s3, pa, pb)]
-        rq = p.requant
-        outs = [round_clamp(m, s3[k], rq, name=f"y_{k}")[:p.out_type.bits] for k in range(PE)]
-        m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v3)]
+        v_last = v2
+        if p.ort:
+            # --- t+3: the inner FMA's float32 rounding ------------------------------------
+            v3 = Signal()
+            m.d.sync += v3.eq(v2)
+            pa3 = [Signal.like(x, name=f"pa3_{k}") for k, x in enumerate(pa)]
+            t3 = [Signal(signed(len(x) + 2), name=f"t3_{k}") for k, x in enumerate(pb)]
+            for k in range(PE):
+                neg, mag = _magnitude(m, pb[k], f"t_{k}")
+                r = _round24_mag(m, mag, f"t_{k}")
+                m.d.sync += [pa3[k].eq(pa[k]), t3[k].eq(Mux(neg, -r, r))]
+            pa, pb, v_last = pa3, t3, v3
+
+        # --- sum; rounding (ort: float32 rounding first), zero point, clamp → FIFO --------
+        vs = Signal()
+        m.d.sync += vs.eq(v_last)
+        s = [Signal(signed(p.sum_bits), name=f"s_{k}") for k in range(PE)]
+        m.d.sync += [x.eq(a + b) for x, a, b in zip(s, pa, pb)]
+        outs = []
+        for k in range(PE):
+            if p.ort:
+                neg, mag = _magnitude(m, s[k], f"s_{k}")
+                ymag = _rhe_const(_round24_mag(m, mag, f"s_{k}"), p.shift)
+                y0 = Mux(neg, -ymag, ymag)
+            else:
+                q = s[k] >> p.shift if p.shift else s[k]
+                if p.shift:
+                    r = s[k][:p.shift]
+                    half = 1 << (p.shift - 1)
+                    q = q + ((r > half) | ((r == half) & q[0]))
+                y0 = q + p.zy
+            outs.append(_clamp(m, y0, p.lo, p.hi, f"y_{k}")[:p.out_type.bits])
+        m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(vs)]
         return m

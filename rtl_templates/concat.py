@@ -6,24 +6,30 @@ Stream contract
     ``pe`` per beat. For every pixel the block emits ``c0/pe`` beats taken from ``i0`` and then
     ``c1/pe`` beats taken from ``i1``; only the input whose turn it is sees ``ready``.
 
-Requantization (ONNX QDQ: DequantizeLinear(x_i) → Concat → QuantizeLinear(sy, zy))
-    When both inputs already have the output's type, scale and zero point (what ORT's
-    quantizer normally produces) the block is a pure pass: a multiplexer into a small FIFO.
-    Otherwise every element is requantized with its input's parameters::
+Requantization (ONNX QDQ: DequantizeLinear(x_i) → Concat → QuantizeLinear(sy, zy), or
+``com.microsoft.QLinearConcat``), three modes (``ConcatParams.mode``):
 
-        y = clamp(round_half_even((x - z_i)·M_i / 2**S) + zy, lo, hi)  ≈
-            saturate(round((x - z_i)·s_i / sy) + zy)
+``"pass"``: both inputs already have the output's type, scale and zero point (what ORT's
+    quantizer normally produces): a multiplexer into a small FIFO.
+``"table"`` (inputs of ≤ ``TABLE_MAX_BITS`` bits): every element goes through a lookup table
+    per input holding onnxruntime's float32 arithmetic exactly::
 
-    where ``M_i / 2**S`` is :func:`dataflow.quant.make_requant` of ``s_i / sy`` (≥ 24
-    significant bits, absolute error ≤ 2**-12 of a step; an input whose parameters equal the
-    output's gets ``M_i = 2**S``, which is exact). The two inputs share one shift ``S`` (the
-    larger of the two; the other multiplier is scaled up exactly).
+        y = clamp(rint(f32(f32((x - z_i)·s_i) / sy)) + zy, lo, hi)
+
+    (DequantizeLinear's float32 product, QuantizeLinear's float32 division, round half to
+    even) — bit-exact to ORT's unfused QDQ graph and to its QLinearConcat, whose kernel also
+    builds such tables. One ROM of ``2**bits0 + 2**bits1`` entries per lane.
+``"requant"`` (wider inputs): :func:`dataflow.quant.make_requant` of ``s_i / sy`` applied to
+    ``x - z_i`` — the project's requantizer (float32 multiplier, float32 product rounding),
+    which equals the float32 path above except, rarely, within a float32 rounding of a tie.
+    The two inputs share one shift (the larger; the other mantissa is shifted up exactly).
 
 Pipeline (beat taken in cycle t)
     pass: FIFO write at t, earliest output transfer t+2.
+    table: ROM read at t, FIFO write at t+1, earliest output t+3.
     requant: t+1 operand registered; t+2 product registered, rounded/clamped into the FIFO;
     earliest output transfer t+4. A credit counter keeps the FIFO from overflowing, so the
-    pipeline never stalls. In both modes one beat per cycle, ``o.valid`` is the FIFO's
+    pipeline never stalls. In every mode one beat per cycle, ``o.valid`` is the FIFO's
     ``r_rdy`` and the inputs' ready depend only on registered state.
 
 Deadlock: the two inputs are read in alternation per pixel, so branches feeding them from a
@@ -34,9 +40,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from dataflow.quant import QType, Requant, make_requant, signed_width
@@ -45,14 +52,19 @@ from rtl_templates.requant import round_clamp
 
 #: cycles from an input transfer to that beat's output transfer
 PASS_LATENCY = 2
+TABLE_LATENCY = 3
 REQUANT_LATENCY = 4
+LATENCIES = {"pass": PASS_LATENCY, "table": TABLE_LATENCY, "requant": REQUANT_LATENCY}
 PASS_FIFO_DEPTH = 4
+#: inputs up to this width are requantized by lookup table
+TABLE_MAX_BITS = 8
 
 
 @dataclass(frozen=True, eq=False)
 class ConcatParams:
-    """One concat instance. ``requant`` is None for a pure pass, else one fixed-point
-    requantizer per input (applied to ``x - zero_points[i]``)."""
+    """One concat instance: a pure pass, or per input a lookup table (``tables[i][raw]``,
+    indexed by the element's raw bit pattern) or a requantizer (``requant[i]`` applied to
+    ``x - zero_points[i]``)."""
     c0: int
     c1: int
     pe: int
@@ -60,6 +72,7 @@ class ConcatParams:
     out_type: QType
     requant: tuple[Requant, Requant] | None = None
     zero_points: tuple[int, int] = (0, 0)
+    tables: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
     def __post_init__(self):
         if self.pe < 1 or self.c0 < 1 or self.c1 < 1:
@@ -67,7 +80,15 @@ class ConcatParams:
         for c in (self.c0, self.c1):
             if c % self.pe:
                 raise ValueError(f"PE={self.pe} does not divide the {c} channels of an input")
-        if self.requant is None:
+        if self.requant is not None and self.tables is not None:
+            raise ValueError("give requantizers or tables, not both")
+        if self.tables is not None:
+            for t, tab in zip(self.in_types, self.tables):
+                if len(tab) != 1 << t.bits:
+                    raise ValueError(f"a {t.name} input needs a table of {1 << t.bits} entries")
+                if min(tab) < self.out_type.lo or max(tab) > self.out_type.hi:
+                    raise ValueError(f"table values outside {self.out_type.name}")
+        elif self.requant is None:
             if any(t != self.out_type for t in self.in_types):
                 raise ValueError("a pass-through concat needs equal input and output types")
         else:
@@ -94,12 +115,18 @@ class ConcatParams:
         return self.b0 + self.b1
 
     @property
+    def mode(self) -> str:
+        if self.tables is not None:
+            return "table"
+        return "pass" if self.requant is None else "requant"
+
+    @property
     def passthrough(self) -> bool:
-        return self.requant is None
+        return self.mode == "pass"
 
     @property
     def latency(self) -> int:
-        return PASS_LATENCY if self.passthrough else REQUANT_LATENCY
+        return LATENCIES[self.mode]
 
     @property
     def d_bounds(self) -> tuple[int, int]:
@@ -127,19 +154,44 @@ class ConcatParams:
         return max(1, max(m.bit_length() for m in self.mults))
 
 
+def float32_table(t: QType, s, z: int, sy, zy: int, lo: int, hi: int) -> tuple[int, ...]:
+    """onnxruntime's DequantizeLinear → QuantizeLinear in float32 for every raw pattern of
+    ``t``: ``clamp(rint(f32(f32((x - z)·s) / sy)) + zy, lo, hi)``."""
+    f32 = np.float32
+    x = t.from_unsigned(np.arange(1 << t.bits))
+    v = (x - int(z)).astype(np.float32) * f32(s)          # float32 product, one rounding
+    q = np.rint(v / f32(sy)).astype(np.int64) + int(zy)   # float32 division, half to even
+    return tuple(int(y) for y in np.clip(q, lo, hi))
+
+
 def make_concat(c0: int, c1: int, pe: int, t0: QType, s0, z0: int, t1: QType, s1, z1: int,
-                ty: QType, sy, zy: int, lo: int | None = None,
-                hi: int | None = None) -> ConcatParams:
+                ty: QType, sy, zy: int, lo: int | None = None, hi: int | None = None,
+                mode: str | None = None) -> ConcatParams:
     """Parameters of a QDQ channel Concat: inputs ``(type, scale, zero point)`` and output
     scale/zero point; ``lo``/``hi`` clamp bounds (default the output type's range). Equal
-    parameters everywhere give a pure pass."""
+    parameters everywhere give a pure pass; otherwise ``mode`` (default: ``"table"`` when
+    both inputs have at most ``TABLE_MAX_BITS`` bits, else ``"requant"``)."""
     lo = ty.lo if lo is None else int(lo)
     hi = ty.hi if hi is None else int(hi)
     f32 = np.float32
     same = [(t, f32(s), int(z)) == (ty, f32(sy), int(zy)) for t, s, z in
             ((t0, s0, z0), (t1, s1, z1))]
-    if all(same) and (lo, hi) == (ty.lo, ty.hi):
+    if mode is None:
+        if all(same) and (lo, hi) == (ty.lo, ty.hi):
+            mode = "pass"
+        else:
+            mode = "table" if max(t0.bits, t1.bits) <= TABLE_MAX_BITS else "requant"
+    if mode == "pass":
+        if not (all(same) and (lo, hi) == (ty.lo, ty.hi)):
+            raise ValueError("a pass-through concat needs equal input and output parameters")
         return ConcatParams(c0, c1, pe, (t0, t1), ty)
+    if mode == "table":
+        tables = tuple(float32_table(t, s, z, sy, zy, lo, hi)
+                       for t, s, z in ((t0, s0, z0), (t1, s1, z1)))
+        return ConcatParams(c0, c1, pe, (t0, t1), ty, tables=tables,
+                            zero_points=(int(z0), int(z1)))
+    if mode != "requant":
+        raise ValueError(f"unknown concat mode {mode!r}")
     rqs = []
     for t, s, z in ((t0, s0, z0), (t1, s1, z1)):
         ratio = np.float64(f32(s)) / np.float64(f32(sy))
@@ -151,8 +203,10 @@ def make_concat(c0: int, c1: int, pe: int, t0: QType, s0, z0: int, t1: QType, s1
 
 def requantize_input(p: ConcatParams, k: int, x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.int64)
-    if p.passthrough:
+    if p.mode == "pass":
         return x
+    if p.mode == "table":
+        return np.asarray(p.tables[k], dtype=np.int64)[p.in_types[k].to_unsigned(x)]
     return p.requant[k].apply(x - p.zero_points[k])
 
 
@@ -168,7 +222,7 @@ def golden(p: ConcatParams, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------- cost
 
 def _fifo_depth(p: ConcatParams) -> int:
-    return PASS_FIFO_DEPTH if p.passthrough else REQUANT_LATENCY + 3
+    return PASS_FIFO_DEPTH if p.passthrough else p.latency + 3
 
 
 def timing(p: ConcatParams, in_first: int, in_last: int) -> tuple[int, int]:
@@ -188,6 +242,11 @@ def cost(p: ConcatParams, pixels: int) -> Cost:
     if p.passthrough:
         return Cost(cycles=beats, latency=timing(p, 0, beats - 1)[1] + 1,
                     memory_bits=depth * p.pe * ob, registers=regs)
+    if p.mode == "table":
+        rom = sum(1 << t.bits for t in p.in_types) * ob
+        return Cost(cycles=beats, latency=timing(p, 0, beats - 1)[1] + 1,
+                    memory_bits=depth * p.pe * ob + p.pe * rom,
+                    registers=regs + p.pe * ob + 4)
     in_bits = max(t.bits for t in p.in_types)
     prod_bits = p.d_bits + p.mult_bits + 1
     return Cost(cycles=beats, latency=timing(p, 0, beats - 1)[1] + 1,
@@ -258,9 +317,28 @@ class Concat(wiring.Component):
 
         out_taken = self.o.valid & self.o.ready
         m.d.sync += credits.eq(credits - take + out_taken)
+        t0, t1 = p.in_types
+
+        if p.mode == "table":
+            # one ROM per lane: input 0's table, then input 1's, indexed by the raw element
+            n0 = 1 << t0.bits
+            mask = (1 << ob) - 1
+            init = [v & mask for v in p.tables[0]] + [v & mask for v in p.tables[1]]
+            outs = []
+            for j in range(PE):
+                rom = Memory(shape=unsigned(ob), depth=len(init), init=init)
+                m.submodules[f"rom{j}"] = rom
+                rd = rom.read_port()
+                x0 = self.i0.payload[j * t0.bits:(j + 1) * t0.bits]
+                x1 = self.i1.payload[j * t1.bits:(j + 1) * t1.bits]
+                m.d.comb += rd.addr.eq(Mux(sel0, x0, n0 + x1))
+                outs.append(rd.data)
+            v1 = Signal()
+            m.d.sync += v1.eq(take)
+            m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v1)]
+            return m
 
         # --- t+1: operands (x - z_i), selected input ---------------------------------------
-        t0, t1 = p.in_types
         z0, z1 = p.zero_points
         d1 = [Signal(signed(p.d_bits), name=f"d1_{j}") for j in range(PE)]
         sel1 = Signal()
