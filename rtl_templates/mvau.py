@@ -21,6 +21,12 @@ Pipeline (a step issued in cycle t)
 The pipeline never stalls. Instead a credit counter lets a step that completes an output beat
 issue only while the output FIFO is sure to have room, so back-pressure stops the issue stage
 and nothing is lost. ``valid`` on the output comes from the FIFO and never depends on ``ready``.
+
+Bipolar values (``rtl_templates/xnor_mvau.py``)
+    Weights that are all ±1 are stored as one bit each; bipolar inputs travel as one bit each.
+    The dot products then need no multiplier: XNOR-popcount when both are ±1, a sign select
+    of the other operand otherwise (``MVAUParams.datapath``). A bipolar output is sent as one
+    bit (1 = +1) from a sign requantizer. The golden function is the same integer formula.
 """
 from __future__ import annotations
 
@@ -35,7 +41,10 @@ from amaranth.lib.wiring import In, Out
 
 from dataflow.quant import QType, Requant, dot_range, signed_width
 from rtl_templates.cost import Cost
+from rtl_templates.words import pack_word
 from rtl_templates.requant import round_clamp
+from rtl_templates.xnor_mvau import (check_sign_requant, is_bipolar, is_pm1, select_term,
+                                     sign_bit, xnor_dot)
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
 PIPELINE_DEPTH = 7
@@ -60,6 +69,8 @@ class MVAUParams:
             raise ValueError(f"SIMD={self.simd} does not divide the {mw} input elements")
         if len(self.requant.mult) not in (1, mh):
             raise ValueError("requantizer multipliers must be per tensor or per output channel")
+        if is_bipolar(self.out_type):
+            check_sign_requant(self.requant)
 
     @property
     def mh(self) -> int:
@@ -78,7 +89,20 @@ class MVAUParams:
         return self.mw // self.simd
 
     @property
+    def datapath(self) -> str:
+        """"mul" (multipliers in_bits × w_bits), or without multipliers: "xnor" (bipolar inputs,
+        ±1 weights: XNOR-popcount), "select" (±1 weights select x or −x), "bipolar_in"
+        (bipolar inputs select w or −w)."""
+        pm1 = is_pm1(self.weights)
+        if is_bipolar(self.in_type):
+            return "xnor" if pm1 else "bipolar_in"
+        return "select" if pm1 else "mul"
+
+    @property
     def w_bits(self) -> int:
+        """Stored bits per weight: 1 for ±1 weights (bit 1 = +1), else two's complement."""
+        if self.datapath in ("xnor", "select"):
+            return 1
         w = self.weights
         return signed_width(int(w.min(initial=0)), int(w.max(initial=0)))
 
@@ -113,12 +137,15 @@ def cost(p: MVAUParams, vectors: int = 1) -> Cost:
     """Cycles for ``vectors`` input vectors per frame, latency, and resources."""
     steps = p.nf * p.sf
     rq_bits = p.acc_bits + p.requant.mult_bits
+    # ±1 operands need no multiplier; a bipolar output is a sign test, not a requantizer
+    n_dot = p.pe * p.simd if p.datapath == "mul" else 0
+    n_rq = 0 if is_bipolar(p.out_type) else p.pe
     return Cost(
         cycles=steps * vectors,
         latency=timing(p, 0, p.sf - 1)[1] + 1,
-        multipliers=p.pe * p.simd + p.pe,
-        multiplier_widths=[(p.in_type.bits, p.w_bits)] * (p.pe * p.simd)
-        + [(p.acc_bits, p.requant.mult_bits)] * p.pe,
+        multipliers=n_dot + n_rq,
+        multiplier_widths=[(p.in_type.bits, p.w_bits)] * n_dot
+        + [(p.acc_bits, p.requant.mult_bits)] * n_rq,
         memory_bits=steps * p.pe * p.simd * p.w_bits
         + (p.sf * p.simd * p.in_type.bits if p.nf > 1 else 0)
         + p.nf * p.pe * (p.acc_bits + p.requant.mult_bits)
@@ -147,13 +174,6 @@ def _fifo_depth() -> int:
 
 # ---------------------------------------------------------------------------- hardware
 
-def _pack(values, bits: int) -> int:
-    word = 0
-    for k, v in enumerate(values):
-        word |= (int(v) & ((1 << bits) - 1)) << (k * bits)
-    return word
-
-
 class MVAU(wiring.Component):
     """The matrix–vector unit. See the module documentation for the contract."""
 
@@ -179,7 +199,9 @@ class MVAU(wiring.Component):
         for nf in range(NF):
             for sf in range(SF):
                 blk = p.weights[nf * PE:(nf + 1) * PE, sf * SIMD:(sf + 1) * SIMD]
-                wwords.append(_pack(blk.reshape(-1), wb))  # lane pe*SIMD + s
+                if wb == 1:  # ±1 weights: bit 1 = +1
+                    blk = blk > 0
+                wwords.append(pack_word(blk.reshape(-1), wb))  # lane pe*SIMD + s
         m.submodules.wmem = wmem = Memory(shape=unsigned(PE * SIMD * wb), depth=NF * SF,
                                           init=wwords)
         w_rd = wmem.read_port()
@@ -192,7 +214,7 @@ class MVAU(wiring.Component):
                 ch = nf * PE + pe
                 lanes.append((int(p.bias[ch]) & ((1 << acc_w) - 1))
                              | (mults[ch] << acc_w))
-            pwords.append(_pack(lanes, acc_w + mult_w))
+            pwords.append(pack_word(lanes, acc_w + mult_w))
         m.submodules.pmem = pmem = Memory(shape=unsigned(PE * (acc_w + mult_w)), depth=NF,
                                           init=pwords)
         p_rd = pmem.read_port()
@@ -258,8 +280,17 @@ class MVAU(wiring.Component):
               else x_word[s * ib:(s + 1) * ib] for s in range(SIMD)]
         dots = []
         for pe in range(PE):
-            terms = [xs[s] * w_rd.data[(pe * SIMD + s) * wb:(pe * SIMD + s + 1) * wb].as_signed()
-                     for s in range(SIMD)]
+            wl = [w_rd.data[(pe * SIMD + s) * wb:(pe * SIMD + s + 1) * wb] for s in range(SIMD)]
+            if p.datapath == "xnor":
+                dots.append(xnor_dot(m, x_word[:SIMD], w_rd.data[pe * SIMD:(pe + 1) * SIMD],
+                                     f"xnor_{pe}"))
+                continue
+            if p.datapath == "select":
+                terms = [select_term(wl[s][0], xs[s]) for s in range(SIMD)]
+            elif p.datapath == "bipolar_in":
+                terms = [select_term(x_word[s], wl[s].as_signed()) for s in range(SIMD)]
+            else:
+                terms = [xs[s] * wl[s].as_signed() for s in range(SIMD)]
             dots.append(_tree_sum(terms))
 
         # --- stage 2: accumulate -------------------------------------------------------
@@ -296,11 +327,18 @@ class MVAU(wiring.Component):
         prod_w = acc_w + mult_w + 1
         p5 = [Signal(signed(prod_w), name=f"p5_{pe}") for pe in range(PE)]
         m.d.sync += v5.eq(v4)
-        m.d.sync += [x.eq(s * mm) for x, s, mm in zip(p5, s4, m4)]
+        if is_bipolar(p.out_type):  # the sign requantizer as a comparison (no multiplier)
+            b5 = [Signal(name=f"b5_{pe}") for pe in range(PE)]
+            m.d.sync += [b.eq(sign_bit(s, mm, rq.zero_point)) for b, s, mm in zip(b5, s4, m4)]
+        else:
+            m.d.sync += [x.eq(s * mm) for x, s, mm in zip(p5, s4, m4)]
 
         # --- round half to even, zero point, clamp → FIFO --------------------------------
         outs = []
         for pe in range(PE):
+            if is_bipolar(p.out_type):
+                outs.append(b5[pe])
+                continue
             y = round_clamp(m, p5[pe], rq, name=f"y_{pe}")
             outs.append(y[:ob])
         m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v5)]

@@ -47,6 +47,7 @@ from amaranth.lib.wiring import In, Out
 
 from dataflow.quant import QType, Requant, dot_range, signed_width
 from rtl_templates.cost import Cost
+from rtl_templates.words import pack_word
 from rtl_templates.requant import round_clamp
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
@@ -197,13 +198,6 @@ def _fifo_depth() -> int:
 
 # ---------------------------------------------------------------------------- hardware
 
-def _pack(values, bits: int) -> int:
-    word = 0
-    for k, v in enumerate(values):
-        word |= (int(v) & ((1 << bits) - 1)) << (k * bits)
-    return word
-
-
 class VVAU(wiring.Component):
     """The depthwise vector–vector unit. See the module documentation for the contract."""
 
@@ -224,14 +218,14 @@ class VVAU(wiring.Component):
         mult_w = rq.mult_bits
 
         # --- memories: weights word (cb, k) holds lanes ci; bias/multiplier word cb --------
-        wwords = [_pack(p.weights[cb * PE:(cb + 1) * PE, k], wb)
+        wwords = [pack_word(p.weights[cb * PE:(cb + 1) * PE, k], wb)
                   for cb in range(NB) for k in range(K)]
         m.submodules.wmem = wmem = Memory(shape=unsigned(PE * wb), depth=NB * K, init=wwords)
         w_rd = wmem.read_port()
 
         mults = p.mult_per_channel()
         lane_w = acc_w + mult_w
-        pwords = [_pack([(int(p.bias[c]) & ((1 << acc_w) - 1)) | (mults[c] << acc_w)
+        pwords = [pack_word([(int(p.bias[c]) & ((1 << acc_w) - 1)) | (mults[c] << acc_w)
                          for c in range(cb * PE, (cb + 1) * PE)], lane_w) for cb in range(NB)]
         m.submodules.pmem = pmem = Memory(shape=unsigned(PE * lane_w), depth=NB, init=pwords)
         p_rd = pmem.read_port()
