@@ -62,10 +62,18 @@ class ImportContext:
         self.values[node.outputs[k]] = value
 
 
-def to_int_graph(graph: Graph) -> IntGraph:
-    """Build the integer graph; unmappable nodes raise HwgenError naming node, op and reason."""
-    from dataflow import (ops_conv, ops_join, ops_linear, ops_pool, ops_qdq,  # noqa: F401
-                          ops_qop, ops_shape)  # (importing registers the handlers)
+def to_int_graph(graph: Graph, collect: bool = False, assume_quantized: bool = False):
+    """Build the integer graph; unmappable nodes raise HwgenError naming node, op and reason.
+
+    ``collect=True`` records every problem instead and returns ``(IntGraph, ImportReport)``;
+    ``assume_quantized=True`` reads a float model as if quantized to 8 bits (for estimates).
+    Both are the inspection modes of :mod:`dataflow.survey`."""
+    from dataflow import (ops_conv, ops_fold, ops_join, ops_linear, ops_pool,  # noqa: F401
+                          ops_qdq, ops_qonnx, ops_qop, ops_shape)  # (registers the handlers)
+
+    if collect or assume_quantized:
+        from dataflow.survey import survey
+        return survey(graph, collect=collect, assume_quantized=assume_quantized)
 
     if len(graph.inputs) != 1:
         raise HwgenError(f"model has {len(graph.inputs)} graph inputs; hwgen maps models with "

@@ -19,7 +19,12 @@ Order of the checks (each message is more specific than what onnx would say late
 6. SSA (one definition per value) and topological order (use before definition,
    cycles and undefined values are told apart);
 7. ``onnx.checker.check_model`` and ``onnx.shape_inference.infer_shapes``
-   (``strict_mode=True``), their errors collapsed to one line.
+   (``strict_mode=True``), their errors collapsed to one line. Between the two,
+   with ``upgrade=True``, a model whose ai.onnx opset is older than ``UPGRADE_OPSET`` (13) and that uses an
+   operator version hwgen has no handler for (Reshape-1, BatchNormalization-6,
+   Gemm-6, ...) is brought forward to opset 13 with ``onnx.version_converter``
+   (:func:`upgrade_opset`); what the converter refuses is reported with node, op
+   and version. Models whose operator versions are all handled stay as they are.
 
 Versioning of nodes: ``Node.opset_version`` is the version the model imports for the
 node's domain; ``Node.since_version`` is the operator version in force. For ONNX
@@ -63,6 +68,8 @@ __all__ = [
     "load_model_proto",
     "MIN_IR_VERSION",
     "MAX_IR_VERSION",
+    "UPGRADE_OPSET",
+    "upgrade_opset",
 ]
 
 MIN_IR_VERSION = 3
@@ -273,11 +280,13 @@ def _constant_value(node: NodeProto, where: str, label: str) -> np.ndarray:
 # ------------------------------------------------------------ file reading
 
 
-def load_model(path: str | os.PathLike) -> Graph:
+def load_model(path: str | os.PathLike, upgrade: bool = False) -> Graph:
     """Read, validate and convert the ONNX model file at ``path``.
 
     External tensor data is read relative to the model's folder (and only from
-    inside it).
+    inside it). ``upgrade=True`` (what ``hwgen.compile`` uses) brings a model with
+    operator versions older than hwgen's handlers forward to opset ``UPGRADE_OPSET``
+    (see :func:`upgrade_opset`); by default operator versions are kept as they are.
     """
     p = os.fspath(path)
     where = p
@@ -304,10 +313,10 @@ def load_model(path: str | os.PathLike) -> Graph:
             f"{where}: not a valid ONNX model file (not an ONNX protobuf, or corrupt/truncated): {_one_line(e, 120)}"
         ) from e
     abs_path = os.path.abspath(p)
-    return _build(model, os.path.dirname(abs_path), where, abs_path)
+    return _build(model, os.path.dirname(abs_path), where, abs_path, upgrade)
 
 
-def load_model_proto(model: onnx.ModelProto, base_dir: str | None = None) -> Graph:
+def load_model_proto(model: onnx.ModelProto, base_dir: str | None = None, upgrade: bool = False) -> Graph:
     """Validate and convert an in-memory model (same checks as :func:`load_model`).
 
     ``base_dir`` is the folder external tensor data is read from (refused if the
@@ -317,7 +326,7 @@ def load_model_proto(model: onnx.ModelProto, base_dir: str | None = None) -> Gra
         raise HwgenError(f"<in-memory model>: expected an onnx.ModelProto, got {type(model).__name__}")
     copy = ModelProto()
     copy.CopyFrom(model)
-    return _build(copy, base_dir, "<in-memory model>", None)
+    return _build(copy, base_dir, "<in-memory model>", None, upgrade)
 
 
 # --------------------------------------------------------------- the checks
@@ -696,10 +705,131 @@ def _run_shape_inference(model: ModelProto, where: str) -> ModelProto:
         raise HwgenError(f"{where}: shape inference failed: {_one_line(e)}") from e
 
 
+# ------------------------------------------------------- older opsets
+
+#: the ai.onnx opset older models are brought forward to (hwgen's handlers cover every
+#: operator version in force at opset 13)
+UPGRADE_OPSET = 13
+
+
+def _converter_reason(e: Exception) -> str:
+    """onnx.version_converter's message without its C++ file/assertion prefix."""
+    s = _one_line(e, 10_000)
+    if "failed: " in s:
+        s = s.rsplit("failed: ", 1)[1]
+    return _one_line(s, 200)
+
+
+def upgrade_opset(model: ModelProto, target: int = UPGRADE_OPSET, where: str = "<model>") -> ModelProto:
+    """``model`` brought forward to ai.onnx opset ``target`` with ``onnx.version_converter``.
+
+    The conversion goes one opset at a time with shape inference in between (the
+    converter's adapters for old operators need input shapes, e.g. Gemm-6 -> 7 after a
+    BatchNormalization-1 that the converter cannot infer through). Refusals (an operator
+    version whose semantics have no newer equivalent, such as BatchNormalization-7 with
+    ``spatial=0``) raise HwgenError naming the node, the op, its version and the reason.
+    The IR version is raised to the target opset's minimum (IR 3 would require the
+    initializers the converter adds to be graph inputs). A model at ``target`` or newer
+    is returned unchanged (the same object). ``model`` is not modified.
+    """
+    import onnx.version_converter
+
+    opsets = {normalize_domain(o.domain): int(o.version) for o in model.opset_import}
+    start = opsets.get("")
+    if start is None or start >= target:
+        return model
+    work = ModelProto()
+    work.CopyFrom(model)
+    for o in work.opset_import:
+        if normalize_domain(o.domain) == "":
+            o.domain = ""
+    # IR 3 requires every initializer to be a graph input too, which the initializers the
+    # converter adds (Pad's pads, ...) are not: raise the IR version to the target opset's
+    work.ir_version = max(int(work.ir_version),
+                          int(helper.find_min_ir_version_for([helper.make_opsetid("", target)])))
+    original_vi = list(model.graph.value_info)
+    for v in range(start, target):
+        try:
+            shaped = onnx.shape_inference.infer_shapes(work)
+        except Exception:  # the converter may still manage without shapes
+            shaped = work
+        try:
+            work = onnx.version_converter.convert_version(shaped, v + 1)
+        except Exception as e:
+            raise HwgenError(f"{where}: {_step_culprit(shaped, v, start)} cannot be brought forward "
+                             f"to opset {target}: onnx.version_converter fails from opset {v} to "
+                             f"{v + 1} ({_converter_reason(e)})") from None
+    del work.graph.value_info[:]
+    work.graph.value_info.extend(original_vi)
+    try:
+        onnx.checker.check_model(work)
+        onnx.shape_inference.infer_shapes(work, check_type=True, strict_mode=True)
+    except Exception as e:
+        raise HwgenError(f"{where}: the model brought forward from opset {start} to {target} by "
+                         f"onnx.version_converter is not valid: {_one_line(e, 200)}") from None
+    return work
+
+
+def _step_culprit(model: ModelProto, v: int, start: int) -> str:
+    """"node X: op 'Y' version N (model opset S)" for the first ai.onnx node whose operator
+    changes between opsets v and v + 1 (the likely reason a conversion step failed; N is its
+    version in the user's model), else "the model (opset S)"."""
+    for i, node in enumerate(model.graph.node):
+        if normalize_domain(node.domain) != "" or node.op_type == "Constant":  # (converter-made)
+            continue
+        try:
+            old = onnx.defs.get_schema(node.op_type, max_inclusive_version=v, domain="").since_version
+            new = onnx.defs.get_schema(node.op_type, max_inclusive_version=v + 1, domain="").since_version
+            orig = onnx.defs.get_schema(node.op_type, max_inclusive_version=start, domain="").since_version
+        except onnx.defs.SchemaError:
+            continue
+        if new != old:
+            return f"node {_proto_label(node, i)}: op '{node.op_type}' version {orig} (model opset {start})"
+    return f"the model (opset {start})"
+
+
+def _handler_versions():
+    """(op_type -> sorted since_versions) of hwgen's ai.onnx handlers."""
+    import importlib
+    import pkgutil
+
+    import dataflow
+    from dataflow.importer import REGISTRY
+
+    for m in pkgutil.iter_modules(dataflow.__path__):
+        if m.name.startswith("ops_"):
+            importlib.import_module(f"dataflow.{m.name}")
+    out: dict[str, list[int]] = {}
+    for dom, op, v in REGISTRY.supported():
+        if dom == "":
+            out.setdefault(op, []).append(v)
+    return out
+
+
+def _upgrade_if_needed(model: ModelProto, opsets: dict[str, int], versions, where: str):
+    """Bring a model with an ai.onnx opset older than UPGRADE_OPSET forward when one of
+    its nodes uses an operator version hwgen has no handler for but a newer version
+    has one (Reshape-1 with its shape attribute, BatchNormalization-6, Gemm-6, ...).
+    Models whose operator versions are all handled are left exactly as they are."""
+    if opsets.get("", UPGRADE_OPSET) >= UPGRADE_OPSET:
+        return model, opsets, versions
+    handled = _handler_versions()
+    if not any(
+        normalize_domain(n.domain) == "" and handled.get(n.op_type) and since not in handled[n.op_type]
+        for n, (since, _) in zip(model.graph.node, versions)
+    ):
+        return model, opsets, versions
+    model = upgrade_opset(model, UPGRADE_OPSET, where)
+    opsets = _check_opsets(model, where)
+    versions = _resolve_versions(model.graph, opsets, where)
+    _check_ssa_and_order(model.graph, where)
+    return model, opsets, versions
+
+
 # ---------------------------------------------------------------- building
 
 
-def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None) -> Graph:
+def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None, upgrade: bool = False) -> Graph:
     _check_header(model, where)
     opsets = _check_opsets(model, where)
     _load_external_data(model, base_dir, where)
@@ -711,6 +841,8 @@ def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None
     _check_io_types(graph, where)
     _normalize_domains(model, opsets)
     _run_checker(model, where)
+    if upgrade:
+        model, opsets, versions = _upgrade_if_needed(model, opsets, versions, where)
     inferred = _run_shape_inference(model, where)
     g = inferred.graph
 

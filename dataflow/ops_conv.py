@@ -109,7 +109,7 @@ def conv_linear(ctx: ImportContext, node: Node, x, w, b) -> Linear:
                  depthwise=depthwise)
     if b is not None:
         from dataflow.ops_linear import _add_bias
-        _add_bias(lin, b, node)
+        _add_bias(lin, b, node, channel_vector=True)
         lin.nodes.pop()
     return lin
 

@@ -19,6 +19,8 @@ def add_tensors(ctx: ImportContext, node: Node, a: Deq, b: Deq):
 def concat(ctx: ImportContext, node: Node):
     check_attrs(node, {"axis": None})
     xs = [ctx.value(node, k) for k in range(len(node.inputs))]
+    if len(xs) != 2:
+        raise Unsupported(f"Concat of {len(xs)} tensors: two are supported")
     if not all(isinstance(x, Deq) and len(x.shape) == 3 for x in xs):
         raise Unsupported("only Concat of quantized [N, C, H, W] feature maps is supported")
     axis = int(node.attrs["axis"]) % 4

@@ -43,9 +43,26 @@ def _linear(ctx: ImportContext, node: Node, x, w: DeqConst, w_out_axis: int) -> 
                   nodes=[node.label], shape=(n_out,))
 
 
-def _add_bias(lin: Linear, b, node: Node) -> Linear:
+def check_per_channel(arr: np.ndarray, lin: Linear, what: str):
+    """A constant combined elementwise with a layer's [N, C, ...] output must be one value or
+    one per channel *along the channel axis* under ONNX broadcasting (e.g. [C] after a Gemm,
+    [C, 1, 1] after a convolution); anything else varies along other axes."""
+    n = lin.weights.shape[0]
+    if arr.size == 1:
+        return
+    out = (1,) + tuple(lin.shape)
+    shape = (1,) * (len(out) - arr.ndim) + tuple(arr.shape)
+    if len(shape) != len(out) or shape[1] != n or any(d != 1 for k, d in enumerate(shape)
+                                                      if k != 1):
+        raise Unsupported(f"{what} of shape {list(arr.shape)} does not broadcast as one value "
+                          f"per output channel of a {list(out)} result")
+
+
+def _add_bias(lin: Linear, b, node: Node, channel_vector: bool = False) -> Linear:
     """Add a constant bias in accumulator units. A bias quantized with scale s_x*s_w (as
-    onnxruntime writes it) is exact; any other constant is rounded to the accumulator grid."""
+    onnxruntime writes it) is exact; any other constant is rounded to the accumulator grid.
+    ``channel_vector``: the bias is an operator's own per-channel input (Conv's B), not a
+    tensor broadcast by ONNX rules."""
     if lin.has_bias:
         raise Unsupported("a second bias on one layer is not supported")
     n = lin.weights.shape[0]
@@ -56,6 +73,8 @@ def _add_bias(lin: Linear, b, node: Node) -> Linear:
     arr = b.q if isinstance(b, DeqConst) else b.array
     if arr.size not in (1, n):
         raise Unsupported(f"bias of {arr.size} elements for {n} outputs")
+    if not channel_vector:
+        check_per_channel(arr, lin, "the bias")
     if isinstance(b, DeqConst):
         q = np.broadcast_to(arr.reshape(-1).astype(np.int64), (n,))
         if arr.ndim == 0 and np.size(b.scale) > 1:

@@ -27,8 +27,9 @@ def max_pool(ctx: ImportContext, node: Node):
     if len(node.outputs) > 1 and node.outputs[1]:
         raise Unsupported("the Indices output of MaxPool is not supported")
     x = ctx.value(node, 0)
-    if isinstance(x, Int):
-        # integer input (QOperator models): max of integers, same quantization
+    if isinstance(x, Int) or getattr(x, "integer_max_pool", False):
+        # integer input (QOperator models), or a map a QONNX quantizer wrote (no quantizer
+        # follows its MaxPool; see ops_qonnx.QDeq): max of integers, same quantization
         if not np.array_equal(x.order, channel_last_order(x.shape)):
             raise Unsupported("its input must be a (C, H, W) feature map")
         win = _window(node, x.shape)
@@ -36,7 +37,7 @@ def max_pool(ctx: ImportContext, node: Node):
         shape = (x.shape[0],) + win.out_hw
         out = ctx.new_tensor(node.outputs[0], shape, t.qtype, t.scale, t.zero_point)
         ctx.ig.ops.append(Pool(node.label, [node.label], x.tensor, out, "max", win))
-        ctx.set(node, Int(out, shape, channel_last_order(shape)))
+        ctx.set(node, type(x)(out, shape, channel_last_order(shape)))
         return
     x = feature_map(x)
     win = _window(node, x.shape)

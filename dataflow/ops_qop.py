@@ -10,11 +10,12 @@ Cast / Mul (scale) / Add (bias) / QuantizeLinear completes.
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from dataflow.importer import INT_TYPES, REGISTRY, ImportContext, Unsupported
 from dataflow.loader import Node
 from dataflow.ops_conv import _CONV_ATTRS, conv_linear
-from dataflow.ops_linear import _add_bias, _linear
+from dataflow.ops_linear import _add_bias, _linear, check_per_channel
 from dataflow.ops_pool import _POOL_ATTRS, _window
 from dataflow.ops_qdq import check_attrs, close, out_params
 from dataflow.values import Deq, DeqConst, Int, Joined, Linear, Pooled
@@ -51,7 +52,7 @@ def _bias(ctx: ImportContext, node: Node, k: int, lin: Linear):
     if b.dtype != np.int32:
         raise Unsupported(f"bias has type {b.dtype}; int32 (scale x_scale*w_scale) expected")
     _add_bias(lin, DeqConst(b, lin.acc_scale.astype(np.float32), np.zeros(1, np.int64), 0),
-              node)
+              node, channel_vector=True)
     lin.nodes.pop()
 
 
@@ -120,6 +121,8 @@ def qlinear_concat(ctx: ImportContext, node: Node):
     if int(node.attrs["axis"]) % 4 != 1:
         raise Unsupported("only Concat along channels (axis 1) is supported")
     xs = [_deq_view(ctx, node, k, k + 1, k + 2) for k in range(2, len(node.inputs), 3)]
+    if len(xs) != 2:
+        raise Unsupported(f"Concat of {len(xs)} tensors: two are supported")
     if len({x.shape[1:] for x in xs}) != 1 or any(len(x.shape) != 3 for x in xs):
         raise Unsupported("QLinearConcat inputs must be feature maps of one height and width")
     shape = (sum(x.shape[0] for x in xs),) + xs[0].shape[1:]
@@ -160,10 +163,12 @@ def _integer_linear(ctx, node, k_xzp: int, k_wzp: int, build, axis: int) -> Line
 
 def cast(ctx: ImportContext, node: Node):
     """Cast of an int32 accumulator to float keeps it pending (exact below 2**24)."""
-    check_attrs(node, {"to": None, "saturate": None, "round_mode": None})
+    check_attrs(node, {"to": lambda v: v == onnx.TensorProto.FLOAT, "saturate": None,
+                       "round_mode": None})
     x = ctx.value(node, 0)
     if not isinstance(x, Linear):
         raise Unsupported("Cast is supported only on a MatMulInteger/ConvInteger result")
+    x.nodes.append(node.label)
     ctx.set(node, x)
 
 
@@ -179,6 +184,7 @@ def mul(ctx: ImportContext, node: Node):
     n = a.weights.shape[0]
     if c.size not in (1, n) or np.any(c <= 0):
         raise Unsupported("Mul scale must be positive, per tensor or per output channel")
+    check_per_channel(c, a, "the Mul scale")
     a.acc_scale = a.acc_scale * np.broadcast_to(c.reshape(-1).astype(np.float64), (n,))
     a.nodes.append(node.label)
     ctx.set(node, a)

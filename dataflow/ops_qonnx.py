@@ -1,0 +1,524 @@
+"""QONNX, as Brevitas exports it: ``Quant``/``IntQuant``, ``BipolarQuant`` and ``Trunc`` of the
+domain ``qonnx.custom_op.general`` (and its older alias ``onnx.brevitas``).
+
+QONNX quantizers are fake-quant operators (float in, float out), with the semantics of the
+``qonnx`` package (``qonnx/custom_op/general/intquant.py``, ``bipolar_quant.py``,
+``trunc.py``), all in float32:
+
+``Quant(x, scale, zeropt, bitwidth)``, attributes ``signed``, ``narrow``, ``rounding_mode``
+    ``y = (round(clamp(x / scale + zeropt, min_int, max_int)) - zeropt) * scale`` with
+    ``min_int``/``max_int`` of a ``bitwidth``-bit integer (signed or not; ``narrow`` drops
+    the most negative value if signed, the largest one if unsigned). A signed 1-bit Quant
+    is bipolar (``x / scale + zeropt >= 0 → +1``, else -1), as in qonnx.
+``BipolarQuant(x, scale)``
+    ``y = (+1 if x >= 0 else -1) * scale``.
+``Trunc`` (version 1: ``x, scale, zeropt, in_bits, out_bits``; version 2: ``x, scale,
+zeropt, in_bits, out_scale, out_bits``, attributes ``signed``, ``narrow``)
+    ``r = round(x / scale + zeropt)``, then the ``t`` low bits go: ``y = mode(r / 2**t)``
+    (version 2 clamps y to ``out_bits`` first), ``t = in_bits - out_bits`` (version 1) or
+    ``round(log2(out_scale / scale))`` (version 2); out = ``y * scale`` (version 1) or
+    ``y * out_scale`` (version 2).
+
+How they map onto the importer's values (``dataflow.values``):
+
+* a quantizer on a float constant (weights, biases) evaluates now: a ``DeqConst`` of its
+  integers, per tensor or per channel (the one axis along which scale/zeropt vary), of any
+  width; every rounding mode of qonnx is supported here;
+* ``Quant`` on the graph input, on a pending layer (``Linear``, ``Pooled``, ``Joined``,
+  ``Clipped``) or on a quantized tensor quantizes like ``QuantizeLinear`` (``close`` in
+  ``ops_qdq``: requantizer multiplier = input scale · weight scale / output scale in float32)
+  into an integer tensor of ``QType(bitwidth, signed)`` with the narrow range's bounds, and
+  the value continues as the dequantized tensor (a :class:`QDeq`), since ``Quant`` outputs
+  floats. Activations take one scale and zero point (per tensor), widths 1 to 16 and the
+  rounding mode ``ROUND`` (half to even), the requantizer's;
+* ``BipolarQuant`` (or a signed 1-bit ``Quant``) of a pending ``Gemm``/``MatMul``/``Conv`` is
+  a sign threshold on the accumulator (``acc >= 0 → +1``), written as a requantizer into a
+  tensor of type :data:`rtl_templates.xnor_mvau.BIPOLAR` (values ±1, one bit per element on
+  a stream). Layers reading it compute with XNOR-popcount (±1 weights) or sign selects;
+* ``Trunc`` is supported right after average or global average pooling: the pooling's
+  requantizer gives ``r`` (exact with power-of-two scales and windows); when ``r`` is
+  rounded off again (``t > 0``) in a way no single rounding reproduces (``FLOOR``, ``CEIL``,
+  or ``ROUND`` after an inexact ``r``), a 1×1 depthwise layer computes ``y`` from ``r``
+  exactly: ``floor(r / 2**t) = round_half_even((2r + 1 - 2**t) / 2**(t+1))`` and likewise
+  for the others;
+* a ``MaxPool`` reading a QONNX-quantized map is integer max pooling at once (QONNX puts no
+  quantizer after it); see ``ops_pool.max_pool``;
+* the requantizers of the ops made here drop the trailing zero bits their multipliers share
+  (``m·2**g / 2**s`` → ``m / 2**(s-g)``, the same function, round24 included): with
+  power-of-two scales the multipliers become a few bits wide instead of 24.
+
+The integer results equal qonnx's execution exactly when the float32 arithmetic of the
+QONNX graph is exact, which it is when scales are powers of two (as in FINN-style
+Brevitas quantizers) and average-pooling windows have power-of-two sizes; otherwise they
+can differ where float32 rounding decides a tie, as with any integer implementation.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from dataflow.importer import REGISTRY, ImportContext, Unsupported
+from dataflow.intgraph import Conv, GlobalAvgPool, MatVec, Pool, Window
+from dataflow.loader import Node
+from dataflow.ops_qdq import check_attrs, close
+from dataflow.quant import QType, Requant, make_requant, range_type, signed_width
+from dataflow.values import (Clipped, Const, Deq, DeqConst, FloatInput, Int, Joined, Linear,
+                             Pooled, channel_last_order)
+from rtl_templates.xnor_mvau import BIPOLAR, is_bipolar, sign_requant
+
+DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas")
+#: widths of activation tensors (streams); constants (weights, biases) may be wider
+MAX_ACT_BITS = 16
+_ROUND_MODES = ("ROUND", "HALF_EVEN", "CEIL", "FLOOR", "UP", "DOWN", "HALF_UP", "HALF_DOWN")
+
+
+class QDeq(Deq):
+    """A tensor that a QONNX quantizer wrote, seen as its dequantized floats. A MaxPool
+    reading it becomes integer max pooling at once (``ops_pool.max_pool``)."""
+    integer_max_pool = True
+
+
+class BipolarDeq(QDeq):
+    """A bipolar tensor that a QONNX quantizer wrote (max pooling of it is not supported)."""
+    integer_max_pool = False
+
+
+# ------------------------------------------------------------------------------- helpers
+
+def min_int(signed: bool, narrow: bool, bits: int) -> int:
+    if signed:
+        return -(1 << (bits - 1)) + (1 if narrow else 0)
+    return 0
+
+
+def max_int(signed: bool, narrow: bool, bits: int) -> int:
+    if signed:
+        return (1 << (bits - 1)) - 1
+    return (1 << bits) - (2 if narrow else 1)
+
+
+def qonnx_round(y: np.ndarray, mode: str) -> np.ndarray:
+    """qonnx's ``resolve_rounding_mode`` (numpy, float in, float out)."""
+    if mode in ("ROUND", "HALF_EVEN"):
+        return np.round(y)
+    if mode == "CEIL":
+        return np.ceil(y)
+    if mode == "FLOOR":
+        return np.floor(y)
+    if mode == "UP":
+        return np.sign(y) * np.ceil(np.abs(y))
+    if mode == "DOWN":
+        return np.fix(y)
+    if mode == "HALF_UP":
+        return np.sign(y) * np.floor(np.abs(y) + 0.5)
+    if mode == "HALF_DOWN":
+        return np.sign(y) * np.ceil(np.abs(y) - 0.5)
+    raise Unsupported(f"rounding_mode={mode!r} is not a QONNX rounding mode")
+
+
+def _mode(node: Node, default: str) -> str:
+    m = node.attrs.get("rounding_mode", default)
+    m = (m.decode() if isinstance(m, bytes) else str(m)).upper()
+    if m not in _ROUND_MODES:
+        raise Unsupported(f"rounding_mode={m!r} is not a QONNX rounding mode")
+    return m
+
+
+def _flag(node: Node, name: str, default: int) -> bool:
+    v = node.attrs.get(name, default)
+    if v not in (0, 1):
+        raise Unsupported(f"attribute {name}={v!r} must be 0 or 1")
+    return bool(v)
+
+
+def _const_input(ctx: ImportContext, node: Node, k: int, what: str) -> np.ndarray:
+    a = ctx.const(node, k, what)
+    if a is None:
+        raise Unsupported(f"its {what} input is missing")
+    return np.asarray(a)
+
+
+def _int_scalar(a: np.ndarray, what: str) -> int:
+    if a.size != 1:
+        raise Unsupported(f"{what} must be a single value, got shape {list(a.shape)}")
+    v = float(a.reshape(-1)[0])
+    if v != round(v):
+        raise Unsupported(f"{what} {v} is not an integer")
+    return int(round(v))
+
+
+def _bit_width(ctx, node, k: int, limit: int | None) -> int:
+    bits = _int_scalar(_const_input(ctx, node, k, "bit width"), "the bit width")
+    if bits < 1 or (limit is not None and bits > limit):
+        raise Unsupported(f"bit width {bits}: activations of 1 to {limit} bits are supported"
+                          if limit else f"bit width {bits} must be at least 1")
+    return bits
+
+
+def _act_scale(scale: np.ndarray) -> np.float32:
+    if scale.size != 1:
+        raise Unsupported(f"per-channel scales (shape {list(scale.shape)}) are supported for "
+                          f"constants (weights) only; an activation takes one scale")
+    s = np.float32(scale.reshape(-1)[0])
+    if not (np.isfinite(s) and s > 0):
+        raise Unsupported(f"scale {s} must be positive")
+    return s
+
+
+def _channel_axis(params: list[np.ndarray], shape: tuple[int, ...], what: str) -> int:
+    """The one axis of a constant of ``shape`` along which its quantization parameters vary
+    (numpy broadcasting), or -1 when they are per tensor."""
+    axes = set()
+    for p in params:
+        if p.ndim > len(shape):
+            raise Unsupported(f"{what}: parameter of shape {list(p.shape)} does not broadcast "
+                              f"to {list(shape)}")
+        full = (1,) * (len(shape) - p.ndim) + tuple(p.shape)
+        for ax, (d, n) in enumerate(zip(full, shape)):
+            if d != 1:
+                if d != n:
+                    raise Unsupported(f"{what}: parameter of shape {list(p.shape)} does not "
+                                      f"broadcast to {list(shape)}")
+                axes.add(ax)
+    if len(axes) > 1:
+        raise Unsupported(f"{what}: quantization parameters vary along axes {sorted(axes)}; "
+                          f"per tensor or along one axis is supported")
+    return axes.pop() if axes else -1
+
+
+def _const_params(p: np.ndarray, axis: int) -> np.ndarray:
+    """1-D per-channel (or 1-element) view of a broadcastable parameter."""
+    p = np.asarray(p)
+    if axis < 0 or p.size == 1:
+        return p.reshape(-1)[:1]
+    return p.reshape(-1)
+
+
+# ------------------------------------------------------------------------------ constants
+
+def _quant_const(node: Node, x: np.ndarray, scale, zp, bits: int, signed: bool,
+                 narrow: bool, mode: str) -> DeqConst:
+    """qonnx's int_quant on a constant, evaluated now (float32 as qonnx does)."""
+    x = np.asarray(x, dtype=np.float32)
+    scale = np.asarray(scale, dtype=np.float32)
+    zpf = np.asarray(zp, dtype=np.float32)
+    if np.any(~(scale > 0)):
+        raise Unsupported("scales must be positive")
+    if np.any(zpf != np.round(zpf)):
+        raise Unsupported("zero points must be integers")
+    axis = _channel_axis([scale, zpf], x.shape, "quantized constant")
+    y = x / scale + zpf
+    if bits == 1 and signed:
+        y = np.where(y >= 0, 1.0, -1.0)
+    else:
+        y = np.clip(y, min_int(signed, narrow, bits), max_int(signed, narrow, bits))
+        y = qonnx_round(y, mode)
+    q = y.astype(np.int64)
+    return DeqConst(q, _const_params(scale, axis).astype(np.float32),
+                    _const_params(zpf, axis).astype(np.int64), max(axis, 0))
+
+
+def _bipolar_const(x: np.ndarray, scale) -> DeqConst:
+    x = np.asarray(x, dtype=np.float32)
+    scale = np.asarray(scale, dtype=np.float32)
+    if np.any(~(scale > 0)):
+        raise Unsupported("scales must be positive")
+    axis = _channel_axis([scale], x.shape, "bipolar constant")
+    q = np.where(x >= 0, 1, -1).astype(np.int64)
+    return DeqConst(q, _const_params(scale, axis).astype(np.float32), np.zeros(1, np.int64),
+                    max(axis, 0))
+
+
+def _const_value(x):
+    """The float array of a constant input, or None if ``x`` is not constant."""
+    if isinstance(x, Const):
+        a = np.asarray(x.array)
+        if a.dtype.kind not in "fiu":
+            raise Unsupported(f"constant of type {a.dtype} cannot be quantized")
+        return a.astype(np.float32)
+    if isinstance(x, DeqConst):
+        return x.real()
+    return None
+
+
+# ---------------------------------------------------------------------------- activations
+
+def compact_requant(rq: Requant) -> Requant:
+    """The same requantizer with the trailing zero bits common to its multipliers (and
+    covered by its shift) removed: round24 and the final rounding do not change when the
+    product is scaled by a power of two."""
+    nz = [int(m) for m in rq.mult if int(m)]
+    if not nz:
+        return replace(rq, mult=tuple(0 for _ in rq.mult), shift=0)
+    g = min(min((m & -m).bit_length() - 1 for m in nz), rq.shift)
+    return replace(rq, mult=tuple(int(m) >> g for m in rq.mult), shift=rq.shift - g)
+
+
+def _compact_new_ops(ctx: ImportContext, n_before: int):
+    for op in ctx.ig.ops[n_before:]:
+        if getattr(op, "requant", None) is not None:
+            op.requant = compact_requant(op.requant)
+
+
+def _qdeq(v: Int) -> Deq:
+    return QDeq(v.tensor, v.shape, v.order)
+
+
+def _narrow(ctx: ImportContext, tensor: str, lo: int, hi: int):
+    """Tighten the output bounds of the op that wrote ``tensor`` to [lo, hi]."""
+    op = ctx.ig.producer(tensor)
+    t = ctx.ig.tensors[tensor]
+    if (lo, hi) == (t.qtype.lo, t.qtype.hi):
+        return
+    if op is not None and getattr(op, "requant", None) is not None:
+        rq = op.requant
+        op.requant = replace(rq, lo=max(rq.lo, lo), hi=min(rq.hi, hi))
+    elif op is not None and hasattr(op, "lo"):
+        op.lo, op.hi = max(op.lo, lo), min(op.hi, hi)
+    else:
+        raise Unsupported("narrow range is not supported here (the graph input or a max "
+                          "pooling cannot clamp)")
+
+
+def _check_bipolar_src(ctx: ImportContext, x):
+    if isinstance(x, Linear) and is_bipolar(ctx.ig.tensors[x.src].qtype) and \
+            x.window is not None and (any(x.window.pads) or x.depthwise):
+        raise Unsupported("a padded or depthwise convolution of a bipolar map is not "
+                          "supported (zero padding has no ±1 encoding)")
+    srcs = [x.tensor] if isinstance(x, (Pooled, Clipped)) else \
+        list(x.tensors) if isinstance(x, Joined) else []
+    if any(is_bipolar(ctx.ig.tensors[t].qtype) for t in srcs):
+        raise Unsupported("pooling, adding or clipping bipolar tensors is not supported")
+
+
+def _quant_act(ctx: ImportContext, node: Node, x, qtype: QType, lo: int, hi: int,
+               s: np.float32, zp: int) -> Deq:
+    """Quantize activation value ``x`` into a new tensor (or keep it if it already is)."""
+    _check_bipolar_src(ctx, x)
+    narrow = (lo, hi) != (qtype.lo, qtype.hi)
+    if isinstance(x, Deq):
+        t = ctx.ig.tensors[x.tensor]
+        if (t.qtype, np.float32(t.scale), t.zero_point) == (qtype, s, zp):
+            if narrow:
+                _narrow(ctx, x.tensor, lo, hi)
+            return x if isinstance(x, QDeq) else QDeq(x.tensor, x.shape, x.order)
+    if isinstance(x, FloatInput) and narrow:
+        raise Unsupported("narrow-range quantization of the graph input is not supported")
+    if isinstance(x, Clipped) and narrow:
+        raise Unsupported("narrow range after a clip of a quantized tensor is not supported")
+    if isinstance(x, Pooled) and x.kind == "max" and narrow:
+        raise Unsupported("narrow range after max pooling is not supported")
+    v = close(ctx, node, x, qtype, s, zp)
+    if narrow:
+        _narrow(ctx, v.tensor, lo, hi)
+    return _qdeq(v)
+
+
+def _sign_act(ctx: ImportContext, node: Node, x, s: np.float32) -> Deq:
+    """+1 where the real value is >= 0, else -1: a bipolar tensor of scale ``s``."""
+    _check_bipolar_src(ctx, x)
+    if isinstance(x, Deq):
+        t = ctx.ig.tensors[x.tensor]
+        if is_bipolar(t.qtype) and np.float32(t.scale) == s:
+            return BipolarDeq(x.tensor, x.shape, x.order)
+        raise Unsupported("a bipolar quantizer on a quantized tensor (without a layer "
+                          "between) is not supported")
+    if isinstance(x, FloatInput):
+        raise Unsupported("a bipolar graph input is not supported (quantize the input to "
+                          "an integer type)")
+    if not isinstance(x, Linear):
+        raise Unsupported(f"a bipolar quantizer after {type(x).__name__} is not supported; "
+                          f"it must follow a Gemm/MatMul/Conv")
+    if x.clip_lo >= 0:
+        rq = sign_requant(always=+1)
+    elif x.clip_hi < 0:
+        rq = sign_requant(always=-1)
+    else:
+        if np.any(x.acc_scale <= 0):
+            raise Unsupported("accumulator scales must be positive")
+        rq = sign_requant()
+    out = ctx.new_tensor(node.outputs[0], x.shape, BIPOLAR, s, 0)
+    nodes = x.nodes + [node.label]
+    if x.window is not None:
+        ctx.ig.ops.append(Conv(x.nodes[0], nodes, x.src, out, x.weights, x.bias, rq,
+                               x.window, x.depthwise))
+    else:
+        ctx.ig.ops.append(MatVec(name=x.nodes[0], nodes=nodes, input=x.src, output=out,
+                                 weights=x.weights, bias=x.bias, requant=rq))
+    return BipolarDeq(out, x.shape, channel_last_order(x.shape))
+
+
+# ------------------------------------------------------------------------------ handlers
+
+_QUANT_ATTRS = {"signed": None, "narrow": None, "rounding_mode": None}
+
+
+def quant(ctx: ImportContext, node: Node):
+    n_ops = len(ctx.ig.ops)
+    _quant(ctx, node)
+    _compact_new_ops(ctx, n_ops)
+
+
+def _quant(ctx: ImportContext, node: Node):
+    check_attrs(node, _QUANT_ATTRS)
+    signed, narrow = _flag(node, "signed", 1), _flag(node, "narrow", 0)
+    mode = _mode(node, "ROUND")
+    x = ctx.value(node, 0)
+    scale = _const_input(ctx, node, 1, "scale").astype(np.float32)
+    zp = _const_input(ctx, node, 2, "zero point")
+    cx = _const_value(x)
+    if cx is not None:
+        bits = _bit_width(ctx, node, 3, None)
+        ctx.set(node, _quant_const(node, cx, scale, zp, bits, signed, narrow, mode))
+        return
+    bits = _bit_width(ctx, node, 3, MAX_ACT_BITS)
+    s = _act_scale(scale)
+    z = _int_scalar(zp, "the zero point")
+    if bits == 1 and signed:  # qonnx: a signed 1-bit Quant is bipolar
+        if z != 0:
+            raise Unsupported("a bipolar (signed 1-bit) Quant needs zero point 0")
+        ctx.set(node, _sign_act(ctx, node, x, s))
+        return
+    if mode not in ("ROUND", "HALF_EVEN"):
+        raise Unsupported(f"rounding_mode={mode} on activations: only ROUND (half to even) "
+                          f"is supported")
+    qtype = QType(bits, signed)
+    lo, hi = min_int(signed, narrow, bits), max_int(signed, narrow, bits)
+    if not lo <= z <= hi:
+        raise Unsupported(f"zero point {z} outside the {bits}-bit range [{lo}, {hi}]")
+    ctx.set(node, _quant_act(ctx, node, x, qtype, lo, hi, s, z))
+
+
+def bipolar_quant(ctx: ImportContext, node: Node):
+    check_attrs(node, {})
+    x = ctx.value(node, 0)
+    scale = _const_input(ctx, node, 1, "scale").astype(np.float32)
+    cx = _const_value(x)
+    if cx is not None:
+        ctx.set(node, _bipolar_const(cx, scale))
+        return
+    ctx.set(node, _sign_act(ctx, node, x, _act_scale(scale)))
+
+
+# ---------------------------------------------------------------------------------- Trunc
+
+def _pool_counts(p: Pooled, t) -> np.ndarray:
+    """Divisor per output pixel (raster order) of an average / global average pooling."""
+    if p.kind == "gap":
+        return np.array([int(np.prod(t.shape[1:]))])
+    k = p.window.kernel[0] * p.window.kernel[1]
+    return np.full(int(np.prod(p.window.out_hw)), k) if p.count_include_pad \
+        else p.window.counts()
+
+
+def _pool_op(ctx, p: Pooled, out: str, nodes: list[str], ratios: np.ndarray, counts,
+             zp: int, lo: int, hi: int):
+    """The pooling op writing ``out`` = clamp(round_half_even(acc · ratio[count]) + zp):
+    ``ratios`` per distinct count (ascending), acc = Σ q − K·z_in."""
+    t = ctx.ig.tensors[p.tensor]
+    kmax = int(counts.max())
+    acc_bits = signed_width(kmax * (t.qtype.lo - t.zero_point), kmax * (t.qtype.hi - t.zero_point))
+    rq = make_requant(ratios, zp, lo, hi, acc_bits)
+    if p.kind == "gap":
+        ctx.ig.ops.append(GlobalAvgPool(p.nodes[0], nodes, p.tensor, out, rq))
+    else:
+        ctx.ig.ops.append(Pool(p.nodes[0], nodes, p.tensor, out, "avg", p.window, counts, rq))
+
+
+def _trunc_requant_form(mode: str, t: int) -> tuple[int, int, int]:
+    """(weight, bias, extra shift) with mode(r / 2**t) = round_half_even((w·r + b) / 2**(t+e))
+    for every integer r."""
+    if mode in ("ROUND", "HALF_EVEN"):
+        return 1, 0, 0
+    if mode == "FLOOR":
+        return 2, 1 - (1 << t), 1
+    if mode == "CEIL":
+        return 2, (1 << t) - 1, 1
+    raise Unsupported(f"Trunc rounding_mode={mode}: ROUND, FLOOR and CEIL are supported")
+
+
+def _mode_div(r: int, t: int, mode: str) -> int:
+    return int(qonnx_round(np.array(r / 2 ** t), mode))
+
+
+def trunc(ctx: ImportContext, node: Node):
+    n_ops = len(ctx.ig.ops)
+    _trunc(ctx, node)
+    _compact_new_ops(ctx, n_ops)
+
+
+def _trunc(ctx: ImportContext, node: Node):
+    v2 = node.opset_version >= 2
+    check_attrs(node, {"rounding_mode": None, "signed": None, "narrow": None} if v2
+                else {"rounding_mode": None})
+    mode = _mode(node, "FLOOR")
+    x = ctx.value(node, 0)
+    if not isinstance(x, Pooled) or x.kind not in ("avg", "gap"):
+        raise Unsupported("Trunc is supported right after AveragePool/GlobalAveragePool "
+                          f"only (its input is a {type(x).__name__})")
+    _check_bipolar_src(ctx, x)
+    if x.clip_lo > -np.inf or x.clip_hi < np.inf:
+        raise Unsupported("a clip between the pooling and Trunc is not supported")
+    s_t = _act_scale(_const_input(ctx, node, 1, "scale").astype(np.float32))
+    if _int_scalar(_const_input(ctx, node, 2, "zero point"), "the zero point") != 0:
+        raise Unsupported("Trunc with a nonzero zero point is not supported")
+    in_bits = _int_scalar(_const_input(ctx, node, 3, "input bit width"), "the input bit width")
+    if v2:
+        s_out = _act_scale(_const_input(ctx, node, 4, "output scale").astype(np.float32))
+        out_bits = _bit_width(ctx, node, 5, MAX_ACT_BITS)
+        t = int(np.round(np.log2(np.float32(s_out) / np.float32(s_t))))
+        signed, narrow = _flag(node, "signed", 1), _flag(node, "narrow", 0)
+    else:
+        out_bits = _bit_width(ctx, node, 4, MAX_ACT_BITS)
+        t = in_bits - out_bits
+        s_out = s_t
+    if t < 0:
+        raise Unsupported(f"Trunc widening by {-t} bits is not supported")
+
+    tin = ctx.ig.tensors[x.tensor]
+    counts = _pool_counts(x, tin)
+    distinct = np.unique(counts)
+    # r = round_half_even(acc · ratio): acc = Σ q − K·z_in, ratio = s_in / (K · s_trunc)
+    ratios = np.float64(np.float32(tin.scale)) / (distinct.astype(np.float64) * np.float64(s_t))
+    acc_lo = distinct * (tin.qtype.lo - tin.zero_point)
+    acc_hi = distinct * (tin.qtype.hi - tin.zero_point)
+    r_lo = int(min(np.round(acc_lo * ratios)))
+    r_hi = int(max(np.round(acc_hi * ratios)))
+    y_lo, y_hi = _mode_div(r_lo, t, mode), _mode_div(r_hi, t, mode)
+    if v2:
+        qtype = QType(out_bits, signed)
+        lo, hi = min_int(signed, narrow, out_bits), max_int(signed, narrow, out_bits)
+    else:
+        qtype = QType(out_bits, y_lo < 0)
+        if not (qtype.lo <= y_lo and y_hi <= qtype.hi):
+            qtype = range_type(y_lo, y_hi)
+        lo, hi = qtype.lo, qtype.hi
+    nodes = x.nodes + [node.label]
+    exact_r = bool(np.all(ratios == np.round(ratios)))
+    if t == 0 or (mode in ("ROUND", "HALF_EVEN") and exact_r):
+        # one rounding: y = round_half_even(acc · ratio / 2**t) (r is exact, or t = 0)
+        out = ctx.new_tensor(node.outputs[0], x.shape, qtype, s_out, 0)
+        _pool_op(ctx, x, out, nodes, ratios / 2.0 ** t, counts, 0, lo, hi)
+    else:
+        # r as its own tensor, then y = mode(r / 2**t) by a 1×1 depthwise layer
+        r_type = range_type(min(r_lo, 0), max(r_hi, 0))
+        r = ctx.new_tensor(f"{node.outputs[0]}_r", x.shape, r_type, float(s_t), 0)
+        _pool_op(ctx, x, r, list(x.nodes), ratios, counts, 0, r_type.lo, r_type.hi)
+        w, b, e = _trunc_requant_form(mode, t)
+        c = x.shape[0]
+        out = ctx.new_tensor(node.outputs[0], x.shape, qtype, s_out, 0)
+        acc_bits = signed_width(w * r_type.lo + b, w * r_type.hi + b)
+        rq = make_requant(2.0 ** -(t + e), 0, lo, hi, acc_bits)
+        win = Window(tuple(x.shape) if len(x.shape) == 3 else (c, 1, 1), (1, 1), (1, 1),
+                     (0, 0, 0, 0))
+        ctx.ig.ops.append(Conv(node.label, [node.label], r, out, np.full((c, 1), w, np.int64),
+                               np.full(c, b, np.int64), rq, win, True))
+    ctx.set(node, QDeq(out, x.shape, channel_last_order(x.shape)))
+
+
+for _d in DOMAINS:
+    REGISTRY.register(_d, "Quant", 1)(quant)
+    REGISTRY.register(_d, "IntQuant", 1)(quant)
+    REGISTRY.register(_d, "BipolarQuant", 1)(bipolar_quant)
+    REGISTRY.register(_d, "Trunc", 1)(trunc)
