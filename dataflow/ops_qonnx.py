@@ -47,6 +47,9 @@ How they map onto the importer's values (``dataflow.values``):
   (``m·2**g / 2**s`` → ``m / 2**(s-g)``, the same function, round24 included): with
   power-of-two scales the multipliers become a few bits wide instead of 24.
 
+:func:`qonnx_reference` runs a QONNX model with the ``qonnx`` package (an optional
+dependency) for ``hwgen verify``, since onnxruntime lacks these operators.
+
 The integer results equal qonnx's execution exactly when the float32 arithmetic of the
 QONNX graph is exact, which it is when scales are powers of two (as in FINN-style
 Brevitas quantizers) and average-pooling windows have power-of-two sizes; otherwise they
@@ -522,3 +525,47 @@ for _d in DOMAINS:
     REGISTRY.register(_d, "IntQuant", 1)(quant)
     REGISTRY.register(_d, "BipolarQuant", 1)(bipolar_quant)
     REGISTRY.register(_d, "Trunc", 1)(trunc)
+
+
+# ------------------------------------------------------------------- reference execution
+
+def is_qonnx_model(model) -> bool:
+    """Whether an ONNX model (path or ModelProto) has nodes of a QONNX domain."""
+    import onnx
+    m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model),
+                                                                    load_external_data=False)
+    return any(n.domain in DOMAINS for n in m.graph.node)
+
+
+def qonnx_reference(model, x: np.ndarray) -> np.ndarray:
+    """The float output of the ``qonnx`` package's execution of a QONNX model on ``x`` (batch
+    axis first), in chunks of the model's batch size if it fixes one. ``qonnx`` is not a
+    dependency of hwgen: without it this raises a one-line error."""
+    import onnx
+    from hwgen.errors import HwgenError
+    try:
+        from qonnx.core.modelwrapper import ModelWrapper
+        from qonnx.core.onnx_exec import execute_onnx
+        from qonnx.transformation.infer_shapes import InferShapes
+    except ImportError:
+        raise HwgenError("this is a QONNX model: comparing with its reference execution needs "
+                         "the qonnx package (pip install qonnx)") from None
+    m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    m = onnx.ModelProto.FromString(m.SerializeToString())
+    dim = m.graph.input[0].type.tensor_type.shape.dim[0]
+    fixed = dim.dim_value if dim.HasField("dim_value") and dim.dim_value > 0 else 0
+    n = fixed or x.shape[0]
+    if fixed and x.shape[0] % fixed:
+        raise HwgenError(f"the model fixes its batch size to {fixed}; give a multiple of "
+                         f"{fixed} samples (got {x.shape[0]})")
+    if not fixed:  # qonnx needs every shape: fix the batch axis of the inputs and outputs
+        for vi in list(m.graph.input) + list(m.graph.output):
+            d = vi.type.tensor_type.shape.dim
+            if len(d):
+                d[0].Clear()
+                d[0].dim_value = n
+    w = ModelWrapper(m).transform(InferShapes())
+    inp, out = w.graph.input[0].name, w.graph.output[0].name
+    x = np.asarray(x, np.float32)
+    return np.concatenate([execute_onnx(w, {inp: x[k:k + n]})[out]
+                           for k in range(0, x.shape[0], n)])

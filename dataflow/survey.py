@@ -24,7 +24,9 @@ delegates here):
     estimates) where a node consumes it that cannot extend it — anything but
     BatchNormalization, Relu, Clip, Add/Mul with a constant, Cast, Identity and Dropout — where
     it has several consumers, and at the graph output. Dropout's unused mask output is
-    ignored.
+    ignored. With ``collect`` too, a node that fails to extend a pending value (a Mul by a
+    negative scale, a BatchNormalization after pooling) first quantizes it, so that the
+    layer before it still maps.
 
 Memory: in both modes Gemm/MatMul weights of 8 bits stay 8 bits (int16 with a zero point)
 instead of the int64 copies the registered handlers make, and their accumulator range is
@@ -465,6 +467,13 @@ class _Survey:
                 self.problem(node, f"quantizing its input: {e}",
                              f"node {node.label} ({_op_name(node)}): quantizing its input: {e}")
                 return
+        if self.assume and node.op_type == "Concat" and all(
+                isinstance(ctx.values.get(n), Const) for n in node.inputs if n):
+            # constant folding (a shape built by Shape/Gather/Unsqueeze/Concat)
+            arrays = [ctx.values[n].array for n in node.inputs if n]
+            ctx.values[node.outputs[0]] = Const(np.concatenate(
+                arrays, axis=int(node.attrs.get("axis", 0))))
+            return
         handler = REGISTRY.find(node)
         if handler is None:
             self._restore(restore)
@@ -495,6 +504,14 @@ class _Survey:
             self._restore(restore)
         if error is not None:
             self._rollback(snap)
+            if self.assume and self.collect:
+                # the layers before a failed extension still map: quantize them here
+                for name in node.inputs:
+                    if name and isinstance(ctx.values.get(name), PENDING):
+                        try:
+                            self.close(name, node)
+                        except (Unsupported, ValueError, KeyError, HwgenError):
+                            pass
             self.problem(node, error, f"node {node.label} ({_op_name(node)}): {error}")
 
     def stand_in(self, node: Node) -> bool:
@@ -505,7 +522,6 @@ class _Survey:
         ctx, st = self.ctx, self.status[node.label]
         first = next(ctx.values[n] for n in node.inputs if n and
                      isinstance(ctx.values.get(n), StandIn))
-        others = [ctx.values.get(n) for n in node.inputs[1:] if n]
         view = node.op_type in VIEW_OPS and isinstance(ctx.values.get(node.inputs[0]), StandIn)
         # an op that would have been folded into the failed node's layer fails with it
         folded = (node.op_type in EXTENDERS and isinstance(ctx.values.get(node.inputs[0]),
@@ -515,7 +531,7 @@ class _Survey:
         if view or folded:
             if view and node.op_type not in EXTENDERS:
                 st.status, st.detail = "no hardware", "stream view (no data changes)"
-            elif view and not others:
+            elif view and node.op_type in ("Identity", "Dropout"):
                 st.status, st.detail = "no hardware", "pass-through"
             else:
                 st.status, st.blocked_by = "blocked", first.origin
@@ -604,7 +620,6 @@ class _Survey:
         for op in ctx.ig.ops:
             for lab in op.nodes:
                 owner.setdefault(lab, op.name)
-        by_label = {n.label: n for n in self.graph.nodes}
         consumers: dict[str, list[Node]] = {}
         for n in self.graph.nodes:
             for i in n.inputs:
@@ -624,7 +639,7 @@ class _Survey:
                 continue
             pend = next((v for v in outs if isinstance(v, PENDING)), None)
             if pend is not None:
-                st.status, st.blocked_by = self._stuck(pend, consumers, by_label)
+                st.status, st.blocked_by = self._stuck(pend, consumers)
                 continue
             if any(isinstance(v, Int) and v.tensor == ctx.ig.input for v in outs):
                 st.status, st.detail = "no hardware", "quantizes the graph input"
@@ -635,7 +650,7 @@ class _Survey:
             else:
                 st.status, st.detail = "no hardware", "stream view (no data changes)"
 
-    def _stuck(self, pend, consumers, by_label) -> tuple[str, str]:
+    def _stuck(self, pend, consumers) -> tuple[str, str]:
         """A pending value that never became an op: blocked by the consumer that failed."""
         names = [n for n, v in self.ctx.values.items() if v is pend]
         nodes = set(getattr(pend, "nodes", [getattr(pend, "node", "")]))

@@ -70,17 +70,33 @@ def _top_name(model_path: Path) -> str:
 
 
 def compile(model, out_dir, fold=None, name: str | None = None,
-            target_cycles: int | None = None) -> CompileResult:
+            target_cycles: int | None = None, *, calibration=None, per_channel: bool = False,
+            symmetric: bool = False, activation_type: str = "uint8") -> CompileResult:
     """ONNX model → ``out_dir``/<name>.v + manifest.json + design.npz (atomically).
 
     Folding: ``fold`` (a FOLD.json path or {layer: Folding}) fixes layers; the others get the
     smallest PE/SIMD reaching ``target_cycles`` per frame (default
-    ``dataflow.lower.DEFAULT_TARGET_CYCLES``)."""
+    ``dataflow.lower.DEFAULT_TARGET_CYCLES``).
+
+    A float model needs ``calibration`` (.npy/.npz path or array, batch axis first): it is
+    quantized with onnxruntime first (:func:`hwgen.quantize.quantize`, with
+    ``per_channel``/``symmetric``/``activation_type``) into a temporary file of the same
+    name, which is what gets compiled."""
     from amaranth.back import verilog
 
+    if calibration is not None:
+        from hwgen.quantize import quantized_copy
+        if isinstance(fold, (str, Path)):
+            read_folding(fold)  # a bad folding file fails before the quantization
+        with quantized_copy(model, calibration, per_channel, symmetric,
+                            activation_type) as (qdq, _):
+            return compile(qdq, out_dir, fold, name, target_cycles)
     model = Path(model)
     folding = read_folding(fold) if isinstance(fold, (str, Path)) else fold
-    graph = load_model(model)
+    graph = load_model(model, upgrade=True)
+    from hwgen.quantize import float_model_error, is_float_model
+    if is_float_model(graph):
+        raise float_model_error(model, graph)
     try:
         ig = to_int_graph(graph)
     except HwgenError as e:
@@ -92,6 +108,8 @@ def compile(model, out_dir, fold=None, name: str | None = None,
                     else target_cycles)
     except HwgenError as e:
         raise HwgenError(f"{fold}: {e}" if isinstance(fold, (str, Path)) else str(e)) from None
+    from boards.devices import check_memory  # refuse what no device holds, before any Verilog
+    check_memory(sum(b.cost.memory_bits for b in dfg.blocks), f"{model.name}: model")
     top = build_top(dfg)
     name = _check_name(name) if name is not None else _top_name(model)
     text = verilog.convert(top, name=name, emit_src=False)
@@ -201,6 +219,7 @@ class VerifyReport:
     sim: SimulationResult
     compiled: CompileResult
     details: dict = field(default_factory=dict)
+    float_top1_agreement: float | None = None   # with calibration: RTL vs the float model
 
     @property
     def ok(self) -> bool:
@@ -208,10 +227,29 @@ class VerifyReport:
 
 
 def verify(model, x, count: int | None = None, simulator: str = "verilator", fold=None,
-           out_dir=None, stall: float = 0.0, target_cycles: int | None = None) -> VerifyReport:
-    """Compile, simulate, and compare RTL with the golden model and with onnxruntime."""
+           out_dir=None, stall: float = 0.0, target_cycles: int | None = None, *,
+           calibration=None, per_channel: bool = False, symmetric: bool = False,
+           activation_type: str = "uint8") -> VerifyReport:
+    """Compile, simulate, and compare RTL with the golden model and with onnxruntime.
+
+    With ``calibration`` the float ``model`` is quantized first (see :func:`compile`); the
+    RTL is compared with onnxruntime on the quantized model (what the hardware implements),
+    and ``float_top1_agreement`` gives the top-1 agreement with the float model for
+    classifiers ([N, C] outputs)."""
     import onnxruntime as ort
 
+    if calibration is not None:
+        from hwgen.quantize import float_top1, quantized_copy
+        if isinstance(fold, (str, Path)):
+            read_folding(fold)
+        with quantized_copy(model, calibration, per_channel, symmetric,
+                            activation_type) as (qdq, float_model):
+            rep = verify(qdq, x, count, simulator, fold, out_dir, stall, target_cycles)
+            if isinstance(x, (str, Path)):
+                x = read_input(x, rep.compiled.manifest["input"]["onnx_name"])
+            x = np.asarray(x, dtype=np.float32)[:count]
+            rep.float_top1_agreement = float_top1(float_model, x, rep.sim.outputs)
+            return rep
     tmp = None
     if out_dir is None:
         tmp = Path(tempfile.mkdtemp(prefix="hwgen-verify-"))
@@ -229,9 +267,13 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         gold = golden.run(ig, sim.inputs_int)[ig.output].reshape(sim.outputs_int.shape)
         bad = int(np.sum(np.any(gold != sim.outputs_int, axis=1)))
 
-        sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
         onnx_in = manifest["input"]["onnx_name"]
-        ref = _run_ort(sess, onnx_in, ig.onnx_output, x)
+        from dataflow.ops_qonnx import is_qonnx_model, qonnx_reference
+        if is_qonnx_model(model):  # custom ops onnxruntime lacks: the qonnx package runs it
+            ref = qonnx_reference(model, x)
+        else:
+            sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+            ref = _run_ort(sess, onnx_in, ig.onnx_output, x)
         tout = ig.tensors[ig.output]
         ref = ref.reshape(x.shape[0], -1)
         ref_q = tout.quantize(ref) if ig.output_dequantized else ref.astype(np.int64)

@@ -1,4 +1,4 @@
-"""The ``hwgen`` command line: compile, simulate, verify."""
+"""The ``hwgen`` command line: compile, simulate, verify, quantize."""
 from __future__ import annotations
 
 import argparse
@@ -17,10 +17,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     c = sub.add_parser("compile", help="generate Verilog and manifest.json from an ONNX model")
-    c.add_argument("model", help="quantized ONNX model (QDQ format)")
+    c.add_argument("model", help="quantized ONNX model (QDQ format), or a float one with "
+                                 "--calibration")
     c.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     c.add_argument("--name", help="top-level module name (default: from the model file name)")
     _fold_args(c)
+    _quant_args(c)
 
     s = sub.add_parser("simulate", help="run float inputs through a compiled design")
     s.add_argument("design", metavar="DIR", help="folder written by 'hwgen compile'")
@@ -30,13 +32,57 @@ def _parser() -> argparse.ArgumentParser:
     _sim_args(s)
 
     v = sub.add_parser("verify", help="compile, simulate, compare with golden and onnxruntime")
-    v.add_argument("model", help="quantized ONNX model (QDQ format)")
+    v.add_argument("model", help="quantized ONNX model (QDQ format), or a float one with "
+                                 "--calibration")
     v.add_argument("--input", required=True, metavar="X", help="inputs: .npy or .npz, batch first")
     v.add_argument("--count", type=int, help="use only the first N samples")
     _fold_args(v)
     v.add_argument("-o", "--output", metavar="DIR", help="keep the compiled design in DIR")
     _sim_args(v)
+    _quant_args(v)
+
+    q = sub.add_parser("quantize", help="quantize a float ONNX model with onnxruntime (QDQ)")
+    q.add_argument("model", help="float ONNX model")
+    q.add_argument("-o", "--output", required=True, metavar="MODEL.q.onnx",
+                   help="quantized model to write")
+    _quant_args(q, required=True)
+
+    i = sub.add_parser("inspect", help="per node: does it map, to which blocks, at what cost "
+                                       "(no Verilog; exit 0 also when nodes do not map)")
+    i.add_argument("model", help="ONNX model (quantized, or float: estimated as 8-bit)")
+    i.add_argument("--json", action="store_true", help="print the report as JSON")
+    _fold_args(i)
     return ap
+
+
+def _quant_args(p, required: bool = False):
+    p.add_argument("--calibration", required=required, metavar="DATA",
+                   help="calibration inputs for a float model: .npy or .npz, batch first"
+                        + ("" if required else " (quantizes the model with onnxruntime first)"))
+    p.add_argument("--per-channel", action="store_true",
+                   help="per-channel weight scales (default: per tensor)")
+    p.add_argument("--symmetric", action="store_true",
+                   help="symmetric activations and weights (zero points 0)")
+    t = p.add_mutually_exclusive_group()
+    t.add_argument("--int8", dest="activation_type", action="store_const", const="int8",
+                   help="int8 activations")
+    t.add_argument("--uint8", dest="activation_type", action="store_const", const="uint8",
+                   help="uint8 activations (the default)")
+    p.set_defaults(activation_type=None)
+
+
+def _quant_opts(args) -> dict:
+    """The quantization keywords of compile/verify/quantize; options without
+    --calibration are refused."""
+    given = [f for f, on in (("--per-channel", args.per_channel), ("--symmetric", args.symmetric),
+                             (f"--{args.activation_type}", args.activation_type)) if on]
+    if args.calibration is None:
+        if given:
+            raise HwgenError(f"{', '.join(given)}: quantization options, they need "
+                             f"--calibration DATA (a float model's calibration inputs)")
+        return {}
+    return dict(calibration=args.calibration, per_channel=args.per_channel,
+                symmetric=args.symmetric, activation_type=args.activation_type or "uint8")
 
 
 def _fold_args(p):
@@ -77,8 +123,26 @@ def run(argv=None) -> int:
     args = _parser().parse_args(argv)
     from hwgen import api
 
+    if args.cmd == "inspect":
+        from hwgen import inspect
+        rep = inspect.inspect(args.model, args.fold, args.target_cycles)
+        if args.json:
+            import json
+            print(json.dumps(inspect.to_json(rep), indent=1))
+        else:
+            print(inspect.format_text(rep))
+        return 0
+    if args.cmd == "quantize":
+        from hwgen.quantize import quantize
+        o = _quant_opts(args)
+        out = quantize(args.model, o.pop("calibration"), args.output, **o)
+        print(f"wrote {out} (QDQ; int8 weights {'per channel' if o['per_channel'] else 'per tensor'}"
+              f", {o['activation_type']} activations"
+              f"{', symmetric' if o['symmetric'] else ''}; calibrated on {args.calibration})")
+        return 0
     if args.cmd == "compile":
-        res = api.compile(args.model, args.output, args.fold, args.name, args.target_cycles)
+        res = api.compile(args.model, args.output, args.fold, args.name, args.target_cycles,
+                          **_quant_opts(args))
         est = res.estimate
         print(f"wrote {res.verilog} and {res.out_dir / 'manifest.json'}")
         print(f"estimate: {est['cycles_per_frame']} cycles per frame (bottleneck "
@@ -102,7 +166,8 @@ def run(argv=None) -> int:
         return 0
     if args.cmd == "verify":
         rep = api.verify(args.model, args.input, _count(args.count), args.simulator, args.fold,
-                         args.output, _stall(args.stall), args.target_cycles)
+                         args.output, _stall(args.stall), args.target_cycles,
+                         **_quant_opts(args))
         _print_report(rep)
         return 0 if rep.ok else 1
     return 2
@@ -119,6 +184,9 @@ def _print_report(rep):
     ]
     if rep.top1_agreement is not None:
         rows.append(("RTL vs onnxruntime: top-1 agreement", f"{100 * rep.top1_agreement:.2f} %"))
+    if getattr(rep, "float_top1_agreement", None) is not None:
+        rows.append(("RTL vs float model: top-1 agreement",
+                     f"{100 * rep.float_top1_agreement:.2f} %"))
     rows.append(("latency", f"{rep.sim.latency} cycles"))
     if rep.sim.interval is not None:
         rows.append(("interval", f"{rep.sim.interval:.1f} cycles/frame (estimate "

@@ -105,6 +105,9 @@ def intgraph_json(ig: IntGraph) -> tuple[dict, dict[str, np.ndarray]]:
 
 def _qtype(name: str) -> QType:
     """Inverse of ``QType.name``: "int8" → QType(8, True), "uint4" → QType(4, False)."""
+    if name == "bipolar":  # ±1, one bit per element (rtl_templates/xnor_mvau.py)
+        from rtl_templates.xnor_mvau import BIPOLAR
+        return BIPOLAR
     signed = name.startswith("int")
     return QType(int(name[3:] if signed else name[4:]), signed)
 
@@ -162,7 +165,8 @@ def _block_json(b) -> dict:
                 "folding": {"pe": p.pe, "simd": p.simd},
                 "types": {"input": p.in_type.name, "output": p.out_type.name,
                           "weight_bits": p.w_bits, "accumulator_bits": p.acc_bits,
-                          "multiplier_bits": p.requant.mult_bits, "shift": p.requant.shift}}
+                          "multiplier_bits": p.requant.mult_bits, "shift": p.requant.shift,
+                          "datapath": p.datapath}}
     if b.kind == "swg":
         return {"window": {"in_hwc": list(p.in_shape), "kernel": list(p.kernel),
                            "stride": list(p.stride), "pads": list(p.pads),

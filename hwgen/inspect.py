@@ -1,0 +1,334 @@
+"""``hwgen inspect``: what of a model maps to hardware, and what it would cost.
+
+For every ONNX node: whether it maps and why not, the layer and blocks it becomes, their
+folding, estimated cycles per frame, multipliers and memory bits; then every problem (not
+only the first), the totals and the devices that could hold the design. Nothing is
+generated, so this is fast also for ImageNet-scale models.
+
+A quantized model (QDQ or QOperator) is inspected as ``hwgen compile`` would import it. A
+float model is inspected as if quantized to 8 bits (uint8 activations, int8 symmetric
+per-tensor weights; see :mod:`dataflow.survey`): the estimates are those of its quantized
+counterpart. After an unsupported node whose output shape is known, the inspection goes on
+with a stand-in for that output, so later problems and layers are reported too.
+
+``inspect(model)`` returns an :class:`InspectReport`; :func:`format_text` and
+:func:`to_json` render it. Problems in the model are part of the report (the command exits
+0); a file that cannot be read, a bad folding file or option is an error (exit 2).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dataflow.estimate import Estimate, estimate
+from dataflow.importer import to_int_graph
+from dataflow.loader import Graph, load_model
+from dataflow.lower import DEFAULT_TARGET_CYCLES, Folding
+from dataflow.survey import QUANT_OPS, ImportReport, Problem
+from hwgen.errors import HwgenError
+
+JSON_FORMAT = "hwgen-inspect"
+JSON_VERSION = 1
+
+
+@dataclass
+class NodeRow:
+    node: str
+    op_type: str
+    op: str
+    status: str                       # mapped | folded | constant | no hardware | unsupported
+    detail: str = ""                  # | blocked | unused
+    layer: str = ""
+    blocked_by: str = ""
+    after: str = ""
+    blocks: list[str] = field(default_factory=list)
+    folding: Folding | None = None
+    cost: object = None               # rtl_templates.cost.Cost of the layer (mapped rows)
+
+    def status_text(self) -> str:
+        if self.status == "folded":
+            return f"folded into {self.layer}"
+        if self.status == "blocked":
+            return f"blocked by {self.blocked_by}"
+        if self.detail and self.status in ("unsupported", "no hardware"):
+            return f"{self.status}: {self.detail}"
+        return self.status
+
+
+@dataclass
+class InspectReport:
+    model: str
+    assumed: bool                      # a float model, read as quantized to 8 bits
+    target_cycles: int
+    rows: list[NodeRow]
+    problems: list[Problem]
+    notes: list[str]
+    estimate: Estimate
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.rows:
+            out[r.status] = out.get(r.status, 0) + 1
+        return out
+
+    def multiplier_widths(self) -> dict[tuple[int, int], int]:
+        """Operand widths → number of multipliers, over every block."""
+        out: dict[tuple[int, int], int] = {}
+        for b in self.estimate.blocks:
+            for w in b.cost.multiplier_widths:
+                w = tuple(w)
+                out[w] = out.get(w, 0) + 1
+        return out
+
+    def devices(self) -> list[tuple[object, list[str]]]:
+        """Every supported device and why the design would not fit it (empty: it fits)."""
+        from boards.devices import DEVICES
+        widths = self.multiplier_widths()
+        return [(d, d.shortfalls(self.estimate.totals, widths)) for d in DEVICES]
+
+
+def is_float_model(graph: Graph) -> bool:
+    """No quantization node and a float first input: a float model."""
+    if not graph.inputs or any(n.op_type in QUANT_OPS or (n.domain == "com.microsoft"
+                                                           and n.op_type.startswith("Q"))
+                               for n in graph.nodes):
+        return False
+    dt = graph.inputs[0].dtype
+    return dt is not None and dt.kind == "f"
+
+
+def inspect(model, fold=None, target_cycles: int | None = None) -> InspectReport:
+    """Inspect the ONNX model at ``model`` (see the module documentation)."""
+    from hwgen.api import read_folding
+
+    t0 = time.perf_counter()
+    model = Path(model)
+    if target_cycles is not None and target_cycles < 1:
+        raise HwgenError(f"target cycles must be at least 1 (got {target_cycles})")
+    target = DEFAULT_TARGET_CYCLES if target_cycles is None else target_cycles
+    folding = read_folding(fold) if isinstance(fold, (str, Path)) else dict(fold or {})
+    try:
+        graph = load_model(model, upgrade=True)
+        upgrade_note = None
+    except HwgenError as e:   # an old model onnx.version_converter refuses: inspect it as is
+        try:
+            graph = load_model(model)
+        except HwgenError:
+            raise e from None
+        upgrade_note = f"not brought forward to a newer opset ({e}); its nodes are inspected " \
+                       f"at their own operator versions"
+    assumed = is_float_model(graph)
+    ig, rep = to_int_graph(graph, collect=True, assume_quantized=assumed)
+    notes = ([upgrade_note] if upgrade_note else []) + list(rep.notes)
+    names = {op.name for op in ig.ops}
+    unknown = sorted(set(folding) - names)
+    if unknown:
+        notes.append(f"folding ignored for {', '.join(unknown)}: not a mapped layer")
+    try:
+        est = estimate(ig, {k: v for k, v in folding.items() if k in names}, target,
+                       rep.stand_ins)
+    except HwgenError as e:
+        raise HwgenError(f"{fold}: {e}" if isinstance(fold, (str, Path)) else str(e)) from None
+    rows, problems = _rows(rep, est)
+    pos = {r.node: k for k, r in enumerate(rows)}
+    problems.sort(key=lambda p: -1 if p.node is None else pos.get(p.node, len(rows)))
+    if any(r.after for r in rows):
+        notes.append("nodes marked * come after an unsupported node: they were analysed with a "
+                     "stand-in for its output")
+    return InspectReport(model.name, assumed, target, rows, problems, notes, est,
+                         time.perf_counter() - t0)
+
+
+def _rows(rep: ImportReport, est: Estimate) -> tuple[list[NodeRow], list[Problem]]:
+    problems = list(rep.problems)
+    rows = []
+    for st in rep.nodes:
+        r = NodeRow(st.label, st.op_type, st.op, st.status, st.detail, st.layer, st.blocked_by,
+                    st.after)
+        e = est.ops.get(st.layer) if st.layer else None
+        if e is not None and st.status == "mapped":
+            if e.error:
+                why = e.error.removeprefix(f"layer {st.layer}: ")
+                r.status, r.detail = "unsupported", why
+                problems.append(Problem(st.label, st.op, why))
+            elif e.blocked_by:
+                r.status, r.blocked_by = "blocked", e.blocked_by
+            else:
+                r.after = r.after or e.after
+                r.blocks = [b.kind for b in e.blocks]
+                r.folding = e.folding
+                r.cost = e.cost
+        elif e is not None and st.status == "folded" and (e.error or e.blocked_by):
+            r.status, r.blocked_by = "blocked", st.layer
+        elif e is not None and st.status == "folded":
+            r.after = r.after or e.after
+        rows.append(r)
+    return rows, problems
+
+
+# ------------------------------------------------------------------------------ text
+
+_COLS = ("node", "op", "blocks", "PE/SIMD", "cycles", "mults", "memory bits", "status")
+
+
+def _cells(r: NodeRow) -> list[str]:
+    pe = ""
+    if r.folding is not None:
+        pe = f"{r.folding.pe}/{r.folding.simd}" if "mvau" in r.blocks else f"{r.folding.pe}/-"
+    c = r.cost
+    return [r.node, r.op, "+".join(r.blocks), pe,
+            f"{c.cycles:,}" if c else "", f"{c.multipliers:,}" if c else "",
+            f"{c.memory_bits:,}" if c else "", r.status_text() + ("*" if r.after else "")]
+
+
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else "…" + s[-(n - 1):]
+
+
+def format_text(rep: InspectReport) -> str:
+    from boards.devices import fmt_bits
+    lines = [f"hwgen inspect: {rep.model}"]
+    if rep.assumed:
+        lines.append("float model: estimates assume 8-bit quantization (uint8 activations, "
+                     "int8 symmetric per-tensor weights)")
+    else:
+        lines.append("quantized model: as 'hwgen compile' imports it")
+    lines.append(f"folding: smallest PE/SIMD reaching {rep.target_cycles} cycles per frame "
+                 f"(the fastest where none does), unless fixed by --fold")
+    lines.append("")
+    table = []
+    run: list[NodeRow] = []
+
+    def flush():
+        if len(run) >= 4:
+            ops = sorted({r.op_type for r in run})
+            table.append([f"({len(run)} nodes)", ", ".join(ops), "", "", "", "", "",
+                          f"constant ({run[0].node} … {run[-1].node})"])
+        else:
+            table.extend(_cells(r) for r in run)
+        run.clear()
+
+    for r in rep.rows:
+        if r.status == "constant":
+            run.append(r)
+            continue
+        flush()
+        table.append(_cells(r))
+    flush()
+    plumb = rep.estimate.plumbing
+    if plumb:
+        table.append(["(plumbing)", f"{len(plumb)} blocks", "fifo/fork/dwc", "",
+                      f"{max(b.cost.cycles for b in plumb):,}",
+                      f"{sum(b.cost.multipliers for b in plumb):,}",
+                      f"{sum(b.cost.memory_bits for b in plumb):,}", "FIFOs, forks, width converters"])
+    widths = [min(max([len(_COLS[k])] + [len(row[k]) for row in table]), 40)
+              for k in range(len(_COLS) - 1)]
+    right = {4, 5, 6}
+
+    def fmt(row):
+        cells = []
+        for k, w in enumerate(widths):
+            v = _clip(row[k], w)
+            cells.append(v.rjust(w) if k in right else v.ljust(w))
+        return "  ".join(cells + [row[-1]]).rstrip()
+
+    lines.append(fmt(list(_COLS)))
+    lines.extend(fmt(row) for row in table)
+    lines.append("")
+    if rep.problems:
+        lines.append(f"problems ({len(rep.problems)}):")
+        lines.extend(f"  {p}" for p in rep.problems)
+    else:
+        lines.append("problems: none, every node maps")
+    if rep.notes:
+        lines.append("notes:")
+        lines.extend(f"  {n}" for n in rep.notes)
+    lines.append("")
+    counts = rep.counts()
+    order = ("mapped", "folded", "constant", "no hardware", "unsupported", "blocked", "unused")
+    lines.append(f"nodes: {len(rep.rows)} (" + ", ".join(f"{counts[k]} {k}" for k in order
+                                                        if counts.get(k)) + ")")
+    t = rep.estimate.totals
+    part = "" if rep.estimate.complete else " (of the layers that map)"
+    lines.append(f"estimate{part}: {t['cycles_per_frame']:,} cycles per frame (bottleneck "
+                 f"{t['bottleneck']}), latency "
+                 + (f"{t['latency_cycles']:,} cycles" if t["latency_cycles"] is not None
+                    else "n/a (the graph does not map end to end)"))
+    lines.append(f"  {t['multipliers']:,} multipliers, {t['memory_bits']:,} memory bits "
+                 f"({fmt_bits(t['memory_bits'])}), {t['registers']:,} registers")
+    devs = rep.devices()
+    fit = [d.name for d, why in devs if not why]
+    lines.append("devices that could hold it: " + (", ".join(fit) if fit else "none"))
+    for d, why in devs:
+        if why:
+            lines.append(f"  {d.name}: {'; '.join(why)}")
+    lines.append(f"inspected in {rep.seconds:.2f} s")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ JSON
+
+def _cost_json(c) -> dict | None:
+    if c is None:
+        return None
+    return {"cycles": c.cycles, "latency": c.latency, "multipliers": c.multipliers,
+            "memory_bits": c.memory_bits, "registers": c.registers}
+
+
+def to_json(rep: InspectReport) -> dict:
+    from hwgen import __version__
+    est = rep.estimate
+    nodes = []
+    for r in rep.rows:
+        nodes.append({
+            "node": r.node, "op_type": r.op_type, "op": r.op, "status": r.status,
+            "detail": r.detail or None, "layer": r.layer or None,
+            "blocked_by": r.blocked_by or None, "after_unsupported": r.after or None,
+            "blocks": r.blocks,
+            "folding": {"pe": r.folding.pe, "simd": r.folding.simd} if r.folding else None,
+            "estimate": _cost_json(r.cost),
+        })
+    layers = []
+    for name, e in est.ops.items():
+        layers.append({
+            "name": name, "op": e.kind,
+            "folding": {"pe": e.folding.pe, "simd": e.folding.simd} if e.folding else None,
+            "blocks": [{"name": b.name, "block": b.kind, "estimate": b.cost.as_dict()}
+                       for b in e.blocks],
+            "estimate": _cost_json(e.cost), "error": e.error or None,
+            "blocked_by": e.blocked_by or None,
+        })
+    plumb = est.plumbing
+    counts = rep.counts()
+    totals = dict(est.totals)
+    totals.update({
+        "complete": est.complete, "nodes": len(rep.rows), "by_status": counts,
+        "supported": sum(counts.get(k, 0) for k in ("mapped", "folded", "constant",
+                                                     "no hardware")),
+        "unsupported": counts.get("unsupported", 0), "blocked": counts.get("blocked", 0),
+        "problems": len(rep.problems),
+    })
+    return {
+        "format": JSON_FORMAT, "version": JSON_VERSION, "hwgen": __version__,
+        "model": rep.model,
+        "mode": "assumed-8bit" if rep.assumed else "quantized",
+        "target_cycles": rep.target_cycles,
+        "nodes": nodes,
+        "layers": layers,
+        "plumbing": {"blocks": len(plumb),
+                     "memory_bits": sum(b.cost.memory_bits for b in plumb),
+                     "registers": sum(b.cost.registers for b in plumb)},
+        "problems": [{"node": p.node, "op": p.op or None, "reason": p.reason,
+                      "message": str(p)} for p in rep.problems],
+        "notes": rep.notes,
+        "totals": totals,
+        "devices": [{"name": d.name, "part": d.part, "memory_bits": d.memory_bits,
+                     "fits": not why, "shortfalls": why} for d, why in rep.devices()],
+        "seconds": round(rep.seconds, 3),
+    }
