@@ -54,8 +54,9 @@ class Dataflow(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        used = set()
         for b, c in zip(self.dfg.blocks, self.comps):
-            m.submodules[b.name] = c
+            m.submodules[_instance_name(b.name, used)] = c
         for s in self.dfg.streams:
             if s == self.dfg.in_stream:
                 wiring.connect(m, wiring.flipped(self.i), self._consumers[s])
@@ -64,6 +65,19 @@ class Dataflow(wiring.Component):
             else:
                 wiring.connect(m, self._producers[s], self._consumers[s])
         return m
+
+
+def _instance_name(name: str, used: set) -> str:
+    """A Verilog-safe, unique instance name for a block (ONNX names may hold any text)."""
+    base = "".join(c if c.isalnum() or c == "_" else "_" for c in name).strip("_") or "block"
+    if base[0].isdigit():
+        base = f"b_{base}"
+    cand, k = base, 1
+    while cand in used:
+        k += 1
+        cand = f"{base}_{k}"
+    used.add(cand)
+    return cand
 
 
 def build_top(dfg: DataflowGraph) -> AxisTop:

@@ -82,3 +82,17 @@ def test_simulate_writes_onnx_style_outputs(tmp_path):
     assert sim.outputs.shape == (3, 10) and sim.outputs.dtype == np.float32
     o = m["output"]
     assert np.array_equal(sim.outputs, ((sim.outputs_int - o["zero_point"]) * np.float32(o["scale"])).astype(np.float32))
+
+
+def test_unnamed_nodes_compile_and_verify(tmp_path):
+    """ONNX node names are optional: layers are then named '#k (Op)', which must still make
+    valid Verilog instance names."""
+    import onnx
+    m = onnx.load(EX / MODELS[0])
+    for n in m.graph.node:
+        n.name = ""
+    path = tmp_path / "unnamed.onnx"
+    onnx.save(m, path)
+    rep = hwgen.verify(path, TEST_SET, count=3, simulator="amaranth")
+    assert rep.rtl_equals_golden and rep.ort_identical_fraction == 1.0
+    assert rep.compiled.manifest["estimate"]["bottleneck"].startswith("#")
