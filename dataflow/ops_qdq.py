@@ -1,6 +1,8 @@
 """QuantizeLinear / DequantizeLinear: where float tensors become integer tensors and back."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from dataflow.importer import INT_TYPES, REGISTRY, ImportContext, Unsupported
@@ -158,7 +160,9 @@ def _close_pool(ctx, node, p: Pooled, qtype, s, zp) -> str:
     counts = np.full(int(np.prod(p.window.out_hw)), k) if p.count_include_pad \
         else p.window.counts()
     acc_bits = signed_width(k * (t.qtype.lo - t.zero_point), k * (t.qtype.hi - t.zero_point))
-    rq = make_requant(real / np.unique(counts).astype(np.float64), zp, lo, hi, acc_bits)
+    # onnxruntime's (Q)LinearAveragePool adds the zero point before rounding, in float32
+    rq = dataclasses.replace(make_requant(real / np.unique(counts).astype(np.float64), zp, lo,
+                                          hi, acc_bits), zp_first=True)
     ctx.ig.ops.append(Pool(p.nodes[0], nodes, p.tensor, out, "avg", p.window, counts, rq))
     return out
 
@@ -194,8 +198,7 @@ def _close_clip(ctx, node, c: Clipped, qtype, s, zp) -> str:
         prod.lo, prod.hi = max(prod.lo, lo), min(prod.hi, hi)
     else:
         rq = prod.requant
-        prod.requant = type(rq)(rq.mult, rq.shift, rq.zero_point, max(rq.lo, lo),
-                                min(rq.hi, hi))
+        prod.requant = dataclasses.replace(rq, lo=max(rq.lo, lo), hi=min(rq.hi, hi))
     prod.nodes += [c.node, node.label]
     return c.tensor
 

@@ -87,6 +87,9 @@ class Requant:
     zero_point: int
     lo: int
     hi: int
+    # onnxruntime's average pooling adds the zero point in float32 *before* rounding:
+    # y = rint(fl32(fl32(acc·m) + zp)); this flag selects that form
+    zp_first: bool = False
 
     @property
     def mult_array(self) -> np.ndarray:
@@ -105,8 +108,13 @@ class Requant:
             else np.array(self.mult[0], dtype=object)
         # Python ints (object arrays): products may exceed 64 bits.
         p = acc.astype(object) * mult
-        y = np.vectorize(lambda v: _requant_one(v, self.shift), otypes=[object])(p)
-        y = y + self.zero_point
+        if self.zp_first:
+            zs = self.zero_point << self.shift
+            y = np.vectorize(lambda v: _requant_one(_round24(_round24(v) + zs), self.shift),
+                             otypes=[object])(p)
+        else:
+            y = np.vectorize(lambda v: _requant_one(v, self.shift), otypes=[object])(p)
+            y = y + self.zero_point
         y = np.minimum(np.maximum(y, self.lo), self.hi)
         return y.astype(np.int64)
 
@@ -128,6 +136,14 @@ def round_shift_half_even(p, shift: int):
     half = 1 << (shift - 1)
     up = (r > half) | ((r == half) & ((q & 1) == 1))
     return q + up.astype(np.int64) if not isinstance(up, bool) else q + int(up)
+
+
+def _round24(p: int) -> int:
+    """``p`` rounded to 24 significant bits, half to even (a float32 value, scaled)."""
+    a = -p if p < 0 else p
+    d = max(0, a.bit_length() - F32_BITS)
+    a = _rhe(a, d) << d
+    return -a if p < 0 else a
 
 
 def _requant_one(p: int, shift: int) -> int:

@@ -60,7 +60,8 @@ def _field_json(name: str, v, k: int, arrays: dict):
         return {"array": f"op{k}_{name}"}
     if isinstance(v, Requant):
         return {"requant": {"mult": [int(m) for m in v.mult], "shift": v.shift,
-                            "zero_point": v.zero_point, "lo": v.lo, "hi": v.hi}}
+                            "zero_point": v.zero_point, "lo": v.lo, "hi": v.hi,
+                            "zp_first": v.zp_first}}
     if isinstance(v, Window):
         return {"window": {"in_shape": list(v.in_shape), "kernel": list(v.kernel),
                            "stride": list(v.stride), "pads": list(v.pads)}}
@@ -72,7 +73,8 @@ def _field_from(v, arrays):
         return arrays[v["array"]]
     if isinstance(v, dict) and "requant" in v:
         r = v["requant"]
-        return Requant(tuple(r["mult"]), r["shift"], r["zero_point"], r["lo"], r["hi"])
+        return Requant(tuple(r["mult"]), r["shift"], r["zero_point"], r["lo"], r["hi"],
+                       r.get("zp_first", False))
     if isinstance(v, dict) and "window" in v:
         w = v["window"]
         return Window(tuple(w["in_shape"]), tuple(w["kernel"]), tuple(w["stride"]),

@@ -55,6 +55,7 @@ Cost
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -200,8 +201,8 @@ def merge_requants(requants: dict[int, Requant]) -> Requant:
         if (rq.zero_point, rq.lo, rq.hi) != (first.zero_point, first.lo, first.hi):
             raise ValueError("the per-count requantizers differ in zero point or clamp")
     shift = max(rq.shift for _, rq in items)
-    return Requant(mult=tuple(int(rq.mult[0]) << (shift - rq.shift) for _, rq in items),
-                   shift=shift, zero_point=first.zero_point, lo=first.lo, hi=first.hi)
+    mult = tuple(int(rq.mult[0]) << (shift - rq.shift) for _, rq in items)
+    return dataclasses.replace(first, mult=mult, shift=shift)
 
 
 # ---------------------------------------------------------------------------- golden
@@ -218,7 +219,7 @@ def golden(p: PoolParams, x: np.ndarray) -> np.ndarray:
         mults = p.mult_per_index()
         per_pixel = [mults[j] for j in p.count_index]
         rq = p.requant
-        y = Requant(tuple(per_pixel), rq.shift, rq.zero_point, rq.lo, rq.hi).apply(
+        y = dataclasses.replace(rq, mult=tuple(per_pixel)).apply(
             acc, channel_axis=-2) if len(set(per_pixel)) > 1 else rq.apply(acc)
     return y.reshape(*y.shape[:-2], p.out_elements)
 

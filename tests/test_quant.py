@@ -74,3 +74,32 @@ def test_hardware_stage_equals_golden():
     sim.add_testbench(bench)
     sim.run()
     assert got == list(rq.apply(np.array(accs)))
+
+
+@pytest.mark.parametrize("zp", [143, -7, 0, 1])
+def test_zero_point_first_form(zp):
+    """onnxruntime's average pooling: y = rint(fl32(fl32(acc*m) + zp)); golden and hardware."""
+    import dataclasses
+    lo, hi = (-128, 127) if zp < 0 else (0, 255)
+    rq = dataclasses.replace(make_requant(np.float32(0.25 * 0.37), zp, lo, hi), zp_first=True)
+    rng = np.random.default_rng(zp & 0xff)
+    accs = [int(v) for v in rng.integers(-3000, 3000, 400)] + [2, 6, -2, 10, 14]
+    ref = np.rint(np.float32(np.float32(np.array(accs, np.float32)
+                                        * np.float32(rq.mult[0] / 2 ** rq.shift))
+                             + np.float32(zp)))
+    assert np.array_equal(rq.apply(np.array(accs)), np.clip(ref, lo, hi).astype(np.int64))
+    p = Signal(signed(14 + rq.mult_bits + 1))
+    m = Module()
+    y = round_clamp(m, p, rq, "y")
+    got = []
+
+    async def bench(ctx):
+        for a in accs:
+            ctx.set(p, a * rq.mult[0])
+            await ctx.delay(1e-9)
+            got.append(ctx.get(y))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == list(rq.apply(np.array(accs)))
