@@ -36,12 +36,12 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from dataflow.quant import QType, Requant, make_requant, signed_width
 from rtl_templates.cost import Cost
+from rtl_templates.credits import OutputCredits
 from rtl_templates.requant import round_clamp
 
 #: cycles from taking the last input beat of a channel block to its output transfer
@@ -182,13 +182,7 @@ class GAP(wiring.Component):
 
         # --- output FIFO and credits ---------------------------------------------------
         depth = _fifo_depth()
-        m.submodules.ofifo = ofifo = SyncFIFOBuffered(width=PE * ob, depth=depth)
-        m.d.comb += [
-            self.o.payload.eq(ofifo.r_data),
-            self.o.valid.eq(ofifo.r_rdy),
-            ofifo.r_en.eq(self.o.ready),
-        ]
-        credits = Signal(range(depth + 1), init=depth)
+        out = OutputCredits(m, self.o, PE * ob, depth)
 
         # --- issue stage ---------------------------------------------------------------
         cb = Signal(range(max(NB, 2)))
@@ -196,7 +190,7 @@ class GAP(wiring.Component):
         last_px = px == p.pixels - 1
         issue = Signal()
         m.d.comb += [
-            self.i.ready.eq(~last_px | (credits != 0)),
+            self.i.ready.eq(~last_px | out.room),
             issue.eq(self.i.valid & self.i.ready),
         ]
         with m.If(issue):
@@ -205,7 +199,7 @@ class GAP(wiring.Component):
                 m.d.sync += px.eq(Mux(last_px, 0, px + 1))
             with m.Else():
                 m.d.sync += cb.eq(cb + 1)
-        m.d.sync += credits.eq(credits - (issue & last_px) + (self.o.valid & self.o.ready))
+        out.spend(issue & last_px)
 
         # --- accumulator RAM: read at t, add and write back at t+1 ---------------------------
         m.submodules.accmem = accmem = Memory(shape=unsigned(PE * acc_w), depth=NB, init=[])
@@ -260,5 +254,5 @@ class GAP(wiring.Component):
 
         # --- round half to even, zero point, clamp → FIFO ---------------------------------
         outs = [round_clamp(m, p4[ci], rq, name=f"y_{ci}")[:ob] for ci in range(PE)]
-        m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v4)]
+        out.write(Cat(*outs), v4)
         return m

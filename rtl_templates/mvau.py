@@ -35,12 +35,12 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from dataflow.quant import QType, Requant, dot_range, signed_width
 from rtl_templates.cost import Cost
+from rtl_templates.credits import OutputCredits
 from rtl_templates.words import pack_word
 from rtl_templates.requant import round_clamp
 from rtl_templates.xnor_mvau import (check_sign_requant, is_bipolar, is_pm1, select_term,
@@ -226,13 +226,7 @@ class MVAU(wiring.Component):
 
         # --- output FIFO and credits -------------------------------------------------
         depth = _fifo_depth()
-        m.submodules.ofifo = ofifo = SyncFIFOBuffered(width=PE * ob, depth=depth)
-        m.d.comb += [
-            self.o.payload.eq(ofifo.r_data),
-            self.o.valid.eq(ofifo.r_rdy),
-            ofifo.r_en.eq(self.o.ready),
-        ]
-        credits = Signal(range(depth + 1), init=depth)
+        out = OutputCredits(m, self.o, PE * ob, depth)
 
         # --- issue stage ---------------------------------------------------------------
         sf = Signal(range(max(SF, 2)))
@@ -240,7 +234,7 @@ class MVAU(wiring.Component):
         widx = Signal(range(max(NF * SF, 2)))
         last_sf = sf == SF - 1
         first_nf = nf == 0
-        room = credits != 0
+        room = out.room
         can_issue = Signal()
         m.d.comb += [
             can_issue.eq((~first_nf | self.i.valid) & (~last_sf | room)),
@@ -262,9 +256,7 @@ class MVAU(wiring.Component):
             with m.Else():
                 m.d.sync += sf.eq(sf + 1)
 
-        issue_out = can_issue & last_sf
-        out_taken = self.o.valid & self.o.ready
-        m.d.sync += credits.eq(credits - issue_out + out_taken)
+        out.spend(can_issue & last_sf)
 
         # --- stage 1: operands ---------------------------------------------------------
         v1, first1, last1 = Signal(), Signal(), Signal()
@@ -341,7 +333,7 @@ class MVAU(wiring.Component):
                 continue
             y = round_clamp(m, p5[pe], rq, name=f"y_{pe}")
             outs.append(y[:ob])
-        m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v5)]
+        out.write(Cat(*outs), v5)
         return m
 
 

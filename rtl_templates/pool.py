@@ -61,12 +61,12 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from dataflow.quant import QType, Requant, make_requant, signed_width
 from rtl_templates.cost import Cost
+from rtl_templates.credits import OutputCredits
 from rtl_templates.requant import round_clamp
 from rtl_templates.vvau import stream_to_windows
 
@@ -281,13 +281,7 @@ class Pool(wiring.Component):
 
         # --- output FIFO and credits ---------------------------------------------------
         depth = _fifo_depth(p)
-        m.submodules.ofifo = ofifo = SyncFIFOBuffered(width=PE * ob, depth=depth)
-        m.d.comb += [
-            self.o.payload.eq(ofifo.r_data),
-            self.o.valid.eq(ofifo.r_rdy),
-            ofifo.r_en.eq(self.o.ready),
-        ]
-        credits = Signal(range(depth + 1), init=depth)
+        out = OutputCredits(m, self.o, PE * ob, depth)
 
         # --- issue stage ---------------------------------------------------------------
         k = Signal(range(max(K, 2)))
@@ -295,7 +289,7 @@ class Pool(wiring.Component):
         last_k = k == K - 1
         issue = Signal()
         m.d.comb += [
-            self.i.ready.eq(~last_k | (credits != 0)),
+            self.i.ready.eq(~last_k | out.room),
             issue.eq(self.i.valid & self.i.ready),
         ]
         with m.If(issue):
@@ -304,7 +298,7 @@ class Pool(wiring.Component):
                 m.d.sync += cb.eq(Mux(cb == NB - 1, 0, cb + 1))
             with m.Else():
                 m.d.sync += k.eq(k + 1)
-        m.d.sync += credits.eq(credits - (issue & last_k) + (self.o.valid & self.o.ready))
+        out.spend(issue & last_k)
 
         # --- stage 1: the running maximum / sum ------------------------------------------
         v1, first1, last1 = Signal(), Signal(), Signal()
@@ -319,8 +313,7 @@ class Pool(wiring.Component):
             nxt = [Mux(first1 | (x > r), x, r) for x, r in zip(xs, run)]
             with m.If(v1):
                 m.d.sync += [r.eq(n) for r, n in zip(run, nxt)]
-            m.d.comb += [ofifo.w_data.eq(Cat(*[n[:ob] for n in nxt])),
-                         ofifo.w_en.eq(v1 & last1)]
+            out.write(Cat(*[n[:ob] for n in nxt]), v1 & last1)
             return m
 
         rq = p.requant
@@ -371,5 +364,5 @@ class Pool(wiring.Component):
 
         # --- round half to even, zero point, clamp → FIFO ---------------------------------
         outs = [round_clamp(m, p4[ci], rq, name=f"y_{ci}")[:ob] for ci in range(PE)]
-        m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v4)]
+        out.write(Cat(*outs), v4)
         return m

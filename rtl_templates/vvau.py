@@ -41,12 +41,12 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from dataflow.quant import QType, Requant, dot_range, signed_width
 from rtl_templates.cost import Cost
+from rtl_templates.credits import OutputCredits
 from rtl_templates.words import pack_word
 from rtl_templates.requant import round_clamp
 
@@ -232,20 +232,14 @@ class VVAU(wiring.Component):
 
         # --- output FIFO and credits ---------------------------------------------------
         depth = _fifo_depth()
-        m.submodules.ofifo = ofifo = SyncFIFOBuffered(width=PE * ob, depth=depth)
-        m.d.comb += [
-            self.o.payload.eq(ofifo.r_data),
-            self.o.valid.eq(ofifo.r_rdy),
-            ofifo.r_en.eq(self.o.ready),
-        ]
-        credits = Signal(range(depth + 1), init=depth)
+        out = OutputCredits(m, self.o, PE * ob, depth)
 
         # --- issue stage ---------------------------------------------------------------
         k = Signal(range(max(K, 2)))
         cb = Signal(range(max(NB, 2)))
         widx = Signal(range(max(NB * K, 2)))
         last_k = k == K - 1
-        room = credits != 0
+        room = out.room
         issue = Signal()
         m.d.comb += [
             self.i.ready.eq(~last_k | room),
@@ -259,8 +253,7 @@ class VVAU(wiring.Component):
                 m.d.sync += cb.eq(Mux(cb == NB - 1, 0, cb + 1))
             with m.Else():
                 m.d.sync += k.eq(k + 1)
-        out_taken = self.o.valid & self.o.ready
-        m.d.sync += credits.eq(credits - (issue & last_k) + out_taken)
+        out.spend(issue & last_k)
 
         # --- stage 1: operands, products -------------------------------------------------
         v1, first1, last1 = Signal(), Signal(), Signal()
@@ -308,5 +301,5 @@ class VVAU(wiring.Component):
 
         # --- round half to even, zero point, clamp → FIFO ---------------------------------
         outs = [round_clamp(m, p5[ci], rq, name=f"y_{ci}")[:ob] for ci in range(PE)]
-        m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v5)]
+        out.write(Cat(*outs), v5)
         return m

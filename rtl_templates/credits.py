@@ -1,0 +1,33 @@
+"""The output side every never-stalling block pipeline shares.
+
+A block's pipeline never stalls: results flow into an output FIFO, and the issue stage may
+start a step that will write a beat only while a credit is left. Credits count the FIFO
+places not yet promised: one is spent when such a step issues, one comes back when a beat
+leaves on ``o``. So the FIFO never overflows, back-pressure only holds the issue stage, and
+``o.valid`` (the FIFO's ``r_rdy``) never depends on ``o.ready``.
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib.fifo import SyncFIFOBuffered
+
+
+class OutputCredits:
+    """Output FIFO of ``depth`` beats driving stream ``o``, and its credit counter."""
+
+    def __init__(self, m: Module, o, width: int, depth: int):
+        m.submodules.ofifo = self.fifo = SyncFIFOBuffered(width=width, depth=depth)
+        m.d.comb += [o.payload.eq(self.fifo.r_data), o.valid.eq(self.fifo.r_rdy),
+                     self.fifo.r_en.eq(o.ready)]
+        self.credits = Signal(range(depth + 1), init=depth)
+        self.room = self.credits != 0
+        self._taken = o.valid & o.ready
+        self._m = m
+
+    def spend(self, issued):
+        """``issued``: a step that will write one output beat issues this cycle."""
+        self._m.d.sync += self.credits.eq(self.credits - issued + self._taken)
+
+    def write(self, data, en):
+        """The pipeline's last stage: ``data`` enters the FIFO when ``en``."""
+        self._m.d.comb += [self.fifo.w_data.eq(data), self.fifo.w_en.eq(en)]
