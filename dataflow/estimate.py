@@ -20,13 +20,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from dataflow import lower as L
-from dataflow.intgraph import Conv, IntGraph, MatVec, op_inputs
-from dataflow.quant import signed_width
-from dataflow.survey import row_bounds
+from hwgen.dataflow import lower as L
+from hwgen.dataflow.intgraph import Conv, IntGraph, MatVec, op_inputs
+from hwgen.rtl_templates.quant import signed_width
+from hwgen.dataflow.survey import row_bounds
 from hwgen.errors import HwgenError
-from rtl_templates import mvau, swg
-from rtl_templates.cost import Cost
+from hwgen.rtl_templates import mvau, swg
+from hwgen.rtl_templates.cost import Cost
 
 
 class LeanMVAUParams(mvau.MVAUParams):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dataflow.intgraph import (AddOp, ConcatOp, Conv, GlobalAvgPool, IntGraph, MatVec, Pool,
+from hwgen.dataflow.intgraph import (AddOp, ConcatOp, Conv, GlobalAvgPool, IntGraph, MatVec, Pool,
                                op_inputs)
-from rtl_templates import add, concat, gap, mvau, pool, swg, vvau
+from hwgen.rtl_templates import add, concat, gap, mvau, pool, swg, vvau
 
 
 def matvec_params(g: IntGraph, op, pe: int = 1, simd: int = 1) -> mvau.MVAUParams:

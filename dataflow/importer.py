@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dataflow.intgraph import IntGraph, QTensor
-from dataflow.loader import Graph, Node
-from dataflow.quant import QType
-from dataflow.registry import OpRegistry
-from dataflow.values import Const, Deq, FloatInput, Int, channel_last_order
+from hwgen.dataflow.intgraph import IntGraph, QTensor
+from hwgen.dataflow.loader import Graph, Node
+from hwgen.rtl_templates.quant import QType
+from hwgen.dataflow.registry import OpRegistry
+from hwgen.dataflow.values import Const, Deq, FloatInput, Int, channel_last_order
 from hwgen.errors import HwgenError
 
 REGISTRY = OpRegistry()
@@ -68,11 +68,11 @@ def to_int_graph(graph: Graph, collect: bool = False, assume_quantized: bool = F
     ``collect=True`` records every problem instead and returns ``(IntGraph, ImportReport)``;
     ``assume_quantized=True`` reads a float model as if quantized to 8 bits (for estimates).
     Both are the inspection modes of :mod:`dataflow.survey`."""
-    from dataflow import (ops_conv, ops_fold, ops_join, ops_linear, ops_pool,  # noqa: F401
+    from hwgen.dataflow import (ops_conv, ops_fold, ops_join, ops_linear, ops_pool,  # noqa: F401
                           ops_qdq, ops_qonnx, ops_qop, ops_shape)  # (registers the handlers)
 
     if collect or assume_quantized:
-        from dataflow.survey import survey
+        from hwgen.dataflow.survey import survey
         return survey(graph, collect=collect, assume_quantized=assume_quantized)
 
     if len(graph.inputs) != 1:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dataflow.quant import QType, Requant
+from hwgen.rtl_templates.quant import QType, Requant
 
 
 @dataclass

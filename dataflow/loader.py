@@ -57,7 +57,7 @@ from google.protobuf.message import DecodeError
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto, TensorProto
 from onnx import helper, numpy_helper
 
-from dataflow.registry import display_domain, normalize_domain
+from hwgen.dataflow.registry import display_domain, normalize_domain
 from hwgen.errors import HwgenError
 
 __all__ = [
@@ -793,12 +793,12 @@ def _handler_versions():
     import importlib
     import pkgutil
 
-    import dataflow
-    from dataflow.importer import REGISTRY
+    import hwgen.dataflow
+    from hwgen.dataflow.importer import REGISTRY
 
-    for m in pkgutil.iter_modules(dataflow.__path__):
+    for m in pkgutil.iter_modules(hwgen.dataflow.__path__):
         if m.name.startswith("ops_"):
-            importlib.import_module(f"dataflow.{m.name}")
+            importlib.import_module(f"hwgen.dataflow.{m.name}")
     out: dict[str, list[int]] = {}
     for dom, op, v in REGISTRY.supported():
         if dom == "":

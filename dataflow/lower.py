@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dataflow import golden
-from dataflow.intgraph import (AddOp, ConcatOp, Conv, GlobalAvgPool, IntGraph, MatVec, Pool,
+from hwgen.dataflow import golden
+from hwgen.dataflow.intgraph import (AddOp, ConcatOp, Conv, GlobalAvgPool, IntGraph, MatVec, Pool,
                                QTensor, op_inputs)
 from hwgen.errors import HwgenError
-from rtl_templates import add, concat, dwc, fifo, fork, gap, mvau, pool, swg, vvau
-from rtl_templates.cost import Cost
+from hwgen.rtl_templates import add, concat, dwc, fifo, fork, gap, mvau, pool, swg, vvau
+from hwgen.rtl_templates.cost import Cost
 
 #: beats a FIFO holds beyond what the analysis asks for
 FIFO_MARGIN = 2
@@ -37,7 +37,7 @@ class Folding:
 @dataclass
 class Stream:
     name: str
-    qtype: object          # dataflow.quant.QType of the elements
+    qtype: object          # rtl_templates.quant.QType of the elements
     per_beat: int
     elements: int          # per frame
 

@@ -11,11 +11,11 @@ import math
 
 import numpy as np
 
-from dataflow.importer import REGISTRY, ImportContext, Unsupported
-from dataflow.intgraph import Window
-from dataflow.loader import Node
-from dataflow.ops_qdq import check_attrs
-from dataflow.values import Deq, DeqConst, FloatInput, Linear, channel_last_order
+from hwgen.dataflow.importer import REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.intgraph import Window
+from hwgen.dataflow.loader import Node
+from hwgen.dataflow.ops_qdq import check_attrs
+from hwgen.dataflow.values import Deq, DeqConst, FloatInput, Linear, channel_last_order
 
 
 def window_from_attrs(node: Node, in_shape: tuple[int, int, int],
@@ -108,7 +108,7 @@ def conv_linear(ctx: ImportContext, node: Node, x, w, b) -> Linear:
                  nodes=[node.label], shape=(oc,) + win.out_hw, window=win,
                  depthwise=depthwise)
     if b is not None:
-        from dataflow.ops_linear import _add_bias
+        from hwgen.dataflow.ops_linear import _add_bias
         _add_bias(lin, b, node, channel_vector=True)
         lin.nodes.pop()
     return lin

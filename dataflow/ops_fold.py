@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from dataflow.importer import REGISTRY, ImportContext, Unsupported
-from dataflow.loader import Node
-from dataflow.ops_qdq import check_attrs
-from dataflow.ops_shape import _reshaped
-from dataflow.values import Const, Deq, FloatInput, Int
+from hwgen.dataflow.importer import REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.loader import Node
+from hwgen.dataflow.ops_qdq import check_attrs
+from hwgen.dataflow.ops_shape import _reshaped
+from hwgen.dataflow.values import Const, Deq, FloatInput, Int
 
 #: a filled constant with more elements than this stays a zero-stride (read-only) view
 #: instead of being materialized: large weight tensors of the ONNX model zoo's "light" models
@@ -143,7 +143,7 @@ def sum_(ctx: ImportContext, node: Node):
         raise Unsupported("Sum is supported as the join of two quantized tensors (both "
                           "from DequantizeLinear), got "
                           + " and ".join(type(x).__name__ for x in xs))
-    from dataflow.ops_join import add_tensors
+    from hwgen.dataflow.ops_join import add_tensors
     add_tensors(ctx, node, xs[0], xs[1])
 
 

@@ -1,10 +1,10 @@
 """Add of two tensors (residual joins) and channel Concat, QDQ form."""
 from __future__ import annotations
 
-from dataflow.importer import REGISTRY, ImportContext, Unsupported
-from dataflow.loader import Node
-from dataflow.ops_qdq import check_attrs
-from dataflow.values import Deq, Joined
+from hwgen.dataflow.importer import REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.loader import Node
+from hwgen.dataflow.ops_qdq import check_attrs
+from hwgen.dataflow.values import Deq, Joined
 
 
 def add_tensors(ctx: ImportContext, node: Node, a: Deq, b: Deq):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dataflow.importer import REGISTRY, ImportContext, Unsupported
-from dataflow.loader import Node
-from dataflow.ops_qdq import check_attrs
-from dataflow.values import Clipped, Const, Deq, DeqConst, FloatInput, Joined, Linear, Pooled
+from hwgen.dataflow.importer import REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.loader import Node
+from hwgen.dataflow.ops_qdq import check_attrs
+from hwgen.dataflow.values import Clipped, Const, Deq, DeqConst, FloatInput, Joined, Linear, Pooled
 
 
 def _linear(ctx: ImportContext, node: Node, x, w: DeqConst, w_out_axis: int) -> Linear:
@@ -119,7 +119,7 @@ def add(ctx: ImportContext, node: Node):
     check_attrs(node, {})
     a, b = ctx.value(node, 0), ctx.value(node, 1)
     if isinstance(a, Deq) and isinstance(b, Deq):
-        from dataflow.ops_join import add_tensors
+        from hwgen.dataflow.ops_join import add_tensors
         add_tensors(ctx, node, a, b)
         return
     if isinstance(b, Linear):

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from dataflow.importer import REGISTRY, ImportContext, Unsupported
-from dataflow.intgraph import Pool
-from dataflow.loader import Node
-from dataflow.ops_conv import feature_map, window_from_attrs
-from dataflow.ops_qdq import check_attrs
-from dataflow.values import Int, Pooled, channel_last_order
+from hwgen.dataflow.importer import REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.intgraph import Pool
+from hwgen.dataflow.loader import Node
+from hwgen.dataflow.ops_conv import feature_map, window_from_attrs
+from hwgen.dataflow.ops_qdq import check_attrs
+from hwgen.dataflow.values import Int, Pooled, channel_last_order
 
 _POOL_ATTRS = {"auto_pad": None, "ceil_mode": None, "dilations": None, "kernel_shape": None,
                "pads": None, "strides": None, "storage_order": lambda v: v == 0,

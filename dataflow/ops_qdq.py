@@ -5,11 +5,11 @@ import dataclasses
 
 import numpy as np
 
-from dataflow.importer import INT_TYPES, REGISTRY, ImportContext, Unsupported
-from dataflow.intgraph import AddOp, ConcatOp, Conv, GlobalAvgPool, MatVec, Pool
-from dataflow.loader import Node
-from dataflow.quant import QType, dot_range, make_requant, signed_width
-from dataflow.values import (Clipped, Const, Deq, DeqConst, FloatInput, Int, Joined, Linear,
+from hwgen.dataflow.importer import INT_TYPES, REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.intgraph import AddOp, ConcatOp, Conv, GlobalAvgPool, MatVec, Pool
+from hwgen.dataflow.loader import Node
+from hwgen.rtl_templates.quant import QType, dot_range, make_requant, signed_width
+from hwgen.dataflow.values import (Clipped, Const, Deq, DeqConst, FloatInput, Int, Joined, Linear,
                              Pooled, channel_last_order)
 
 Q_VERSIONS = (10, 13, 19, 21, 23, 24, 25)

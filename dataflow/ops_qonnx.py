@@ -61,14 +61,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from dataflow.importer import REGISTRY, ImportContext, Unsupported
-from dataflow.intgraph import Conv, GlobalAvgPool, MatVec, Pool, Window
-from dataflow.loader import Node
-from dataflow.ops_qdq import check_attrs, close
-from dataflow.quant import QType, Requant, make_requant, range_type, signed_width
-from dataflow.values import (Clipped, Const, Deq, DeqConst, FloatInput, Int, Joined, Linear,
+from hwgen.dataflow.importer import REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.intgraph import Conv, GlobalAvgPool, MatVec, Pool, Window
+from hwgen.dataflow.loader import Node
+from hwgen.dataflow.ops_qdq import check_attrs, close
+from hwgen.rtl_templates.quant import QType, Requant, make_requant, range_type, signed_width
+from hwgen.dataflow.values import (Clipped, Const, Deq, DeqConst, FloatInput, Int, Joined, Linear,
                              Pooled, channel_last_order)
-from rtl_templates.xnor_mvau import BIPOLAR, is_bipolar, sign_requant
+from hwgen.rtl_templates.xnor_mvau import BIPOLAR, is_bipolar, sign_requant
 
 DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas")
 #: widths of activation tensors (streams); constants (weights, biases) may be wider

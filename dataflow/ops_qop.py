@@ -12,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from dataflow.importer import INT_TYPES, REGISTRY, ImportContext, Unsupported
-from dataflow.loader import Node
-from dataflow.ops_conv import _CONV_ATTRS, conv_linear
-from dataflow.ops_linear import _add_bias, _linear, check_per_channel
-from dataflow.ops_pool import _POOL_ATTRS, _window
-from dataflow.ops_qdq import check_attrs, close, out_params
-from dataflow.values import Deq, DeqConst, Int, Joined, Linear, Pooled
+from hwgen.dataflow.importer import INT_TYPES, REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.loader import Node
+from hwgen.dataflow.ops_conv import _CONV_ATTRS, conv_linear
+from hwgen.dataflow.ops_linear import _add_bias, _linear, check_per_channel
+from hwgen.dataflow.ops_pool import _POOL_ATTRS, _window
+from hwgen.dataflow.ops_qdq import check_attrs, close, out_params
+from hwgen.dataflow.values import Deq, DeqConst, Int, Joined, Linear, Pooled
 
 MS = "com.microsoft"
 

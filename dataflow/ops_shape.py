@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dataflow.importer import REGISTRY, ImportContext, Unsupported
-from dataflow.loader import Node
-from dataflow.ops_qdq import check_attrs
-from dataflow.values import Const, Deq, FloatInput, Int
+from hwgen.dataflow.importer import REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.loader import Node
+from hwgen.dataflow.ops_qdq import check_attrs
+from hwgen.dataflow.values import Const, Deq, FloatInput, Int
 
 
 def _reshaped(v, shape: tuple[int, ...]):

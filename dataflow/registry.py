@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from hwgen.errors import HwgenError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from dataflow.loader import Node
+    from hwgen.dataflow.loader import Node
 
 Handler = Callable[..., Any]
 Key = tuple[str, str, int]

@@ -44,12 +44,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dataflow.importer import (INT_TYPES, REGISTRY, ImportContext, Unsupported, _op_name,
+from hwgen.dataflow.importer import (INT_TYPES, REGISTRY, ImportContext, Unsupported, _op_name,
                                _sample_shape)
-from dataflow.intgraph import Conv, IntGraph, MatVec
-from dataflow.loader import Graph, Node
-from dataflow.quant import UINT8, make_requant, signed_width
-from dataflow.values import (Clipped, Const, Deq, DeqConst, FloatInput, Int, Joined, Linear,
+from hwgen.dataflow.intgraph import Conv, IntGraph, MatVec
+from hwgen.dataflow.loader import Graph, Node
+from hwgen.rtl_templates.quant import UINT8, make_requant, signed_width
+from hwgen.dataflow.values import (Clipped, Const, Deq, DeqConst, FloatInput, Int, Joined, Linear,
                              Pooled, channel_last_order)
 from hwgen.errors import HwgenError
 
@@ -149,7 +149,7 @@ def compact(a: np.ndarray) -> np.ndarray:
 
 def row_bounds(w: np.ndarray, x_lo: int, x_hi: int,
                chunk: int = 1 << 22) -> tuple[np.ndarray, np.ndarray]:
-    """Exactly :func:`dataflow.quant.dot_range` of a 2-D ``w`` (any integer dtype, possibly a
+    """Exactly :func:`rtl_templates.quant.dot_range` of a 2-D ``w`` (any integer dtype, possibly a
     broadcast view), without an int64 copy of ``w``: per row, the minimum of ``w @ x`` is
     ``x_lo·Σw⁺ + x_hi·Σw⁻`` and the maximum ``x_hi·Σw⁺ + x_lo·Σw⁻`` (x_lo <= x_hi)."""
     rows, cols = w.shape
@@ -233,8 +233,8 @@ def _lean_linear(ctx: ImportContext, node: Node, x, w, out_axis: int) -> Linear 
 
 
 def _lean_gemm(ctx: ImportContext, node: Node) -> bool:
-    from dataflow.ops_linear import _GEMM_ATTRS, _add_bias
-    from dataflow.ops_qdq import check_attrs
+    from hwgen.dataflow.ops_linear import _GEMM_ATTRS, _add_bias
+    from hwgen.dataflow.ops_qdq import check_attrs
     check_attrs(node, _GEMM_ATTRS)
     lin = _lean_linear(ctx, node, ctx.value(node, 0), ctx.value(node, 1),
                        0 if node.attrs.get("transB", 0) else 1)
@@ -249,7 +249,7 @@ def _lean_gemm(ctx: ImportContext, node: Node) -> bool:
 
 
 def _lean_matmul(ctx: ImportContext, node: Node) -> bool:
-    from dataflow.ops_qdq import check_attrs
+    from hwgen.dataflow.ops_qdq import check_attrs
     check_attrs(node, {})
     lin = _lean_linear(ctx, node, ctx.value(node, 0), ctx.value(node, 1), 1)
     if lin is None:
@@ -261,7 +261,7 @@ def _lean_matmul(ctx: ImportContext, node: Node) -> bool:
 def _lean_quantize(ctx: ImportContext, node: Node) -> bool:
     """QuantizeLinear closing a Gemm/MatMul/Conv: ops_qdq.quantize_linear through
     :func:`close_linear_lean`."""
-    from dataflow.ops_qdq import _Q_ATTRS, _qtype_of, check_attrs, out_params
+    from hwgen.dataflow.ops_qdq import _Q_ATTRS, _qtype_of, check_attrs, out_params
     lin = ctx.value(node, 0)
     if not isinstance(lin, Linear):
         return False
@@ -283,7 +283,7 @@ def close_linear_lean(ctx: ImportContext, name: str, lin: Linear, qtype, s, zp: 
     """``ops_qdq._close_linear`` (same op, same requantizer) with the accumulator range from
     :func:`row_bounds` instead of an int64 copy of the weights. ``closing``: the label of
     the QuantizeLinear node (None where the quantization is assumed)."""
-    from dataflow.ops_qdq import _clamp_bounds
+    from hwgen.dataflow.ops_qdq import _clamp_bounds
     lo, hi = _clamp_bounds(qtype, s, zp, lin.clip_lo, lin.clip_hi)
     mult = lin.acc_scale.astype(np.float32) / np.float32(s)
     out = ctx.new_tensor(name, lin.shape, qtype, s, zp)
@@ -342,7 +342,7 @@ class _Survey:
 
     # -------------------------------------------------------------- the graph input
     def start(self):
-        from dataflow import (ops_conv, ops_fold, ops_join, ops_linear, ops_pool,  # noqa: F401
+        from hwgen.dataflow import (ops_conv, ops_fold, ops_join, ops_linear, ops_pool,  # noqa: F401
                               ops_qdq, ops_qop, ops_shape)
         g, ctx = self.graph, self.ctx
         for node in g.nodes:
@@ -386,7 +386,7 @@ class _Survey:
     # -------------------------------------------------------------- assume mode
     def close(self, name: str, node: Node):
         """Quantize pending value ``name`` with the assumed type; it becomes a Deq view."""
-        from dataflow.ops_qdq import close
+        from hwgen.dataflow.ops_qdq import close
         ctx = self.ctx
         v = ctx.values[name]
         qtype, s, zp = ASSUMED
@@ -518,7 +518,7 @@ class _Survey:
         """``node`` reads stand-ins. A view passes them on; a QuantizeLinear /
         DequantizeLinear gives them its own quantization; any other node reads them as
         integer tensors of the assumed type. True if ``node`` is done."""
-        from dataflow.ops_qdq import _qtype_of, out_params
+        from hwgen.dataflow.ops_qdq import _qtype_of, out_params
         ctx, st = self.ctx, self.status[node.label]
         first = next(ctx.values[n] for n in node.inputs if n and
                      isinstance(ctx.values.get(n), StandIn))

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import numpy as np
 
-from dataflow import golden
-from dataflow.importer import to_int_graph
-from dataflow.loader import load_model
-from dataflow.lower import DEFAULT_TARGET_CYCLES, Folding, lower
+from hwgen.dataflow import golden
+from hwgen.dataflow.importer import to_int_graph
+from hwgen.dataflow.loader import load_model
+from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, Folding, lower
 from hwgen import design
 from hwgen.assemble import build_top
 from hwgen.errors import HwgenError
 from hwgen.io import atomic_dir, check_input_shape, read_input
-from sim.base import StreamJob
-from sim.packing import beats_to_frames, frames_to_beats
+from hwgen.sim.base import StreamJob
+from hwgen.sim.packing import beats_to_frames, frames_to_beats
 
 SIMULATORS = ("verilator", "amaranth")
 
@@ -108,7 +108,7 @@ def compile(model, out_dir, fold=None, name: str | None = None,
                     else target_cycles)
     except HwgenError as e:
         raise HwgenError(f"{fold}: {e}" if isinstance(fold, (str, Path)) else str(e)) from None
-    from boards.devices import check_memory  # refuse what no device holds, before any Verilog
+    from hwgen.boards.devices import check_memory  # refuse what no device holds, before any Verilog
     check_memory(sum(b.cost.memory_bits for b in dfg.blocks), f"{model.name}: model")
     top = build_top(dfg)
     name = _check_name(name) if name is not None else _top_name(model)
@@ -163,10 +163,10 @@ def run_design(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
                     max_cycles=int((est["latency_cycles"] + (n + 2) * est["cycles_per_frame"])
                                    * 4 / max(0.05, (1 - stall) ** 2) + 10000))
     if simulator == "amaranth":
-        from sim.amaranth_sim import run_amaranth
+        from hwgen.sim.amaranth_sim import run_amaranth
         res = run_amaranth(build_top(lower(ig, folding)), job)
     else:
-        from sim.verilator import run_verilator
+        from hwgen.sim.verilator import run_verilator
         text = (Path(out_dir) / manifest["verilog"]).read_text()
         res = run_verilator(text, manifest["top"], job)
     y = beats_to_frames(res.out_beats, tout.qtype, mo["elements_per_beat"], tout.size)
@@ -268,7 +268,7 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         bad = int(np.sum(np.any(gold != sim.outputs_int, axis=1)))
 
         onnx_in = manifest["input"]["onnx_name"]
-        from dataflow.ops_qonnx import is_qonnx_model, qonnx_reference
+        from hwgen.dataflow.ops_qonnx import is_qonnx_model, qonnx_reference
         if is_qonnx_model(model):  # custom ops onnxruntime lacks: the qonnx package runs it
             ref = qonnx_reference(model, x)
         else:

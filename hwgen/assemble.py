@@ -5,11 +5,11 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from dataflow.lower import Block, DataflowGraph
-from hwgen.top import AxisTop
-from rtl_templates import add, concat, dwc, fork, gap, pool, swg, vvau
-from rtl_templates.fifo import StreamFIFO
-from rtl_templates.mvau import MVAU
+from hwgen.dataflow.lower import Block, DataflowGraph
+from hwgen.rtl_templates.axis_top import AxisTop
+from hwgen.rtl_templates import add, concat, dwc, fork, gap, pool, swg, vvau
+from hwgen.rtl_templates.fifo import StreamFIFO
+from hwgen.rtl_templates.mvau import MVAU
 
 
 def build_block(b: Block):

@@ -16,11 +16,11 @@ import numpy as np
 
 import dataclasses
 
-from dataflow.intgraph import (AddOp, ConcatOp, Conv, GlobalAvgPool, IntGraph, MatVec, Pool,
+from hwgen.dataflow.intgraph import (AddOp, ConcatOp, Conv, GlobalAvgPool, IntGraph, MatVec, Pool,
                                QTensor, Window)
-from dataflow.lower import DataflowGraph, Folding
-from dataflow.quant import QType, Requant
-from dataflow.values import channel_last_order
+from hwgen.dataflow.lower import DataflowGraph, Folding
+from hwgen.rtl_templates.quant import QType, Requant
+from hwgen.dataflow.values import channel_last_order
 from hwgen.errors import HwgenError
 
 MANIFEST_VERSION = 1
@@ -108,7 +108,7 @@ def intgraph_json(ig: IntGraph) -> tuple[dict, dict[str, np.ndarray]]:
 def _qtype(name: str) -> QType:
     """Inverse of ``QType.name``: "int8" → QType(8, True), "uint4" → QType(4, False)."""
     if name == "bipolar":  # ±1, one bit per element (rtl_templates/xnor_mvau.py)
-        from rtl_templates.xnor_mvau import BIPOLAR
+        from hwgen.rtl_templates.xnor_mvau import BIPOLAR
         return BIPOLAR
     signed = name.startswith("int")
     return QType(int(name[3:] if signed else name[4:]), signed)

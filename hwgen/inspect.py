@@ -21,11 +21,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dataflow.estimate import Estimate, estimate
-from dataflow.importer import to_int_graph
-from dataflow.loader import Graph, load_model
-from dataflow.lower import DEFAULT_TARGET_CYCLES, Folding
-from dataflow.survey import QUANT_OPS, ImportReport, Problem
+from hwgen.dataflow.estimate import Estimate, estimate
+from hwgen.dataflow.importer import to_int_graph
+from hwgen.dataflow.loader import Graph, load_model
+from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, Folding
+from hwgen.dataflow.survey import QUANT_OPS, ImportReport, Problem
 from hwgen.errors import HwgenError
 
 JSON_FORMAT = "hwgen-inspect"
@@ -88,7 +88,7 @@ class InspectReport:
 
     def devices(self) -> list[tuple[object, list[str]]]:
         """Every supported device and why the design would not fit it (empty: it fits)."""
-        from boards.devices import DEVICES
+        from hwgen.boards.devices import DEVICES
         widths = self.multiplier_widths()
         return [(d, d.shortfalls(self.estimate.totals, widths)) for d in DEVICES]
 
@@ -192,7 +192,7 @@ def _clip(s: str, n: int) -> str:
 
 
 def format_text(rep: InspectReport) -> str:
-    from boards.devices import fmt_bits
+    from hwgen.boards.devices import fmt_bits
     lines = [f"hwgen inspect: {rep.model}"]
     if rep.assumed:
         lines.append("float model: estimates assume 8-bit quantization (uint8 activations, "

@@ -81,7 +81,7 @@ def _one_line(e, limit: int = 300) -> str:
 
 def _load_float(model_path: Path):
     """Validated float model → (loaded graph, working ModelProto ready for ORT)."""
-    from dataflow.loader import UPGRADE_OPSET, load_model, upgrade_opset
+    from hwgen.dataflow.loader import UPGRADE_OPSET, load_model, upgrade_opset
 
     graph = load_model(model_path, upgrade=True)
     q = quantized_node(graph)

@@ -68,8 +68,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from dataflow.quant import ACC_GUARD_BITS, MULT_BITS, QType, range_type, signed_width
-from rtl_templates.cost import Cost
+from hwgen.rtl_templates.quant import ACC_GUARD_BITS, MULT_BITS, QType, range_type, signed_width
+from hwgen.rtl_templates.cost import Cost
 
 #: significant bits of a float32
 F32_BITS = 24

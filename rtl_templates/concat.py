@@ -19,7 +19,7 @@ Requantization (ONNX QDQ: DequantizeLinear(x_i) → Concat → QuantizeLinear(sy
     (DequantizeLinear's float32 product, QuantizeLinear's float32 division, round half to
     even) — bit-exact to ORT's unfused QDQ graph and to its QLinearConcat, whose kernel also
     builds such tables. One ROM of ``2**bits0 + 2**bits1`` entries per lane.
-``"requant"`` (wider inputs): :func:`dataflow.quant.make_requant` of ``s_i / sy`` applied to
+``"requant"`` (wider inputs): :func:`rtl_templates.quant.make_requant` of ``s_i / sy`` applied to
     ``x - z_i`` — the project's requantizer (float32 multiplier, float32 product rounding),
     which equals the float32 path above except, rarely, within a float32 rounding of a tie.
     The two inputs share one shift (the larger; the other mantissa is shifted up exactly).
@@ -46,9 +46,9 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from dataflow.quant import QType, Requant, make_requant, signed_width
-from rtl_templates.cost import Cost
-from rtl_templates.requant import round_clamp
+from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
+from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.requant import round_clamp
 
 #: cycles from an input transfer to that beat's output transfer
 PASS_LATENCY = 2

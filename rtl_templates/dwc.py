@@ -32,7 +32,7 @@ from amaranth.hdl import Cat, Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl_templates.cost import Cost
+from hwgen.rtl_templates.cost import Cost
 
 
 def capacity(in_elems: int, out_elems: int) -> int:

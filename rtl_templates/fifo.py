@@ -11,7 +11,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from rtl_templates.cost import Cost
+from hwgen.rtl_templates.cost import Cost
 
 LATENCY = 2
 

@@ -31,7 +31,7 @@ from amaranth.hdl import Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl_templates.cost import Cost
+from hwgen.rtl_templates.cost import Cost
 
 #: cycles from an input transfer to the same beat's output transfer (outputs ready)
 LATENCY = 0

@@ -39,10 +39,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from dataflow.quant import QType, Requant, make_requant, signed_width
-from rtl_templates.cost import Cost
-from rtl_templates.credits import OutputCredits
-from rtl_templates.requant import round_clamp
+from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
+from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.requant import round_clamp
 
 #: cycles from taking the last input beat of a channel block to its output transfer
 PIPELINE_DEPTH = 6

@@ -35,7 +35,7 @@ Average pooling (``kind="avg"``)
     multiplier for ``count_values[j]``, the float32 value of ``s_in / s_out / count`` (one
     shared shift, zero point and clamp; :func:`avg_requant` builds it from the scales,
     :func:`merge_requants` from the importer's one-Requant-per-count dictionary). Rounding is
-    :class:`dataflow.quant.Requant`'s: the float32 product, then half to even. In hardware, a
+    :class:`rtl_templates.quant.Requant`'s: the float32 product, then half to even. In hardware, a
     ROM of ``pixels`` entries holds each pixel's index ``j`` (left out when there is one
     distinct count) and a small table the multipliers.
 
@@ -64,11 +64,11 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from dataflow.quant import QType, Requant, make_requant, signed_width
-from rtl_templates.cost import Cost
-from rtl_templates.credits import OutputCredits
-from rtl_templates.requant import round_clamp
-from rtl_templates.vvau import stream_to_windows
+from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
+from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.requant import round_clamp
+from hwgen.rtl_templates.vvau import stream_to_windows
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
 PIPELINE_DEPTH = {"max": 3, "avg": 6}

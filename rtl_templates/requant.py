@@ -5,14 +5,14 @@ Given the product ``p = acc * mult`` (signed), it computes, combinationally,
     clamp(round_half_even(round24(p) / 2**shift) + zero_point, lo, hi)
 
 where ``round24`` rounds |p| to 24 significant bits, half to even (a float32 product), the
-same formula as :meth:`dataflow.quant.Requant.apply`, its golden function. Both roundings
+same formula as :meth:`rtl_templates.quant.Requant.apply`, its golden function. Both roundings
 act on the magnitude and the sign is put back afterwards (round half to even is symmetric).
 """
 from __future__ import annotations
 
 from amaranth.hdl import Mux, Module, Signal, signed, unsigned
 
-from dataflow.quant import F32_BITS, Requant, signed_width
+from hwgen.rtl_templates.quant import F32_BITS, Requant, signed_width
 
 
 def _round_shift(m: Module, a, k, width: int, name: str):

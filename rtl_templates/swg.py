@@ -81,8 +81,8 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from dataflow.quant import QType
-from rtl_templates.cost import Cost
+from hwgen.rtl_templates.quant import QType
+from hwgen.rtl_templates.cost import Cost
 
 #: cycles from issuing a beat to its earliest output transfer
 PIPELINE_DEPTH = 4

@@ -44,11 +44,11 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from dataflow.quant import QType, Requant, dot_range, signed_width
-from rtl_templates.cost import Cost
-from rtl_templates.credits import OutputCredits
-from rtl_templates.words import pack_word
-from rtl_templates.requant import round_clamp
+from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
+from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.words import pack_word
+from hwgen.rtl_templates.requant import round_clamp
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
 PIPELINE_DEPTH = 7

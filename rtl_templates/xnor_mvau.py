@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.hdl import Mux, Signal, signed
 
-from dataflow.quant import QType, Requant
+from hwgen.rtl_templates.quant import QType, Requant
 
 
 @dataclass(frozen=True)

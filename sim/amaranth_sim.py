@@ -5,11 +5,11 @@ import random
 
 from amaranth.sim import Simulator
 
-from sim.base import SimTimeout, StreamJob, StreamResult, default_max_cycles
+from hwgen.sim.base import SimTimeout, StreamJob, StreamResult, default_max_cycles
 
 
 def run_amaranth(top, job: StreamJob) -> StreamResult:
-    """Simulate ``top`` (an :class:`hwgen.top.AxisTop`-like component) on ``job``."""
+    """Simulate ``top`` (an :class:`rtl_templates.axis_top.AxisTop`-like component) on ``job``."""
     res = StreamResult(out_beats=[], out_last=[])
     limit = default_max_cycles(job)
 

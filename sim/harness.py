@@ -1,7 +1,7 @@
 """Run one stream block (or a chain of them) on integer frames, in either back end.
 
 Block tests and the dataflow flow use the same path: the block is wrapped in the AXI4-Stream
-top level (``hwgen.top``), frames are packed into beats (``sim.packing``), simulated, and the
+top level (``rtl_templates.axis_top``), frames are packed into beats (``sim.packing``), simulated, and the
 output beats unpacked into frames.
 """
 from __future__ import annotations
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dataflow.quant import QType
-from sim.base import StreamJob, StreamResult
-from sim.packing import beats_to_frames, frames_to_beats
+from hwgen.rtl_templates.quant import QType
+from hwgen.sim.base import StreamJob, StreamResult
+from hwgen.sim.packing import beats_to_frames, frames_to_beats
 
 
 @dataclass
@@ -45,7 +45,7 @@ def run_block(block, frames: np.ndarray, in_type: QType, in_per_beat: int, out_t
               max_cycles: int = 0, name: str = "dut") -> BlockRun:
     """Simulate ``block`` (a component with stream members ``i`` and ``o``, or a list of such
     blocks to chain) on ``frames`` [N, in_elements] in stream order."""
-    from hwgen.top import AxisTop, Chain
+    from hwgen.rtl_templates.axis_top import AxisTop, Chain
 
     blocks = block if isinstance(block, list) else [block]
     frames = np.asarray(frames, dtype=np.int64)
@@ -55,12 +55,12 @@ def run_block(block, frames: np.ndarray, in_type: QType, in_per_beat: int, out_t
     job = StreamJob(top.in_width, top.out_width, beats, last,
                     n * (out_elements // out_per_beat), stall_in, stall_out, seed, max_cycles)
     if simulator == "amaranth":
-        from sim.amaranth_sim import run_amaranth
+        from hwgen.sim.amaranth_sim import run_amaranth
         res = run_amaranth(top, job)
     elif simulator == "verilator":
         from amaranth.back import verilog
 
-        from sim.verilator import run_verilator
+        from hwgen.sim.verilator import run_verilator
         res = run_verilator(verilog.convert(top, name=name, emit_src=False), name, job)
     else:
         raise ValueError(f"unknown simulator {simulator}")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dataflow.quant import QType
+from hwgen.rtl_templates.quant import QType
 
 
 def frames_to_beats(frames: np.ndarray, qtype: QType, per_beat: int) -> tuple[list[int], list[bool]]:

@@ -56,9 +56,9 @@ def test_resnet_100_frames_under_stalls(tmp_path):
 def test_target_cycles_sets_bottleneck(tmp_path):
     """Each layer takes the smallest PE·SIMD meeting the target, or its fastest folding when
     none does; the manifest's bottleneck is the slowest block."""
-    from dataflow import lower as L
-    from dataflow.importer import to_int_graph
-    from dataflow.loader import load_model
+    from hwgen.dataflow import lower as L
+    from hwgen.dataflow.importer import to_int_graph
+    from hwgen.dataflow.loader import load_model
 
     ig = to_int_graph(load_model(EX / "digits_cnn_qdq.onnx"))
     for target in (4096, 512):

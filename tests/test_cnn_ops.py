@@ -44,16 +44,16 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from dataflow import golden
-from dataflow.importer import to_int_graph
-from dataflow.intgraph import AddOp, ConcatOp, Conv, GlobalAvgPool, MatVec, Pool
-from dataflow.loader import load_model_proto
-from dataflow.lower import lower
+from hwgen.dataflow import golden
+from hwgen.dataflow.importer import to_int_graph
+from hwgen.dataflow.intgraph import AddOp, ConcatOp, Conv, GlobalAvgPool, MatVec, Pool
+from hwgen.dataflow.loader import load_model_proto
+from hwgen.dataflow.lower import lower
 from hwgen.assemble import build_top
 from hwgen.errors import HwgenError
-from sim.amaranth_sim import run_amaranth
-from sim.base import StreamJob
-from sim.packing import beats_to_frames, frames_to_beats
+from hwgen.sim.amaranth_sim import run_amaranth
+from hwgen.sim.base import StreamJob
+from hwgen.sim.packing import beats_to_frames, frames_to_beats
 
 from modelgen import op_sequence, quantize_qdq, run_model
 

@@ -21,10 +21,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from dataflow.quant import QType
-from rtl_templates import dwc
-from rtl_templates.dwc import DWC
-from sim.harness import run_block
+from hwgen.rtl_templates.quant import QType
+from hwgen.rtl_templates import dwc
+from hwgen.rtl_templates.dwc import DWC
+from hwgen.sim.harness import run_block
 
 
 @dataclasses.dataclass(frozen=True)

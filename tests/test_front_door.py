@@ -34,7 +34,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import hwgen
-from dataflow.loader import load_model_proto, upgrade_opset
+from hwgen.dataflow.loader import load_model_proto, upgrade_opset
 from hwgen.errors import HwgenError
 from hwgen.quantize import quantize
 

@@ -25,9 +25,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dataflow.quant import INT8, UINT8, QType
-from rtl_templates.gap import GAP, GAPParams, cost, gap_requant, golden, timing
-from sim.harness import run_block
+from hwgen.rtl_templates.quant import INT8, UINT8, QType
+from hwgen.rtl_templates.gap import GAP, GAPParams, cost, gap_requant, golden, timing
+from hwgen.sim.harness import run_block
 
 N_FRAMES = 4
 #: float32 arithmetic may round either way this close to a tie (in output steps)

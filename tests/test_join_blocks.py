@@ -39,14 +39,14 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from dataflow.quant import INT8, UINT8, QType
-from rtl_templates import add, concat, fifo, fork
-from rtl_templates.add import AddBlock, AddParams, make_add_requant
-from rtl_templates.concat import Concat, make_concat
-from rtl_templates.fifo import StreamFIFO
-from rtl_templates.fork import Fork
-from sim.base import SimTimeout
-from sim.harness import run_block
+from hwgen.rtl_templates.quant import INT8, UINT8, QType
+from hwgen.rtl_templates import add, concat, fifo, fork
+from hwgen.rtl_templates.add import AddBlock, AddParams, make_add_requant
+from hwgen.rtl_templates.concat import Concat, make_concat
+from hwgen.rtl_templates.fifo import StreamFIFO
+from hwgen.rtl_templates.fork import Fork
+from hwgen.sim.base import SimTimeout
+from hwgen.sim.harness import run_block
 
 INT4 = QType(4, True)
 UINT4 = QType(4, False)

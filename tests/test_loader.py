@@ -10,7 +10,7 @@ import onnx.defs
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from dataflow.loader import (
+from hwgen.dataflow.loader import (
     MAX_IR_VERSION,
     Graph,
     Node,
@@ -18,7 +18,7 @@ from dataflow.loader import (
     load_model,
     load_model_proto,
 )
-from dataflow.registry import OpRegistry
+from hwgen.dataflow.registry import OpRegistry
 from hwgen.errors import HwgenError
 
 OPSET = 13

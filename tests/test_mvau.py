@@ -2,7 +2,7 @@
 
 For a grid of matrix shapes, PE, SIMD, int8/uint8 inputs and outputs, per-tensor and
 per-channel requantization (with and without a Relu-like clamp, weight zero points and
-large biases) the MVAU wrapped in :class:`hwgen.top.AxisTop` must
+large biases) the MVAU wrapped in :class:`rtl_templates.axis_top.AxisTop` must
 
 * be bit-exact against :func:`rtl_templates.mvau.golden` (``np.array_equal``);
 * match the cost model: the steady-state interval between frames equals ``cost(p).cycles``
@@ -30,13 +30,13 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 
-from dataflow.quant import INT8, UINT8, QType, Requant, make_requant
-from hwgen.top import AxisTop, axis_width
-from rtl_templates.mvau import MVAU, MVAUParams, cost, golden
-from sim.amaranth_sim import run_amaranth
-from sim.base import StreamJob
-from sim.packing import beats_to_frames, frames_to_beats
-from sim.verilator import run_verilator
+from hwgen.rtl_templates.quant import INT8, UINT8, QType, Requant, make_requant
+from hwgen.rtl_templates.axis_top import AxisTop, axis_width
+from hwgen.rtl_templates.mvau import MVAU, MVAUParams, cost, golden
+from hwgen.sim.amaranth_sim import run_amaranth
+from hwgen.sim.base import StreamJob
+from hwgen.sim.packing import beats_to_frames, frames_to_beats
+from hwgen.sim.verilator import run_verilator
 
 TOP_NAME = "mvau_top"
 

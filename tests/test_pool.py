@@ -35,10 +35,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dataflow.quant import INT8, UINT8, QType
-from rtl_templates.pool import Pool, PoolParams, avg_requant, cost, golden, timing
-from rtl_templates.vvau import windows_to_stream
-from sim.harness import run_block
+from hwgen.rtl_templates.quant import INT8, UINT8, QType
+from hwgen.rtl_templates.pool import Pool, PoolParams, avg_requant, cost, golden, timing
+from hwgen.rtl_templates.vvau import windows_to_stream
+from hwgen.sim.harness import run_block
 
 N_FRAMES = 4
 
@@ -426,8 +426,8 @@ def test_params_reject_bad_values():
 def test_merge_requants_equals_avg_requant():
     """The importer's {count: Requant} form, merged, computes exactly what avg_requant's
     shared-shift form computes."""
-    from dataflow.quant import make_requant
-    from rtl_templates.pool import merge_requants
+    from hwgen.rtl_templates.quant import make_requant
+    from hwgen.rtl_templates.pool import merge_requants
     cfg = GRID[8]                                        # counts 9 .. 25
     p = cfg.params
     s_in, z_in, s_out, z_out = cfg.quant

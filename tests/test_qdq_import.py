@@ -13,15 +13,15 @@ import logging
 import numpy as np
 import pytest
 
-from dataflow import golden
-from dataflow.importer import to_int_graph
-from dataflow.intgraph import MatVec
-from dataflow.loader import load_model_proto
-from dataflow.lower import Folding, lower
+from hwgen.dataflow import golden
+from hwgen.dataflow.importer import to_int_graph
+from hwgen.dataflow.intgraph import MatVec
+from hwgen.dataflow.loader import load_model_proto
+from hwgen.dataflow.lower import Folding, lower
 from hwgen.assemble import build_top
-from sim.amaranth_sim import run_amaranth
-from sim.base import StreamJob
-from sim.packing import beats_to_frames, frames_to_beats
+from hwgen.sim.amaranth_sim import run_amaranth
+from hwgen.sim.base import StreamJob
+from hwgen.sim.packing import beats_to_frames, frames_to_beats
 
 from modelgen import float_mlp, quantize_qdq, random_inputs, random_mlp, run_model
 

@@ -26,24 +26,24 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from dataflow import golden
-from dataflow.importer import to_int_graph
-from dataflow.intgraph import Conv, GlobalAvgPool, Pool
-from dataflow.loader import load_model_proto
-from dataflow.lower import lower
-from dataflow.ops_qonnx import compact_requant
-from dataflow.quant import INT8, QType, make_requant
+from hwgen.dataflow import golden
+from hwgen.dataflow.importer import to_int_graph
+from hwgen.dataflow.intgraph import Conv, GlobalAvgPool, Pool
+from hwgen.dataflow.loader import load_model_proto
+from hwgen.dataflow.lower import lower
+from hwgen.dataflow.ops_qonnx import compact_requant
+from hwgen.rtl_templates.quant import INT8, QType, make_requant
 from hwgen import api
 from hwgen.assemble import build_top
 from hwgen.errors import HwgenError
-from hwgen.top import AxisTop, axis_width
-from rtl_templates.mvau import MVAU, MVAUParams, cost
-from rtl_templates.mvau import golden as mvau_golden
-from rtl_templates.xnor_mvau import (BIPOLAR, check_sign_requant, sign_requant,
+from hwgen.rtl_templates.axis_top import AxisTop, axis_width
+from hwgen.rtl_templates.mvau import MVAU, MVAUParams, cost
+from hwgen.rtl_templates.mvau import golden as mvau_golden
+from hwgen.rtl_templates.xnor_mvau import (BIPOLAR, check_sign_requant, sign_requant,
                                      xnor_popcount)
-from sim.amaranth_sim import run_amaranth
-from sim.base import StreamJob
-from sim.packing import beats_to_frames, frames_to_beats
+from hwgen.sim.amaranth_sim import run_amaranth
+from hwgen.sim.base import StreamJob
+from hwgen.sim.packing import beats_to_frames, frames_to_beats
 
 from qonnx_models import (DOMAIN, Builder, QModel, bipolar_mlp, cnn, inputs, mlp,
                           run_qonnx)

@@ -7,8 +7,8 @@ import pytest
 from amaranth.hdl import Module, Signal, signed
 from amaranth.sim import Simulator
 
-from dataflow.quant import QType, make_requant, range_type, signed_width
-from rtl_templates.requant import round_clamp
+from hwgen.rtl_templates.quant import QType, make_requant, range_type, signed_width
+from hwgen.rtl_templates.requant import round_clamp
 
 
 def _f32_reference(acc, scale, zp, lo, hi):

@@ -18,8 +18,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from sim.base import SimTimeout, StreamJob, default_max_cycles
-from sim.verilator import _cache_key, _cache_root, _setup_verilator, run_verilator
+from hwgen.sim.base import SimTimeout, StreamJob, default_max_cycles
+from hwgen.sim.verilator import _cache_key, _cache_root, _setup_verilator, run_verilator
 
 
 def _axis(width: int) -> dict:

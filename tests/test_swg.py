@@ -3,7 +3,7 @@
 * ``golden`` against independent references: ``np.pad`` + direct window slicing in loops, a
   float convolution through the window matrix against a direct convolution written with
   loops, depthwise convolution and max pooling through the depthwise order;
-* the component, wrapped in :class:`hwgen.top.AxisTop`, on a grid of shapes, kernels
+* the component, wrapped in :class:`rtl_templates.axis_top.AxisTop`, on a grid of shapes, kernels
   (1×1, 1×3, 2×2, 3×3, 5×5), strides 1–3, symmetric/asymmetric/one-sided pads, SIMD (1, C,
   a divisor in between), signed/unsigned types, standard/depthwise order: bit-exact against
   ``golden`` over several frames back to back, with and without random stalls (Amaranth
@@ -24,12 +24,12 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 
-from dataflow.quant import INT8, UINT8, QType
-from hwgen.top import AxisTop, axis_width
-from rtl_templates.swg import PIPELINE_DEPTH, SWG, SWGParams, cost, golden, schedule, timing
-from sim.base import StreamJob
-from sim.harness import BlockRun
-from sim.packing import beats_to_frames, frames_to_beats
+from hwgen.rtl_templates.quant import INT8, UINT8, QType
+from hwgen.rtl_templates.axis_top import AxisTop, axis_width
+from hwgen.rtl_templates.swg import PIPELINE_DEPTH, SWG, SWGParams, cost, golden, schedule, timing
+from hwgen.sim.base import StreamJob
+from hwgen.sim.harness import BlockRun
+from hwgen.sim.packing import beats_to_frames, frames_to_beats
 
 INT4 = QType(4, True)
 UINT5 = QType(5, False)
@@ -339,10 +339,10 @@ def _run(cfg: Cfg, x: np.ndarray, sim: str = "amaranth", **kw) -> BlockRun:
     beats, last = frames_to_beats(x.reshape(n, -1), p.qtype, p.simd)
     job = StreamJob(width, width, beats, last, n * p.out_beats, **kw)
     if sim == "amaranth":
-        from sim.amaranth_sim import run_amaranth
+        from hwgen.sim.amaranth_sim import run_amaranth
         res = run_amaranth(_top(p), job)
     else:
-        from sim.verilator import run_verilator
+        from hwgen.sim.verilator import run_verilator
         res = run_verilator(_verilog(cfg), "swg_top", job)
     return BlockRun(beats_to_frames(res.out_beats, p.qtype, p.simd, p.out_elems), res)
 

@@ -26,10 +26,10 @@ import zlib
 import numpy as np
 import pytest
 
-from dataflow.quant import INT8, UINT8, QType, Requant, make_requant
-from rtl_templates.vvau import (VVAU, VVAUParams, cost, golden, stream_to_windows, timing,
+from hwgen.rtl_templates.quant import INT8, UINT8, QType, Requant, make_requant
+from hwgen.rtl_templates.vvau import (VVAU, VVAUParams, cost, golden, stream_to_windows, timing,
                                 windows_to_stream)
-from sim.harness import run_block
+from hwgen.sim.harness import run_block
 
 N_FRAMES = 4
 
