@@ -11,16 +11,20 @@ can replace it without touching the rest.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from hwgen.dataflow import golden
-from hwgen.dataflow.intgraph import (AddOp, ConcatOp, Conv, GlobalAvgPool, IntGraph, MatVec, Pool,
-                               QTensor, op_inputs)
+from hwgen.dataflow.intgraph import (AddOp, ConcatOp, Conv, GlobalAvgPool, IntGraph, MatVec,
+                                     Pool, QTensor, op_inputs)
 from hwgen.errors import HwgenError
-from hwgen.rtl_templates import add, concat, dwc, fifo, fork, gap, mvau, pool, swg, vvau
+from hwgen.rtl_templates import add, concat, gap, mvau, pool, swg, vvau
+from hwgen.rtl_templates.block import block_spec
 from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.dwc import DWCParams
+from hwgen.rtl_templates.fifo import FIFOParams
+from hwgen.rtl_templates.fork import ForkParams
 
 #: beats a FIFO holds beyond what the analysis asks for
 FIFO_MARGIN = 2
@@ -50,30 +54,32 @@ class Stream:
         return self.per_beat * self.qtype.bits
 
 
-@dataclass
+@dataclass(eq=False)
 class Block:
-    """One hardware block; ``inputs``/``outputs`` are stream names in port order."""
+    """One hardware block of a registered kind (:mod:`hwgen.rtl_templates.block`);
+    ``inputs``/``outputs`` are stream names in port order. Its cost and timing come from the
+    kind's description."""
     name: str
     kind: str
     params: object
     inputs: list[str]
     outputs: list[str]
-    cost: Cost
     layer: str = ""                          # the integer op it implements ("" for plumbing)
     onnx_nodes: tuple[str, ...] = ()
-    vectors: int = 1                         # mvau: vectors per frame
+
+    def __post_init__(self):
+        self.spec = block_spec(self.kind)
+        self.spec.check(self.params)
+        self._cost: tuple[object, Cost] | None = None
+
+    @property
+    def cost(self) -> Cost:
+        if self._cost is None or self._cost[0] is not self.params:
+            self._cost = (self.params, self.spec.cost(self.params))
+        return self._cost[1]
 
     def timing(self, first: int, last: int) -> tuple[int, int]:
-        p = self.params
-        if self.kind == "mvau":
-            return mvau.timing(p, first, last, self.vectors)
-        if self.kind in ("vvau", "pool", "gap", "swg", "add", "concat"):
-            return globals()[self.kind].timing(p, first, last)
-        if self.kind == "dwc":
-            return dwc.timing(p["in_elems"], p["out_elems"], p["frame"], first, last)
-        if self.kind == "fork":
-            return fork.timing(first, last)
-        return fifo.timing(first, last)
+        return self.spec.timing(self.params, first, last)
 
 
 @dataclass
@@ -85,6 +91,15 @@ class DataflowGraph:
     in_stream: str
     out_stream: str
     folding: dict[str, Folding] = field(default_factory=dict)
+    #: the stream carrying each integer tensor (as its producer writes it)
+    tensor_streams: dict[str, str] = field(default_factory=dict)
+    #: streams offered from cycle 0 besides ``in_stream`` (stand-ins of a partial graph)
+    extra_sources: list[str] = field(default_factory=list)
+    #: partial lowering: ops left out (→ the reason) and ops downstream of one (→ that op)
+    op_errors: dict[str, str] = field(default_factory=dict)
+    op_after: dict[str, str] = field(default_factory=dict)
+    op_unreached: list[str] = field(default_factory=list)   # ops with an input never computed
+    complete: bool = True
 
     @property
     def in_per_beat(self) -> int:
@@ -101,7 +116,8 @@ class DataflowGraph:
     def stream_times(self) -> dict[str, tuple[int, int]]:
         """First/last transfer cycle of one frame on every stream, through the idle graph
         with the input offered every cycle and the output always ready."""
-        t = {self.in_stream: (0, self.streams[self.in_stream].beats - 1)}
+        t = {src: (0, self.streams[src].beats - 1)
+             for src in [self.in_stream, *self.extra_sources]}
         for b in self.blocks:
             first = max(t[s][0] for s in b.inputs)
             last = max(t[s][1] for s in b.inputs)
@@ -114,11 +130,15 @@ class DataflowGraph:
         return self.stream_times()[self.out_stream][1] + 1
 
     def estimate(self) -> dict:
+        """Whole-design figures; the latency only for a complete graph."""
         costs = [b.cost for b in self.blocks]
+        if not costs:
+            return {"cycles_per_frame": 0, "bottleneck": None, "latency_cycles": None,
+                    "multipliers": 0, "memory_bits": 0, "registers": 0}
         return {
             "cycles_per_frame": self.bottleneck.cost.cycles,
             "bottleneck": self.bottleneck.name,
-            "latency_cycles": self.latency(),
+            "latency_cycles": self.latency() if self.complete else None,
             "multipliers": sum(c.multipliers for c in costs),
             "memory_bits": sum(c.memory_bits for c in costs),
             "registers": sum(c.registers for c in costs),
@@ -205,6 +225,7 @@ class _Builder:
         self.blocks: list[Block] = []
         self.streams: dict[str, Stream] = {}
         self.pending: dict[str, list[str]] = {}   # tensor → unread streams carrying it
+        self.tensor_streams: dict[str, str] = {}
         self.join_fifos: list[tuple[Block, list[Block], int]] = []
 
     def stream(self, name: str, qtype, per_beat: int, elements: int) -> str:
@@ -226,14 +247,15 @@ class _Builder:
 
     def produce(self, tensor: str, stream: str, n_readers: int):
         """Register ``stream`` as carrying ``tensor``; fork it if several ops read it."""
+        self.tensor_streams[tensor] = stream
         if n_readers <= 1:
             self.pending[tensor] = [stream]
             return
         s = self.streams[stream]
         outs = [self.stream(f"{tensor}_fork{k}", s.qtype, s.per_beat, s.elements)
                 for k in range(n_readers)]
-        self.add(Block(f"fork_{_short(tensor)}", "fork", (s.width, n_readers), [stream], outs,
-                       fork.cost(s.width, n_readers, s.beats)))
+        self.add(Block(f"fork_{_short(tensor)}", "fork", ForkParams(s.width, n_readers, s.beats),
+                       [stream], outs))
         self.pending[tensor] = list(outs)  # read() pops from it
 
     def read(self, tensor: str, per_beat: int, fifo_depth: int = FIFO_MARGIN) -> tuple[str, Block]:
@@ -242,15 +264,23 @@ class _Builder:
         s = self.streams[src]
         if s.per_beat != per_beat:
             dst = self.stream(f"{_short(tensor)}_x{per_beat}", s.qtype, per_beat, s.elements)
-            p = {"bits": s.qtype.bits, "in_elems": s.per_beat, "out_elems": per_beat,
-                 "frame": s.elements}
-            self.add(Block(f"dwc_{_short(tensor)}", "dwc", p, [src], [dst],
-                           dwc.cost(s.qtype.bits, s.per_beat, per_beat, s.elements)))
+            self.add(Block(f"dwc_{_short(tensor)}", "dwc",
+                           DWCParams(s.qtype.bits, s.per_beat, per_beat, s.elements), [src],
+                           [dst]))
             src, s = dst, self.streams[dst]
         dst = self.stream(f"{_short(tensor)}_q", s.qtype, per_beat, s.elements)
-        f = self.add(Block(f"fifo_{_short(tensor)}", "fifo", (s.width, fifo_depth), [src], [dst],
-                           fifo.cost(s.width, fifo_depth, s.beats)))
+        f = self.add(Block(f"fifo_{_short(tensor)}", "fifo",
+                           FIFOParams(s.width, fifo_depth, s.beats), [src], [dst]))
         return dst, f
+
+    def snapshot(self):
+        return (len(self.blocks), dict(self.streams), len(self.join_fifos),
+                {k: list(v) for k, v in self.pending.items()}, dict(self.tensor_streams))
+
+    def rollback(self, snap):
+        n, self.streams, nj, self.pending, self.tensor_streams = snap
+        del self.blocks[n:]
+        del self.join_fifos[nj:]
 
 
 def _short(name: str) -> str:
@@ -259,25 +289,78 @@ def _short(name: str) -> str:
 
 
 def lower(ig: IntGraph, folding: dict[str, Folding] | None = None,
-          target_cycles: int | None = None) -> DataflowGraph:
+          target_cycles: int | None = None, partial: bool = False,
+          sources: dict[str, str] | None = None) -> DataflowGraph:
+    """The dataflow graph of ``ig`` at the chosen folding.
+
+    By default every op must lower (an op that cannot is an HwgenError). ``partial=True`` is
+    ``hwgen inspect``'s policy: an op that cannot be lowered is recorded in ``op_errors`` and
+    left out, its result becoming a source for the ops after it; ``sources`` names further
+    source tensors (stand-ins for the outputs of unsupported ONNX nodes → that node). Every
+    source offers its first beat at cycle 0; ``complete`` says whether the graph runs from
+    the input to the output with nothing left out."""
     fold = choose_folding(ig, folding, target_cycles)
+    sources = dict(sources or {})
     b = _Builder(ig, fold)
-    readers = {}
+    readers: dict[str, int] = {}
     for op in ig.ops:
         for t in op_inputs(op):
             readers[t] = readers.get(t, 0) + 1
-    readers[ig.output] = readers.get(ig.output, 0) + 1
-    tin = ig.tensors[ig.input]
-    first_op = next(op for op in ig.ops if ig.input in op_inputs(op))
-    in_per_beat = _in_per_beat(ig, first_op, fold[first_op.name])
-    in_stream = b.stream("input", tin.qtype, in_per_beat, tin.size)
-    b.produce(ig.input, in_stream, readers[ig.input])
-    for op in ig.ops:
-        out = _lower_op(b, ig, op, fold[op.name])
-        b.produce(op.output, out, readers[op.output])
-    out_stream = b.pending[ig.output].pop(0)
-    dfg = DataflowGraph(b.blocks, b.streams, tin, ig.tensors[ig.output], in_stream, out_stream,
-                        fold)
+    if ig.output:
+        readers[ig.output] = readers.get(ig.output, 0) + 1
+    starts: list[str] = []
+
+    def source(t: str, name: str, ops):
+        reader = next((op for op in ops if t in op_inputs(op)), None)
+        if reader is None:
+            return
+        qt = ig.tensors[t]
+        s = b.stream(name, qt.qtype, _in_per_beat(reader, fold[reader.name]), qt.size)
+        b.produce(t, s, readers.get(t, 0))
+        starts.append(s)
+
+    if ig.input:
+        source(ig.input, "input", ig.ops)
+    for t in sources:
+        if t != ig.input:
+            source(t, f"standin_{_short(t)}", ig.ops)
+    errors: dict[str, str] = {}
+    after: dict[str, str] = {}               # tensor → the op left out upstream of it
+    op_after: dict[str, str] = {}
+    unreached: list[str] = []
+    for k, op in enumerate(ig.ops):
+        up = next((after[t] for t in op_inputs(op) if t in after), "")
+        if up:
+            op_after[op.name] = up
+            after[op.output] = up
+        if partial and any(t not in b.pending for t in op_inputs(op)):
+            unreached.append(op.name)
+            continue
+        snap = b.snapshot()
+        try:
+            out = _lower_op(b, ig, op, fold[op.name])
+            b.produce(op.output, out, readers.get(op.output, 0))
+        except (HwgenError, ValueError) as err:
+            if not partial:
+                raise
+            # left out: its result becomes a source, like a stand-in, for the ops after it
+            b.rollback(snap)
+            errors[op.name] = str(err)
+            after.setdefault(op.output, op.name)
+            source(op.output, f"standin_{_short(op.output)}", ig.ops[k + 1:])
+    complete = bool(ig.output) and not errors and not unreached and not sources and bool(ig.ops) and \
+        bool(b.pending.get(ig.output))
+    if complete:
+        out_stream = b.pending[ig.output].pop(0)
+    elif not partial:
+        raise HwgenError("the integer graph's output is not computed")
+    else:
+        out_stream = starts[0] if starts else ""
+    dfg = DataflowGraph(b.blocks, b.streams,
+                        ig.tensors[ig.input] if ig.input else None,
+                        ig.tensors[ig.output] if ig.output else None,
+                        starts[0] if starts else "", out_stream, fold, dict(b.tensor_streams),
+                        starts[1:], errors, op_after, unreached, complete)
     _size_join_fifos(dfg, b.join_fifos)
     return dfg
 
@@ -295,10 +378,31 @@ def _beats_per_pixel(t: QTensor, per_beat: int) -> int:
     return max(1, channels // per_beat)
 
 
-def _in_per_beat(ig, op, f: Folding) -> int:
+def _in_per_beat(op, f: Folding) -> int:
     if isinstance(op, (MatVec,)) or (isinstance(op, Conv) and not op.depthwise):
         return f.simd
     return f.pe
+
+
+def add_params(g: IntGraph, op: AddOp, pe: int) -> add.AddParams:
+    ta, tb = (g.tensors[t] for t in op.inputs)
+    tout = g.tensors[op.output]
+    p = add.make_add_requant(ta.scale, tb.scale, tout.scale, tout.zero_point, ta.zero_point,
+                             tb.zero_point, op.lo, op.hi, ta.qtype, tb.qtype, tout.qtype, pe)
+    channels = tout.shape[0] if len(tout.shape) == 3 else tout.size
+    return dataclasses.replace(p, elements=tout.size, channels=channels)
+
+
+def concat_params(g: IntGraph, op: ConcatOp, pe: int) -> concat.ConcatParams:
+    if len(op.inputs) != 2:
+        raise HwgenError(f"layer {op.name}: Concat of {len(op.inputs)} tensors; two are "
+                         f"supported")
+    t0, t1 = (g.tensors[t] for t in op.inputs)
+    tout = g.tensors[op.output]
+    p = concat.make_concat(t0.shape[0], t1.shape[0], pe, t0.qtype, t0.scale, t0.zero_point,
+                           t1.qtype, t1.scale, t1.zero_point, tout.qtype, tout.scale,
+                           tout.zero_point)
+    return dataclasses.replace(p, pixels=tout.size // tout.shape[0])
 
 
 def _lower_op(b: _Builder, ig: IntGraph, op, f: Folding) -> str:
@@ -309,7 +413,7 @@ def _lower_op(b: _Builder, ig: IntGraph, op, f: Folding) -> str:
         p = mvau.MVAUParams(op.weights, op.bias, op.requant, tin.qtype, tout.qtype, f.pe, f.simd)
         src, _ = b.read(op.input, f.simd, p.sf + FIFO_MARGIN if p.nf > 1 else FIFO_MARGIN)
         out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
-        b.add(Block(op.name, "mvau", p, [src], [out], mvau.cost(p), op.name, nodes))
+        b.add(Block(op.name, "mvau", p, [src], [out], op.name, nodes))
         return out
     if isinstance(op, Conv):
         tin = ig.tensors[op.input]
@@ -321,17 +425,16 @@ def _lower_op(b: _Builder, ig: IntGraph, op, f: Folding) -> str:
         src, _ = b.read(op.input, per, _row_beats(sp))
         win = b.stream(f"{_short(op.output)}_win", tin.qtype, per,
                        oh * ow * op.window.kernel[0] * op.window.kernel[1] * c)
-        b.add(Block(f"{op.name}_swg", "swg", sp, [src], [win], swg.cost(sp), op.name, nodes))
+        b.add(Block(f"{op.name}_swg", "swg", sp, [src], [win], op.name, nodes))
         out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
         if op.depthwise:
             p = vvau.VVAUParams(op.weights, op.bias, op.requant, tin.qtype, tout.qtype, f.pe,
                                 oh * ow)
-            b.add(Block(op.name, "vvau", p, [win], [out], vvau.cost(p), op.name, nodes))
+            b.add(Block(op.name, "vvau", p, [win], [out], op.name, nodes))
         else:
             p = mvau.MVAUParams(op.weights, op.bias, op.requant, tin.qtype, tout.qtype, f.pe,
-                                f.simd)
-            b.add(Block(op.name, "mvau", p, [win], [out], mvau.cost(p, oh * ow), op.name,
-                        nodes, vectors=oh * ow))
+                                f.simd, oh * ow)
+            b.add(Block(op.name, "mvau", p, [win], [out], op.name, nodes))
         return out
     if isinstance(op, Pool):
         tin = ig.tensors[op.input]
@@ -343,12 +446,12 @@ def _lower_op(b: _Builder, ig: IntGraph, op, f: Folding) -> str:
                            tin.qtype, f.pe, True)
         src, _ = b.read(op.input, f.pe, _row_beats(sp))
         win = b.stream(f"{_short(op.output)}_win", tin.qtype, f.pe, oh * ow * k * c)
-        b.add(Block(f"{op.name}_swg", "swg", sp, [src], [win], swg.cost(sp), op.name, nodes))
+        b.add(Block(f"{op.name}_swg", "swg", sp, [src], [win], op.name, nodes))
         pp = pool.PoolParams(op.kind, c, k, tin.qtype, tout.qtype, f.pe, oh * ow,
                              op.requant if op.kind == "avg" else None, tin.zero_point,
                              op.counts if op.kind == "avg" else None)
         out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
-        b.add(Block(op.name, "pool", pp, [win], [out], pool.cost(pp), op.name, nodes))
+        b.add(Block(op.name, "pool", pp, [win], [out], op.name, nodes))
         return out
     if isinstance(op, GlobalAvgPool):
         tin = ig.tensors[op.input]
@@ -357,26 +460,20 @@ def _lower_op(b: _Builder, ig: IntGraph, op, f: Folding) -> str:
                            tin.zero_point)
         src, _ = b.read(op.input, f.pe)
         out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
-        b.add(Block(op.name, "gap", gp, [src], [out], gap.cost(gp), op.name, nodes))
+        b.add(Block(op.name, "gap", gp, [src], [out], op.name, nodes))
         return out
     if isinstance(op, AddOp):
-        ap = golden.add_params(ig, op, f.pe)
+        ap = add_params(ig, op, f.pe)
         srcs, fifos = zip(*(b.read(t, f.pe) for t in op.inputs))
         out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
-        blk = b.add(Block(op.name, "add", ap, list(srcs), [out], add.cost(ap, tout.size),
-                          op.name, nodes))
+        blk = b.add(Block(op.name, "add", ap, list(srcs), [out], op.name, nodes))
         b.join_fifos.append((blk, list(fifos), _beats_per_pixel(tout, f.pe)))
         return out
     if isinstance(op, ConcatOp):
-        if len(op.inputs) != 2:
-            raise HwgenError(f"layer {op.name}: Concat of {len(op.inputs)} tensors; two are "
-                             f"supported")
-        cp = golden.concat_params(ig, op, f.pe)
+        cp = concat_params(ig, op, f.pe)
         srcs, fifos = zip(*(b.read(t, f.pe) for t in op.inputs))
         out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
-        pixels = tout.size // tout.shape[0]
-        blk = b.add(Block(op.name, "concat", cp, list(srcs), [out], concat.cost(cp, pixels),
-                          op.name, nodes))
+        blk = b.add(Block(op.name, "concat", cp, list(srcs), [out], op.name, nodes))
         b.join_fifos.append((blk, list(fifos), _beats_per_pixel(tout, f.pe)))
         return out
     raise HwgenError(f"layer {op.name}: no hardware block for {type(op).__name__}")
@@ -391,13 +488,11 @@ def _size_join_fifos(dfg: DataflowGraph, joins: list[tuple[Block, list[Block], i
     arrival times, which the blocks' timing models give. A margin of two pixels' beats covers
     bursts (a block emitting a pixel's channels back to back).
     """
-    for _ in range(2):  # a depth changes no FIFO's timing; a second pass only confirms
+    for _ in range(2 if joins else 0):  # a depth changes no FIFO's timing; a second pass
         times = dfg.stream_times()
         for join, fifos, beats_per_pixel in joins:
             firsts = [times[f.inputs[0]][0] for f in fifos]
             latest = max(firsts)
             for f, first in zip(fifos, firsts):
-                width, _ = f.params
                 depth = latest - first + 2 * beats_per_pixel + FIFO_MARGIN
-                f.params = (width, depth)
-                f.cost = fifo.cost(width, depth, dfg.streams[f.outputs[0]].beats)
+                f.params = dataclasses.replace(f.params, depth=depth)

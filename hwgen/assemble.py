@@ -7,33 +7,13 @@ from amaranth.lib.wiring import In, Out
 
 from hwgen.dataflow.lower import Block, DataflowGraph
 from hwgen.rtl_templates.axis_top import AxisTop
-from hwgen.rtl_templates import add, concat, dwc, fork, gap, pool, swg, vvau
-from hwgen.rtl_templates.fifo import StreamFIFO
-from hwgen.rtl_templates.mvau import MVAU
 
 
-def build_block(b: Block):
-    p = b.params
-    if b.kind == "mvau":
-        return MVAU(p)
-    if b.kind == "fifo":
-        return StreamFIFO(*p)
-    if b.kind == "fork":
-        return fork.Fork(*p)
-    if b.kind == "dwc":
-        return dwc.DWC(p["bits"], p["in_elems"], p["out_elems"], p["frame"])
-    component = {"swg": swg.SWG, "vvau": vvau.VVAU, "pool": pool.Pool, "gap": gap.GAP,
-                 "add": add.AddBlock, "concat": concat.Concat}[b.kind]
-    return component(p)
-
-
-def _in_ports(b: Block, comp) -> list:
-    return [comp.i] if len(b.inputs) == 1 else [getattr(comp, f"i{k}")
-                                                  for k in range(len(b.inputs))]
-
-
-def _out_ports(b: Block, comp) -> list:
-    return [comp.o] if b.kind != "fork" else comp.outputs
+def _ports(comp, name: str, n: int) -> list:
+    """Stream ports of a block: ``i``/``o`` for one, ``i0``, ``i1``, … for several."""
+    if n == 1 and name in comp.signature.members:
+        return [getattr(comp, name)]
+    return [getattr(comp, f"{name}{k}") for k in range(n)]
 
 
 class Dataflow(wiring.Component):
@@ -41,12 +21,12 @@ class Dataflow(wiring.Component):
 
     def __init__(self, dfg: DataflowGraph):
         self.dfg = dfg
-        self.comps = [build_block(b) for b in dfg.blocks]
+        self.comps = [b.spec.component(b.params) for b in dfg.blocks]
         producers, consumers = {}, {}
         for b, c in zip(dfg.blocks, self.comps):
-            for s, port in zip(b.outputs, _out_ports(b, c)):
+            for s, port in zip(b.outputs, _ports(c, "o", len(b.outputs))):
                 producers[s] = port
-            for s, port in zip(b.inputs, _in_ports(b, c)):
+            for s, port in zip(b.inputs, _ports(c, "i", len(b.inputs))):
                 consumers[s] = port
         self._producers, self._consumers = producers, consumers
         super().__init__({"i": In(consumers[dfg.in_stream].signature.flip()),

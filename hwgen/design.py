@@ -160,30 +160,6 @@ def load(out_dir) -> tuple[dict, IntGraph, dict[str, Folding]]:
     return manifest, ig, folding
 
 
-def _block_json(b) -> dict:
-    p = b.params
-    if b.kind == "mvau":
-        return {"matrix": {"rows_mh": p.mh, "cols_mw": p.mw}, "vectors_per_frame": b.vectors,
-                "folding": {"pe": p.pe, "simd": p.simd},
-                "types": {"input": p.in_type.name, "output": p.out_type.name,
-                          "weight_bits": p.w_bits, "accumulator_bits": p.acc_bits,
-                          "multiplier_bits": p.requant.mult_bits, "shift": p.requant.shift,
-                          "datapath": p.datapath}}
-    if b.kind == "swg":
-        return {"window": {"in_hwc": list(p.in_shape), "kernel": list(p.kernel),
-                           "stride": list(p.stride), "pads": list(p.pads),
-                           "depthwise_order": p.depthwise}, "folding": {"simd": p.simd}}
-    if b.kind in ("vvau", "pool", "gap", "add", "concat"):
-        return {"folding": {"pe": p.pe}}
-    if b.kind == "fifo":
-        return {"width": p[0], "depth": p[1]}
-    if b.kind == "fork":
-        return {"width": p[0], "n_outputs": p[1]}
-    if b.kind == "dwc":
-        return {"bits": p["bits"], "in_elements": p["in_elems"], "out_elements": p["out_elems"]}
-    return {}
-
-
 def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
                   dfg: DataflowGraph, onnx_in_shape, onnx_out_shape, in_width: int,
                   out_width: int) -> dict:
@@ -195,7 +171,7 @@ def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
         if b.layer:
             entry["layer"] = b.layer
             entry["onnx_nodes"] = list(b.onnx_nodes)
-        entry.update(_block_json(b))
+        entry.update(b.spec.manifest(b.params))
         entry["estimate"] = b.cost.as_dict()
         layers.append(entry)
     return {

@@ -69,6 +69,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates.quant import ACC_GUARD_BITS, MULT_BITS, QType, range_type, signed_width
+from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 
 #: significant bits of a float32
@@ -101,6 +102,8 @@ class AddParams:
     pe: int = 1
     semantics: str = "exact"
     fixed: int = 0
+    elements: int = 0        # elements per frame (per input); 0 = not set (no cost)
+    channels: int = 0        # channels of a pixel (PE divides them); 0 = the whole frame
 
     def __post_init__(self):
         if self.pe < 1:
@@ -309,8 +312,12 @@ def timing(p: AddParams, in_first: int, in_last: int) -> tuple[int, int]:
     return in_first + p.pipeline_depth, in_last + p.pipeline_depth
 
 
-def cost(p: AddParams, elements: int) -> Cost:
-    """``elements`` per frame (per input): one beat of ``pe`` elements per cycle."""
+def cost(p: AddParams, elements: int | None = None) -> Cost:
+    """``elements`` per frame (per input; default ``p.elements``): one beat of ``pe``
+    elements per cycle."""
+    elements = p.elements if elements is None else elements
+    if elements < 1:
+        raise ValueError("the adder's elements per frame are not set")
     if elements % p.pe:
         raise ValueError(f"PE={p.pe} does not divide the {elements} elements of a frame")
     beats = elements // p.pe
@@ -490,3 +497,17 @@ class AddBlock(wiring.Component):
             outs.append(_clamp(m, y0, p.lo, p.hi, f"y_{k}")[:p.out_type.bits])
         m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(vs)]
         return m
+
+
+# ---------------------------------------------------------------------------- registration
+
+def manifest(p: AddParams) -> dict:
+    return {"folding": {"pe": p.pe}}
+
+
+def fold_space(p: AddParams) -> FoldSpace:
+    return FoldSpace(divisors(p.channels or p.elements), (1,), lambda pe, simd: p.elements // pe)
+
+
+register_block("add", params=AddParams, component=AddBlock, golden=golden, cost=cost,
+               timing=timing, manifest=manifest, fold_space=fold_space)

@@ -37,6 +37,7 @@ common source (fork or split) need buffering for the beats one branch runs ahead
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
+from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.requant import round_clamp
 
@@ -73,6 +75,7 @@ class ConcatParams:
     requant: tuple[Requant, Requant] | None = None
     zero_points: tuple[int, int] = (0, 0)
     tables: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    pixels: int = 0          # pixels per frame; 0 = not set (no cost)
 
     def __post_init__(self):
         if self.pe < 1 or self.c0 < 1 or self.c1 < 1:
@@ -233,7 +236,10 @@ def timing(p: ConcatParams, in_first: int, in_last: int) -> tuple[int, int]:
     return in_first + p.latency, in_last + p.latency
 
 
-def cost(p: ConcatParams, pixels: int) -> Cost:
+def cost(p: ConcatParams, pixels: int | None = None) -> Cost:
+    pixels = p.pixels if pixels is None else pixels
+    if pixels < 1:
+        raise ValueError("the concat's pixels per frame are not set")
     beats = pixels * p.beats_per_pixel
     depth = _fifo_depth(p)
     ob = p.out_type.bits
@@ -364,3 +370,25 @@ class Concat(wiring.Component):
         outs = [round_clamp(m, p2[j], rq, name=f"y_{j}")[:ob] for j in range(PE)]
         m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v2)]
         return m
+
+
+# ---------------------------------------------------------------------------- registration
+
+def frame_golden(p: ConcatParams, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+    """[N, pixels·c0], [N, pixels·c1] → [N, pixels·(c0 + c1)]."""
+    n = x0.shape[0]
+    return golden(p, np.asarray(x0).reshape(n, -1, p.c0),
+                  np.asarray(x1).reshape(n, -1, p.c1)).reshape(n, -1)
+
+
+def manifest(p: ConcatParams) -> dict:
+    return {"folding": {"pe": p.pe}}
+
+
+def fold_space(p: ConcatParams) -> FoldSpace:
+    c = math.gcd(p.c0, p.c1)
+    return FoldSpace(divisors(c), (1,), lambda pe, simd: p.pixels * (p.c0 + p.c1) // pe)
+
+
+register_block("concat", params=ConcatParams, component=Concat, golden=frame_golden,
+               cost=cost, timing=timing, manifest=manifest, fold_space=fold_space)

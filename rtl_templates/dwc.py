@@ -27,11 +27,14 @@ from __future__ import annotations
 
 import math
 
+from dataclasses import dataclass
+
 import numpy as np
 from amaranth.hdl import Cat, Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates.block import fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
 
 
@@ -131,3 +134,25 @@ class DWC(wiring.Component):
                     with m.Case(b):
                         m.d.sync += [slots[b + k].eq(elems[k]) for k in range(I)]
         return m
+
+
+# ---------------------------------------------------------------------------- registration
+
+@dataclass(frozen=True)
+class DWCParams:
+    bits: int                # bits per element
+    in_elems: int            # elements per input beat
+    out_elems: int           # elements per output beat
+    frame: int               # elements per frame
+
+
+register_block("dwc", params=DWCParams,
+               component=lambda p: DWC(p.bits, p.in_elems, p.out_elems, p.frame),
+               golden=lambda p, x: golden(x),
+               cost=lambda p: cost(p.bits, p.in_elems, p.out_elems, p.frame),
+               timing=lambda p, first, last: timing(p.in_elems, p.out_elems, p.frame, first,
+                                                     last),
+               manifest=lambda p: {"bits": p.bits, "in_elements": p.in_elems,
+                                   "out_elements": p.out_elems},
+               fold_space=lambda p: fixed_fold(max(p.frame // p.in_elems,
+                                                   p.frame // p.out_elems)))

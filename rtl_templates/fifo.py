@@ -5,12 +5,15 @@ in cycle t can leave in cycle t + LATENCY.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from amaranth.hdl import Module, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates.block import fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
 
 LATENCY = 2
@@ -46,3 +49,21 @@ class StreamFIFO(wiring.Component):
             fifo.r_en.eq(self.o.ready),
         ]
         return m
+
+
+# ---------------------------------------------------------------------------- registration
+
+@dataclass(frozen=True)
+class FIFOParams:
+    width: int               # bits per beat
+    depth: int               # beats held
+    beats: int               # beats per frame
+
+
+register_block("fifo", params=FIFOParams,
+               component=lambda p: StreamFIFO(p.width, p.depth),
+               golden=lambda p, x: golden(x),
+               cost=lambda p: cost(p.width, p.depth, p.beats),
+               timing=lambda p, first, last: timing(first, last),
+               manifest=lambda p: {"width": p.width, "depth": p.depth},
+               fold_space=lambda p: fixed_fold(p.beats))

@@ -26,11 +26,14 @@ Golden: identity to every output. Cost: one beat per cycle, no memory, ``n_outpu
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from amaranth.hdl import Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates.block import fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
 
 #: cycles from an input transfer to the same beat's output transfer (outputs ready)
@@ -92,3 +95,21 @@ class Fork(wiring.Component):
             with m.Else():
                 m.d.sync += [t.eq(d) for t, d in zip(taken, done)]
         return m
+
+
+# ---------------------------------------------------------------------------- registration
+
+@dataclass(frozen=True)
+class ForkParams:
+    width: int               # bits per beat
+    n_outputs: int
+    beats: int               # beats per frame
+
+
+register_block("fork", params=ForkParams,
+               component=lambda p: Fork(p.width, p.n_outputs),
+               golden=lambda p, x: golden(x, p.n_outputs),
+               cost=lambda p: cost(p.width, p.n_outputs, p.beats),
+               timing=lambda p, first, last: timing(first, last),
+               manifest=lambda p: {"width": p.width, "n_outputs": p.n_outputs},
+               fold_space=lambda p: fixed_fold(p.beats))

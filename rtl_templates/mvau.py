@@ -30,6 +30,7 @@ Bipolar values (``rtl_templates/xnor_mvau.py``)
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
+from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.words import pack_word
@@ -60,9 +62,12 @@ class MVAUParams:
     out_type: QType
     pe: int = 1
     simd: int = 1
+    vectors: int = 1         # input vectors per frame (output pixels of a convolution)
 
     def __post_init__(self):
         mh, mw = self.weights.shape
+        if self.vectors < 1:
+            raise ValueError("a frame needs at least one vector")
         if self.pe < 1 or mh % self.pe:
             raise ValueError(f"PE={self.pe} does not divide the {mh} output channels")
         if self.simd < 1 or mw % self.simd:
@@ -88,7 +93,7 @@ class MVAUParams:
     def sf(self) -> int:
         return self.mw // self.simd
 
-    @property
+    @functools.cached_property
     def datapath(self) -> str:
         """"mul" (multipliers in_bits × w_bits), or without multipliers: "xnor" (bipolar inputs,
         ±1 weights: XNOR-popcount), "select" (±1 weights select x or −x), "bipolar_in"
@@ -98,7 +103,7 @@ class MVAUParams:
             return "xnor" if pm1 else "bipolar_in"
         return "select" if pm1 else "mul"
 
-    @property
+    @functools.cached_property
     def w_bits(self) -> int:
         """Stored bits per weight: 1 for ±1 weights (bit 1 = +1), else two's complement."""
         if self.datapath in ("xnor", "select"):
@@ -106,14 +111,14 @@ class MVAUParams:
         w = self.weights
         return signed_width(int(w.min(initial=0)), int(w.max(initial=0)))
 
-    @property
+    @functools.cached_property
     def acc_bounds(self) -> tuple[int, int]:
         """Exact bounds of every partial sum and of sum + bias (interval arithmetic)."""
         lo, hi = dot_range(self.weights, self.in_type.lo, self.in_type.hi)
         b = self.bias.astype(np.int64)
         return (int(min(lo.min(), (lo + b).min(), 0)), int(max(hi.max(), (hi + b).max(), 0)))
 
-    @property
+    @functools.cached_property
     def acc_bits(self) -> int:
         return signed_width(*self.acc_bounds)
 
@@ -133,8 +138,10 @@ def golden(p: MVAUParams, x: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- cost
 
-def cost(p: MVAUParams, vectors: int = 1) -> Cost:
-    """Cycles for ``vectors`` input vectors per frame, latency, and resources."""
+def cost(p: MVAUParams, vectors: int | None = None) -> Cost:
+    """Cycles for ``vectors`` (default ``p.vectors``) input vectors per frame, latency, and
+    resources."""
+    vectors = p.vectors if vectors is None else vectors
     steps = p.nf * p.sf
     rq_bits = p.acc_bits + p.requant.mult_bits
     # ±1 operands need no multiplier; a bipolar output is a sign test, not a requantizer
@@ -156,11 +163,13 @@ def cost(p: MVAUParams, vectors: int = 1) -> Cost:
     )
 
 
-def timing(p: MVAUParams, in_first: int, in_last: int, vectors: int = 1) -> tuple[int, int]:
+def timing(p: MVAUParams, in_first: int, in_last: int,
+           vectors: int | None = None) -> tuple[int, int]:
     """Cycles of the first and last output transfer of a frame of ``vectors`` vectors whose
     first and last input beats were taken at ``in_first`` and ``in_last`` (output never
     stalled). A vector's fold 0 ends when its last input beat is in (for several vectors the
     first one is taken to arrive as a burst); every fold then takes SF cycles."""
+    vectors = p.vectors if vectors is None else vectors
     first_in_done = in_last if vectors == 1 else in_first + p.sf - 1
     out_first = max(first_in_done, in_first + p.sf - 1) + PIPELINE_DEPTH
     out_last = max(in_last + (p.nf - 1) * p.sf,
@@ -345,3 +354,29 @@ def _tree_sum(terms):
             nxt.append(terms[-1])
         terms = nxt
     return terms[0]
+
+
+# ---------------------------------------------------------------------------- registration
+
+def frame_golden(p: MVAUParams, x: np.ndarray) -> np.ndarray:
+    """[N, vectors·MW] → [N, vectors·MH]."""
+    n = x.shape[0]
+    return golden(p, np.asarray(x).reshape(n, p.vectors, p.mw)).reshape(n, -1)
+
+
+def manifest(p: MVAUParams) -> dict:
+    return {"matrix": {"rows_mh": p.mh, "cols_mw": p.mw}, "vectors_per_frame": p.vectors,
+            "folding": {"pe": p.pe, "simd": p.simd},
+            "types": {"input": p.in_type.name, "output": p.out_type.name,
+                      "weight_bits": p.w_bits, "accumulator_bits": p.acc_bits,
+                      "multiplier_bits": p.requant.mult_bits, "shift": p.requant.shift,
+                      "datapath": p.datapath}}
+
+
+def fold_space(p: MVAUParams) -> FoldSpace:
+    return FoldSpace(divisors(p.mh), divisors(p.mw),
+                     lambda pe, simd: p.vectors * (p.mh // pe) * (p.mw // simd))
+
+
+register_block("mvau", params=MVAUParams, component=MVAU, golden=frame_golden, cost=cost,
+               timing=timing, manifest=manifest, fold_space=fold_space)

@@ -65,6 +65,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
+from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.requant import round_clamp
@@ -366,3 +367,18 @@ class Pool(wiring.Component):
         outs = [round_clamp(m, p4[ci], rq, name=f"y_{ci}")[:ob] for ci in range(PE)]
         out.write(Cat(*outs), v4)
         return m
+
+
+# ---------------------------------------------------------------------------- registration
+
+def manifest(p: PoolParams) -> dict:
+    return {"folding": {"pe": p.pe}}
+
+
+def fold_space(p: PoolParams) -> FoldSpace:
+    return FoldSpace(divisors(p.channels), (1,),
+                     lambda pe, simd: p.pixels * p.kernel * (p.channels // pe))
+
+
+register_block("pool", params=PoolParams, component=Pool, golden=golden, cost=cost,
+               timing=timing, manifest=manifest, fold_space=fold_space)

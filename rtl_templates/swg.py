@@ -72,6 +72,7 @@ Cost model
 from __future__ import annotations
 
 import functools
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,6 +83,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates.quant import QType
+from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 
 #: cycles from issuing a beat to its earliest output transfer
@@ -474,3 +476,26 @@ class SWG(wiring.Component):
             ]
         m.d.sync += wrel.eq(wrel + row_done - Mux(frame_wrap, H, 0))
         return m
+
+
+# ---------------------------------------------------------------------------- registration
+
+def frame_golden(p: SWGParams, x: np.ndarray) -> np.ndarray:
+    """[N, H·W·C] (channel-last) → [N, window elements] in output order."""
+    n = x.shape[0]
+    return golden(p, np.asarray(x).reshape(n, *p.in_shape)).reshape(n, -1)
+
+
+def manifest(p: SWGParams) -> dict:
+    return {"window": {"in_hwc": list(p.in_shape), "kernel": list(p.kernel),
+                       "stride": list(p.stride), "pads": list(p.pads),
+                       "depthwise_order": p.depthwise}, "folding": {"simd": p.simd}}
+
+
+def fold_space(p: SWGParams) -> FoldSpace:
+    return FoldSpace((1,), divisors(p.in_shape[2]),
+                     lambda pe, simd: cost(dataclasses.replace(p, simd=simd)).cycles)
+
+
+register_block("swg", params=SWGParams, component=SWG, golden=frame_golden, cost=cost,
+               timing=timing, manifest=manifest, fold_space=fold_space)

@@ -45,6 +45,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
+from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.words import pack_word
@@ -303,3 +304,18 @@ class VVAU(wiring.Component):
         outs = [round_clamp(m, p5[ci], rq, name=f"y_{ci}")[:ob] for ci in range(PE)]
         out.write(Cat(*outs), v5)
         return m
+
+
+# ---------------------------------------------------------------------------- registration
+
+def manifest(p: VVAUParams) -> dict:
+    return {"folding": {"pe": p.pe}}
+
+
+def fold_space(p: VVAUParams) -> FoldSpace:
+    return FoldSpace(divisors(p.channels), (1,),
+                     lambda pe, simd: p.pixels * p.kernel * (p.channels // pe))
+
+
+register_block("vvau", params=VVAUParams, component=VVAU, golden=golden, cost=cost,
+               timing=timing, manifest=manifest, fold_space=fold_space)

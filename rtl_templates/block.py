@@ -1,0 +1,108 @@
+"""The block registry: every block kind registers one description with all of its faces.
+
+A block file ends with one :func:`register_block` call. The description is the only way the
+rest of hwgen reaches a block: lowering builds its parameters, estimation asks its cost and
+timing, assembly its component, the golden model its golden function, the manifest its
+entry. Every face is required and has one signature for all kinds:
+
+``params``
+    the parameters dataclass of one instance (everything that defines it, folding included);
+``component(p)``
+    the Amaranth component; stream ports ``i`` (or ``i0``, ``i1``, … for several inputs) and
+    ``o`` (or ``o0``, ``o1``, … for several outputs);
+``golden(p, *xs)``
+    the block's integer semantics on whole frames: each input ``[N, elements]`` in stream
+    order, returns one ``[N, elements]`` array (a list of them for several outputs);
+``cost(p)``
+    :class:`~hwgen.rtl_templates.cost.Cost` of one frame;
+``timing(p, in_first, in_last)``
+    first and last output transfer cycle of a frame whose first and last input transfers
+    happened at ``in_first`` and ``in_last`` (the later of several inputs);
+``manifest(p)``
+    the block's own fields of its manifest entry (JSON-ready dict);
+``fold_space(p)``
+    :class:`FoldSpace`: the PE and SIMD values the block accepts and its cycles per frame
+    for each (plumbing blocks have the single choice PE = SIMD = 1).
+
+An unknown kind, a missing face or a parameters object of the wrong type is an error, never
+a silent default.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hwgen.rtl_templates.cost import Cost
+
+__all__ = ["BlockSpec", "FoldSpace", "block_spec", "divisors", "fixed_fold", "register_block",
+           "registered_kinds"]
+
+
+@dataclass(frozen=True)
+class FoldSpace:
+    """Legal PE and SIMD values of a block and its cycles per frame at each choice."""
+    pe: tuple[int, ...]
+    simd: tuple[int, ...]
+    cycles: Callable[[int, int], int]
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    kind: str
+    params: type
+    component: Callable[[Any], Any]
+    golden: Callable[..., Any]
+    cost: Callable[[Any], Cost]
+    timing: Callable[[Any, int, int], tuple[int, int]]
+    manifest: Callable[[Any], dict]
+    fold_space: Callable[[Any], FoldSpace]
+
+    def check(self, p) -> None:
+        if not isinstance(p, self.params):
+            raise TypeError(f"block kind '{self.kind}' takes {self.params.__name__}, not "
+                            f"{type(p).__name__}")
+
+
+_BLOCKS: dict[str, BlockSpec] = {}
+
+
+def register_block(kind: str, *, params: type, component, golden, cost, timing, manifest,
+                   fold_space) -> BlockSpec:
+    """Register block ``kind``; every face is required (see the module documentation)."""
+    if kind in _BLOCKS:
+        raise ValueError(f"block kind '{kind}' is already registered")
+    if not dataclasses.is_dataclass(params):
+        raise TypeError(f"block kind '{kind}': parameters must be a dataclass")
+    faces = {"component": component, "golden": golden, "cost": cost, "timing": timing,
+             "manifest": manifest, "fold_space": fold_space}
+    for face, fn in faces.items():
+        if not callable(fn):
+            raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
+    spec = BlockSpec(kind, params, **faces)
+    _BLOCKS[kind] = spec
+    return spec
+
+
+def block_spec(kind: str) -> BlockSpec:
+    """The description of ``kind``; an unregistered kind is an error."""
+    try:
+        return _BLOCKS[kind]
+    except KeyError:
+        raise KeyError(f"no block kind '{kind}' is registered (known: "
+                       f"{', '.join(sorted(_BLOCKS))})") from None
+
+
+def registered_kinds() -> list[str]:
+    return sorted(_BLOCKS)
+
+
+def divisors(n: int) -> tuple[int, ...]:
+    return tuple(d for d in range(1, int(n) + 1) if n % d == 0)
+
+
+def fixed_fold(cycles: int) -> FoldSpace:
+    """The fold space of a block without folding of its own (plumbing): PE = SIMD = 1, busy
+    ``cycles`` per frame."""
+    return FoldSpace((1,), (1,), lambda pe, simd: cycles)
