@@ -86,9 +86,6 @@ class Device:
                            f"{self.luts:,}")
         return out
 
-    def fits(self, estimate: dict, multiplier_widths=None) -> bool:
-        return not self.shortfalls(estimate, multiplier_widths)
-
 
 DEVICES: tuple[Device, ...] = (
     Device("iCE40 UP5K", "iCE40UP5K-SG48", "ice40", luts=5280, ffs=5280, multipliers=8,

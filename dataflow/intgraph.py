@@ -14,6 +14,27 @@ import numpy as np
 from hwgen.rtl_templates.quant import QType, Requant
 
 
+_OP_CLASSES: dict[str, type] = {}
+
+
+def int_op(cls: type) -> type:
+    """Class decorator: register an integer-graph op class under its name (the name the
+    manifest records, so that a compiled design can be read back)."""
+    if cls.__name__ in _OP_CLASSES:
+        raise ValueError(f"integer op '{cls.__name__}' is already registered")
+    _OP_CLASSES[cls.__name__] = cls
+    return cls
+
+
+def op_class(name: str) -> type:
+    """The registered integer op class called ``name``; an unknown name is an error."""
+    try:
+        return _OP_CLASSES[name]
+    except KeyError:
+        raise KeyError(f"no integer op '{name}' is registered (known: "
+                       f"{', '.join(sorted(_OP_CLASSES))})") from None
+
+
 @dataclass
 class QTensor:
     name: str
@@ -38,6 +59,7 @@ class QTensor:
                 * np.float32(self.scale))
 
 
+@int_op
 @dataclass
 class MatVec:
     """``out = requant(weights @ in + bias)``: Gemm / MatMul (+ Add) (+ Relu) + QuantizeLinear."""
@@ -116,6 +138,7 @@ class Window:
         return (rows[:, None] * cols[None, :]).reshape(-1)
 
 
+@int_op
 @dataclass
 class Conv:
     """2-D convolution (+ bias, folded batch norm, Relu/Clip) + QuantizeLinear.
@@ -132,6 +155,7 @@ class Conv:
     depthwise: bool = False
 
 
+@int_op
 @dataclass
 class Pool:
     """Max or average pooling over windows. Average: acc = Σ_window q - K·z_in (padding
@@ -147,6 +171,7 @@ class Pool:
     requant: Requant | None = None            # avg: one multiplier per distinct count
 
 
+@int_op
 @dataclass
 class GlobalAvgPool:
     """Mean over all pixels per channel: acc = Σ q - H·W·z_in, then requant."""
@@ -157,6 +182,7 @@ class GlobalAvgPool:
     requant: Requant
 
 
+@int_op
 @dataclass
 class AddOp:
     """Elementwise sum of two tensors with their own scales, requantized to the output's."""
@@ -168,6 +194,7 @@ class AddOp:
     hi: int
 
 
+@int_op
 @dataclass
 class ConcatOp:
     """Channel concatenation of feature maps (inputs requantized if their scales differ)."""

@@ -6,25 +6,25 @@ Python API::
     res = hwgen.compile("model.onnx", "out/")            # Verilog + manifest.json
     sim = hwgen.simulate("out/", "inputs.npz")           # RTL simulation (Verilator)
     rep = hwgen.verify("model.onnx", "inputs.npz")       # RTL vs golden vs onnxruntime
+
+The layers below the API (``hwgen.rtl_templates``, ``hwgen.dataflow``, ``hwgen.sim``,
+``hwgen.boards``) are sub-packages of this one and import ``hwgen.errors``, so this root
+module imports nothing else eagerly: the API functions are attributes loaded on first use
+(PEP 562), which keeps ``import hwgen.rtl_templates`` free of the whole pipeline.
 """
+import importlib
+
 __version__ = "0.1.0"
 
 from hwgen.errors import HwgenError  # noqa: E402
 
-
-def compile(*args, **kwargs):
-    from hwgen.api import compile as _compile
-    return _compile(*args, **kwargs)
+_API = ("compile", "simulate", "verify")
 
 
-def simulate(*args, **kwargs):
-    from hwgen.api import simulate as _simulate
-    return _simulate(*args, **kwargs)
-
-
-def verify(*args, **kwargs):
-    from hwgen.api import verify as _verify
-    return _verify(*args, **kwargs)
+def __getattr__(name: str):
+    if name in _API:
+        return getattr(importlib.import_module("hwgen.api"), name)
+    raise AttributeError(f"module 'hwgen' has no attribute {name!r}")
 
 
 __all__ = ["HwgenError", "compile", "simulate", "verify", "__version__"]

@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import sys
 
 import numpy as np
 
+from hwgen import api, design, inspect
 from hwgen.errors import HwgenError
+from hwgen.io import check_writable_file, write_atomic
+from hwgen.quantize import quantize
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -121,19 +126,15 @@ def _stall(p):
 
 def run(argv=None) -> int:
     args = _parser().parse_args(argv)
-    from hwgen import api
 
     if args.cmd == "inspect":
-        from hwgen import inspect
         rep = inspect.inspect(args.model, args.fold, args.target_cycles)
         if args.json:
-            import json
             print(json.dumps(inspect.to_json(rep), indent=1))
         else:
             print(inspect.format_text(rep))
         return 0
     if args.cmd == "quantize":
-        from hwgen.quantize import quantize
         o = _quant_opts(args)
         out = quantize(args.model, o.pop("calibration"), args.output, **o)
         print(f"wrote {out} (QDQ; int8 weights {'per channel' if o['per_channel'] else 'per tensor'}"
@@ -150,14 +151,10 @@ def run(argv=None) -> int:
               f"{est['multipliers']} multipliers, {est['memory_bits']} memory bits")
         return 0
     if args.cmd == "simulate":
-        from hwgen import design
-        from hwgen.io import check_writable_file
         manifest, _, _ = design.load(args.design)
         check_writable_file(args.output)
         r = api.simulate(args.design, args.input, args.simulator, _count(args.count),
                          _stall(args.stall))
-        from hwgen.io import write_atomic
-        import io
         buf = io.BytesIO()
         np.save(buf, r.outputs)
         write_atomic(args.output, buf.getvalue())

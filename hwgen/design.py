@@ -12,16 +12,17 @@ import json
 import zipfile
 from pathlib import Path
 
-import numpy as np
-
 import dataclasses
 
-from hwgen.dataflow.intgraph import (AddOp, ConcatOp, Conv, GlobalAvgPool, IntGraph, MatVec, Pool,
-                               QTensor, Window)
+import numpy as np
+
+from hwgen import __version__
+from hwgen.dataflow.intgraph import IntGraph, QTensor, Window, op_class
 from hwgen.dataflow.lower import DataflowGraph, Folding
-from hwgen.rtl_templates.quant import QType, Requant
 from hwgen.dataflow.values import channel_last_order
 from hwgen.errors import HwgenError
+from hwgen.rtl_templates.quant import QType, Requant
+from hwgen.rtl_templates.xnor_mvau import BIPOLAR
 
 MANIFEST_VERSION = 1
 
@@ -49,9 +50,6 @@ def tensor_json(t: QTensor, onnx_name: str, onnx_shape, per_beat: int, order=Non
                    + (", two's complement" if t.qtype.signed else ""),
         "tensor": t.name,
     }
-
-
-OP_KINDS = {cls.__name__: cls for cls in (MatVec, Conv, Pool, GlobalAvgPool, AddOp, ConcatOp)}
 
 
 def _field_json(name: str, v, k: int, arrays: dict):
@@ -108,7 +106,6 @@ def intgraph_json(ig: IntGraph) -> tuple[dict, dict[str, np.ndarray]]:
 def _qtype(name: str) -> QType:
     """Inverse of ``QType.name``: "int8" → QType(8, True), "uint4" → QType(4, False)."""
     if name == "bipolar":  # ±1, one bit per element (rtl_templates/xnor_mvau.py)
-        from hwgen.rtl_templates.xnor_mvau import BIPOLAR
         return BIPOLAR
     signed = name.startswith("int")
     return QType(int(name[3:] if signed else name[4:]), signed)
@@ -120,7 +117,7 @@ def intgraph_from(doc: dict, arrays) -> IntGraph:
         ig.tensors[t["name"]] = QTensor(t["name"], tuple(t["shape"]), _qtype(t["type"]),
                                         t["scale"], t["zero_point"])
     for o in doc["ops"]:
-        cls = OP_KINDS[o["op"]]
+        cls = op_class(o["op"])
         ig.ops.append(cls(**{f.name: _field_from(o[f.name], arrays)
                              for f in dataclasses.fields(cls)}))
     for key in ("input", "output", "onnx_input", "onnx_output", "output_dequantized"):
@@ -163,7 +160,6 @@ def load(out_dir) -> tuple[dict, IntGraph, dict[str, Folding]]:
 def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
                   dfg: DataflowGraph, onnx_in_shape, onnx_out_shape, in_width: int,
                   out_width: int) -> dict:
-    from hwgen import __version__
     layers = []
     for b in dfg.blocks:
         entry = {"name": b.name, "block": b.kind, "inputs": list(b.inputs),

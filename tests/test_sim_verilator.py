@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -212,11 +211,10 @@ def test_surplus_output_beat_is_an_error():
 
 
 def test_never_valid_times_out():
+    """The bench gives up after the simulated cycle limit, not after wall time."""
     job = _job(8, [1, 2, 3, 4], max_cycles=300)
-    t0 = time.monotonic()
-    with pytest.raises(SimTimeout, match="0 of 4 output beats"):
+    with pytest.raises(SimTimeout, match="0 of 4 output beats arrived within 300 cycles"):
         run_verilator(_verilog(NeverValid(8)), "top", job)
-    assert time.monotonic() - t0 < 120
 
 
 def test_build_error_reports_compiler_output(tmp_path):
@@ -236,9 +234,6 @@ def test_second_run_reuses_the_cached_build():
         return [(entry / f).stat().st_mtime_ns for f in (".", "ok", "top")]
 
     before = mtimes()
-    t0 = time.monotonic()
     result = run_verilator(text, "top", job)
-    elapsed = time.monotonic() - t0
     _check_basic(result, job, 100)
-    assert mtimes() == before  # not rebuilt, not touched
-    assert elapsed < 5  # a Verilator build takes well over that
+    assert mtimes() == before  # not rebuilt, not touched: the cache entry was reused
