@@ -1,0 +1,74 @@
+"""Shared fixtures and the test markers.
+
+Markers (select with ``-m``; ``pytest -m "not slow and not verilator"`` is the fast set, about
+a minute on two cores):
+
+``verilator``
+    builds or runs a Verilator simulation (a C++ build of the design: seconds to minutes);
+``slow``
+    takes more than about ten seconds on its own (end-to-end runs, large grids, model zoos);
+``synth``
+    runs Yosys or nextpnr.
+
+Tests whose id names the Verilator back end are marked ``verilator`` automatically, and so are
+the tests of modules that simulate through the API's default back end (Verilator).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+#: modules whose simulations run through the API or CLI with the default back end
+VERILATOR_MODULES = {"test_sim_verilator", "test_digits_e2e", "test_cnn_e2e",
+                     "test_examples_cnn", "test_front_door", "test_cli_errors"}
+#: modules or tests that take long (see ``pytest --durations``)
+SLOW = ("test_digits_e2e.py", "test_cnn_e2e.py", "test_examples_cnn.py",
+        "test_inspect.py::test_light_model_zoo_complete_report",
+        "test_inspect.py::test_compile_refuses_a_model_no_device_holds",
+        "test_inspect_agrees.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = item.nodeid.split("/")[-1]
+        module = name.split(".py")[0]
+        if "verilator" in item.nodeid.lower() or module in VERILATOR_MODULES:
+            item.add_marker(pytest.mark.verilator)
+        if any(name.startswith(s) for s in SLOW):
+            item.add_marker(pytest.mark.slow)
+
+
+def hwgen_command() -> list[str]:
+    """The ``hwgen`` console command of this interpreter's environment (or the module)."""
+    script = Path(sys.executable).parent / ("hwgen.exe" if os.name == "nt" else "hwgen")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "hwgen.cli"]
+
+
+def run_hwgen(*args, cwd=None, timeout=600) -> subprocess.CompletedProcess:
+    """Run the command line as a user does: ``run_hwgen("compile", model, "-o", out)``."""
+    return subprocess.run(hwgen_command() + [str(a) for a in args], capture_output=True,
+                          text=True, cwd=cwd, timeout=timeout)
+
+
+@pytest.fixture
+def cli():
+    """The command line as a user runs it (see :func:`run_hwgen`)."""
+    return run_hwgen
+
+
+def save_model(model: onnx.ModelProto, path: Path) -> Path:
+    """Serialize ``model`` to ``path`` (its folder created; no checker) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(model.SerializeToString())
+    return path
