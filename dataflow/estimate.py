@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from hwgen.dataflow import lower as L
 from hwgen.dataflow.intgraph import Conv, IntGraph, MatVec, op_inputs
 from hwgen.rtl_templates.quant import signed_width
-from hwgen.dataflow.survey import row_bounds
+from hwgen.rtl_templates.quant import row_bounds
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates import mvau, swg
 from hwgen.rtl_templates.cost import Cost
