@@ -20,8 +20,10 @@ Order of the checks (each message is more specific than what onnx would say late
    cycles and undefined values are told apart);
 7. ``onnx.checker.check_model`` and ``onnx.shape_inference.infer_shapes``
    (``strict_mode=True``), their errors collapsed to one line. Between the two,
-   with ``upgrade=True``, a model whose ai.onnx opset is older than ``UPGRADE_OPSET`` (13) and that uses an
-   operator version hwgen has no handler for (Reshape-1, BatchNormalization-6,
+   given ``handled`` (the operator versions hwgen's handlers cover, from
+   :func:`dataflow.operators.handler_versions`; :func:`dataflow.importer.load_model`
+   passes them), a model whose ai.onnx opset is older than ``UPGRADE_OPSET`` (13) and
+   that uses an operator version not among them (Reshape-1, BatchNormalization-6,
    Gemm-6, ...) is brought forward to opset 13 with ``onnx.version_converter``
    (:func:`upgrade_opset`); what the converter refuses is reported with node, op
    and version. Models whose operator versions are all handled stay as they are.
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,6 +55,7 @@ import onnx.checker
 import onnx.defs
 import onnx.external_data_helper
 import onnx.inliner
+import onnx.version_converter
 import onnx.shape_inference
 from google.protobuf.message import DecodeError
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto, TensorProto
@@ -280,13 +284,14 @@ def _constant_value(node: NodeProto, where: str, label: str) -> np.ndarray:
 # ------------------------------------------------------------ file reading
 
 
-def load_model(path: str | os.PathLike, upgrade: bool = False) -> Graph:
+def load_model(path: str | os.PathLike, handled: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """Read, validate and convert the ONNX model file at ``path``.
 
     External tensor data is read relative to the model's folder (and only from
-    inside it). ``upgrade=True`` (what ``hwgen.compile`` uses) brings a model with
-    operator versions older than hwgen's handlers forward to opset ``UPGRADE_OPSET``
-    (see :func:`upgrade_opset`); by default operator versions are kept as they are.
+    inside it). ``handled`` (ai.onnx op type → the since_versions hwgen has handlers for)
+    brings a model with operator versions older than those forward to opset
+    ``UPGRADE_OPSET`` (see :func:`upgrade_opset`); by default (None) operator versions are
+    kept as they are.
     """
     p = os.fspath(path)
     where = p
@@ -313,10 +318,11 @@ def load_model(path: str | os.PathLike, upgrade: bool = False) -> Graph:
             f"{where}: not a valid ONNX model file (not an ONNX protobuf, or corrupt/truncated): {_one_line(e, 120)}"
         ) from e
     abs_path = os.path.abspath(p)
-    return _build(model, os.path.dirname(abs_path), where, abs_path, upgrade)
+    return _build(model, os.path.dirname(abs_path), where, abs_path, handled)
 
 
-def load_model_proto(model: onnx.ModelProto, base_dir: str | None = None, upgrade: bool = False) -> Graph:
+def load_model_proto(model: onnx.ModelProto, base_dir: str | None = None,
+                     handled: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """Validate and convert an in-memory model (same checks as :func:`load_model`).
 
     ``base_dir`` is the folder external tensor data is read from (refused if the
@@ -326,7 +332,7 @@ def load_model_proto(model: onnx.ModelProto, base_dir: str | None = None, upgrad
         raise HwgenError(f"<in-memory model>: expected an onnx.ModelProto, got {type(model).__name__}")
     copy = ModelProto()
     copy.CopyFrom(model)
-    return _build(copy, base_dir, "<in-memory model>", None, upgrade)
+    return _build(copy, base_dir, "<in-memory model>", None, handled)
 
 
 # --------------------------------------------------------------- the checks
@@ -732,7 +738,6 @@ def upgrade_opset(model: ModelProto, target: int = UPGRADE_OPSET, where: str = "
     initializers the converter adds to be graph inputs). A model at ``target`` or newer
     is returned unchanged (the same object). ``model`` is not modified.
     """
-    import onnx.version_converter
 
     opsets = {normalize_domain(o.domain): int(o.version) for o in model.opset_import}
     start = opsets.get("")
@@ -788,32 +793,14 @@ def _step_culprit(model: ModelProto, v: int, start: int) -> str:
     return f"the model (opset {start})"
 
 
-def _handler_versions():
-    """(op_type -> sorted since_versions) of hwgen's ai.onnx handlers."""
-    import importlib
-    import pkgutil
-
-    import hwgen.dataflow
-    from hwgen.dataflow.importer import REGISTRY
-
-    for m in pkgutil.iter_modules(hwgen.dataflow.__path__):
-        if m.name.startswith("ops_"):
-            importlib.import_module(f"hwgen.dataflow.{m.name}")
-    out: dict[str, list[int]] = {}
-    for dom, op, v in REGISTRY.supported():
-        if dom == "":
-            out.setdefault(op, []).append(v)
-    return out
-
-
-def _upgrade_if_needed(model: ModelProto, opsets: dict[str, int], versions, where: str):
+def _upgrade_if_needed(model: ModelProto, opsets: dict[str, int], versions, where: str,
+                       handled: Mapping[str, Sequence[int]]):
     """Bring a model with an ai.onnx opset older than UPGRADE_OPSET forward when one of
-    its nodes uses an operator version hwgen has no handler for but a newer version
-    has one (Reshape-1 with its shape attribute, BatchNormalization-6, Gemm-6, ...).
-    Models whose operator versions are all handled are left exactly as they are."""
+    its nodes uses an operator version not in ``handled`` but a newer version is (Reshape-1
+    with its shape attribute, BatchNormalization-6, Gemm-6, ...). Models whose operator
+    versions are all handled are left exactly as they are."""
     if opsets.get("", UPGRADE_OPSET) >= UPGRADE_OPSET:
         return model, opsets, versions
-    handled = _handler_versions()
     if not any(
         normalize_domain(n.domain) == "" and handled.get(n.op_type) and since not in handled[n.op_type]
         for n, (since, _) in zip(model.graph.node, versions)
@@ -829,7 +816,8 @@ def _upgrade_if_needed(model: ModelProto, opsets: dict[str, int], versions, wher
 # ---------------------------------------------------------------- building
 
 
-def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None, upgrade: bool = False) -> Graph:
+def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None,
+           handled: Mapping[str, Sequence[int]] | None = None) -> Graph:
     _check_header(model, where)
     opsets = _check_opsets(model, where)
     _load_external_data(model, base_dir, where)
@@ -841,8 +829,8 @@ def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None
     _check_io_types(graph, where)
     _normalize_domains(model, opsets)
     _run_checker(model, where)
-    if upgrade:
-        model, opsets, versions = _upgrade_if_needed(model, opsets, versions, where)
+    if handled is not None:
+        model, opsets, versions = _upgrade_if_needed(model, opsets, versions, where, handled)
     inferred = _run_shape_inference(model, where)
     g = inferred.graph
 

@@ -11,11 +11,11 @@ import math
 
 import numpy as np
 
-from hwgen.dataflow.importer import REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.intgraph import Window
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.ops_qdq import check_attrs
-from hwgen.dataflow.values import Deq, DeqConst, FloatInput, Linear, channel_last_order
+from hwgen.dataflow.ops_linear import Linear, add_bias
+from hwgen.dataflow.values import Deq, DeqConst, FloatInput, channel_last_order
 
 
 def window_from_attrs(node: Node, in_shape: tuple[int, int, int],
@@ -69,12 +69,12 @@ def feature_map(x, what: str = "input") -> Deq:
     return x
 
 
-_CONV_ATTRS = {"auto_pad": None, "dilations": None, "group": None, "kernel_shape": None,
+CONV_ATTRS = {"auto_pad": None, "dilations": None, "group": None, "kernel_shape": None,
                "pads": None, "strides": None}
 
 
 def conv(ctx: ImportContext, node: Node):
-    check_attrs(node, _CONV_ATTRS)
+    check_attrs(node, CONV_ATTRS)
     ctx.set(node, conv_linear(ctx, node, ctx.value(node, 0), ctx.value(node, 1),
                               ctx.value(node, 2)))
 
@@ -108,8 +108,7 @@ def conv_linear(ctx: ImportContext, node: Node, x, w, b) -> Linear:
                  nodes=[node.label], shape=(oc,) + win.out_hw, window=win,
                  depthwise=depthwise)
     if b is not None:
-        from hwgen.dataflow.ops_linear import _add_bias
-        _add_bias(lin, b, node, channel_vector=True)
+        add_bias(lin, b, node, channel_vector=True)
         lin.nodes.pop()
     return lin
 

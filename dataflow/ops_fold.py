@@ -13,11 +13,12 @@ input is the identity.
 from __future__ import annotations
 
 import numpy as np
+import onnx.defs
 
-from hwgen.dataflow.importer import REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.ops_qdq import check_attrs
-from hwgen.dataflow.ops_shape import _reshaped
+from hwgen.dataflow.ops_join import add_tensors
+from hwgen.dataflow.ops_shape import reshaped
 from hwgen.dataflow.values import Const, Deq, FloatInput, Int
 
 #: a filled constant with more elements than this stays a zero-stride (read-only) view
@@ -27,7 +28,6 @@ LAZY_FILL_ELEMENTS = 1 << 16
 
 
 def _versions(op: str) -> tuple[int, ...]:
-    import onnx.defs
     return tuple(sorted({s.since_version for s in onnx.defs.get_all_schemas_with_history()
                          if s.domain == "" and s.name == op}))
 
@@ -128,7 +128,7 @@ def squeeze(ctx: ImportContext, node: Node):
 def _view(x, shape: tuple[int, ...]):
     if not isinstance(x, (Int, Deq, FloatInput)):
         raise Unsupported(f"reshaping a {type(x).__name__} is not supported")
-    return _reshaped(x, shape)
+    return reshaped(x, shape)
 
 
 def sum_(ctx: ImportContext, node: Node):
@@ -143,7 +143,6 @@ def sum_(ctx: ImportContext, node: Node):
         raise Unsupported("Sum is supported as the join of two quantized tensors (both "
                           "from DequantizeLinear), got "
                           + " and ".join(type(x).__name__ for x in xs))
-    from hwgen.dataflow.ops_join import add_tensors
     add_tensors(ctx, node, xs[0], xs[1])
 
 

@@ -1,10 +1,41 @@
-"""Add of two tensors (residual joins) and channel Concat, QDQ form."""
+"""Add of two tensors (residual joins) and channel Concat, QDQ form: a pending
+:class:`Joined` that the next QuantizeLinear closes into an ``AddOp`` / ``ConcatOp``.
+A Concat of constants (a shape computed by ``Shape → Gather → Unsqueeze → Concat``) is
+evaluated at import."""
 from __future__ import annotations
 
-from hwgen.dataflow.importer import REGISTRY, ImportContext, Unsupported
+from dataclasses import dataclass
+
+import numpy as np
+
+from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
+from hwgen.dataflow.intgraph import AddOp, ConcatOp
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.ops_qdq import check_attrs
-from hwgen.dataflow.values import Deq, Joined
+from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes
+from hwgen.dataflow.values import Const, Deq, Int, Pending, channel_last_order
+
+
+@dataclass
+class Joined(Pending):
+    """Add or channel Concat of dequantized tensors, awaiting its QuantizeLinear."""
+    tensors: list[str]
+    kind: str                      # "add" | "concat"
+    shape: tuple[int, ...]
+    nodes: list[str]
+    clip_lo: float = -np.inf
+    clip_hi: float = np.inf
+
+    def close(self, ctx, name, qtype, s, zp, closing) -> Int:
+        lo, hi = clamp_bounds(qtype, s, zp, self.clip_lo, self.clip_hi)
+        out = ctx.new_tensor(name, self.shape, qtype, s, zp)
+        nodes = closed_nodes(self.nodes, closing)
+        if self.kind == "add":
+            ctx.ig.ops.append(AddOp(self.nodes[0], nodes, list(self.tensors), out, lo, hi))
+        else:
+            if (lo, hi) != (qtype.lo, qtype.hi):
+                raise Unsupported("a clip/relu fused after Concat is not supported")
+            ctx.ig.ops.append(ConcatOp(self.nodes[0], nodes, list(self.tensors), out))
+        return Int(out, self.shape, channel_last_order(self.shape))
 
 
 def add_tensors(ctx: ImportContext, node: Node, a: Deq, b: Deq):
@@ -19,6 +50,12 @@ def add_tensors(ctx: ImportContext, node: Node, a: Deq, b: Deq):
 def concat(ctx: ImportContext, node: Node):
     check_attrs(node, {"axis": None})
     xs = [ctx.value(node, k) for k in range(len(node.inputs))]
+    present = [x for x in xs if x is not None]
+    if present and all(isinstance(x, Const) for x in present):
+        # constant folding (a shape built by Shape/Gather/Unsqueeze/Concat)
+        ctx.set(node, Const(np.concatenate([x.array for x in present],
+                                           axis=int(node.attrs.get("axis", 0)))))
+        return
     if len(xs) != 2:
         raise Unsupported(f"Concat of {len(xs)} tensors: two are supported")
     if not all(isinstance(x, Deq) and len(x.shape) == 3 for x in xs):
@@ -33,7 +70,6 @@ def concat(ctx: ImportContext, node: Node):
 
 
 def _same_order(a, b) -> bool:
-    import numpy as np
     return (a.order is None and b.order is None) or (
         a.order is not None and b.order is not None and np.array_equal(a.order, b.order))
 

@@ -1,16 +1,88 @@
-"""Gemm, MatMul, Add (bias), Relu and Clip in QDQ form: they build a pending ``Linear`` that
-the next QuantizeLinear turns into a ``MatVec`` op (see ``ops_qdq``)."""
+"""Gemm, MatMul and Add (bias) in QDQ form: they build a pending :class:`Linear` that the next
+QuantizeLinear closes into a ``MatVec`` op (a convolution, ``ops_conv``, into a ``Conv``).
+
+Memory: 8-bit constant weights stay narrow (as stored, int8, or int16 with the zero point
+subtracted) instead of an int64 copy, and the accumulator range is computed without one
+(``rtl_templates.quant.dot_range``); a filled constant (ConstantOfShape) stays a broadcast
+view. ImageNet-scale fully connected layers import in bounded memory this way.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
-from hwgen.dataflow.importer import REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
+from hwgen.dataflow.intgraph import Conv, MatVec
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.ops_qdq import check_attrs
-from hwgen.dataflow.values import Clipped, Const, Deq, DeqConst, FloatInput, Joined, Linear, Pooled
+from hwgen.dataflow.ops_join import add_tensors
+from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes
+from hwgen.dataflow.values import (Const, Deq, DeqConst, FloatInput, Int, Pending,
+                                   channel_last_order)
+from hwgen.rtl_templates.quant import compact, dot_range, make_requant, signed_width
 
 
-def _linear(ctx: ImportContext, node: Node, x, w: DeqConst, w_out_axis: int) -> Linear:
+@dataclass
+class Linear(Pending):
+    """A matrix product awaiting its QuantizeLinear: real = acc * acc_scale (per channel),
+    acc = weights @ (x - zx) + bias, then clamped to [clip_lo, clip_hi] in real units."""
+    src: str
+    weights: np.ndarray           # [MH, MW] integers (weight zero point subtracted)
+    acc_scale: np.ndarray         # [MH] float64
+    bias: np.ndarray              # [MH] int64, in accumulator units
+    nodes: list[str]
+    shape: tuple[int, ...]
+    clip_lo: float = -np.inf
+    clip_hi: float = np.inf
+    has_bias: bool = False
+    window: object = None          # dataflow.intgraph.Window for a convolution
+    depthwise: bool = False
+
+    def close(self, ctx, name, qtype, s, zp, closing) -> Int:
+        """The MatVec (or Conv) op with its requantizer."""
+        lo, hi = clamp_bounds(qtype, s, zp, self.clip_lo, self.clip_hi)
+        # the multiplier in float32, (input scale · weight scale) / output scale, as ORT forms it
+        mult = self.acc_scale.astype(np.float32) / np.float32(s)
+        out = ctx.new_tensor(name, self.shape, qtype, s, zp)
+        t_in = ctx.ig.tensors[self.src].qtype
+        a_lo, a_hi = dot_range(self.weights, t_in.lo, t_in.hi)
+        acc_bits = signed_width(int(min(a_lo.min(), (a_lo + self.bias).min(), 0)),
+                                int(max(a_hi.max(), (a_hi + self.bias).max(), 0)))
+        rq = make_requant(mult, zp, lo, hi, acc_bits)
+        nodes = closed_nodes(self.nodes, closing)
+        if self.window is not None:
+            ctx.ig.ops.append(Conv(self.nodes[0], nodes, self.src, out, self.weights, self.bias,
+                                   rq, self.window, self.depthwise))
+        else:
+            ctx.ig.ops.append(MatVec(name=self.nodes[0], nodes=nodes, input=self.src,
+                                     output=out, weights=self.weights, bias=self.bias,
+                                     requant=rq))
+        return Int(out, self.shape, channel_last_order(self.shape))
+
+
+def narrow_weights(q: np.ndarray, z_w: np.ndarray, axis: int) -> np.ndarray:
+    """Integer weights ``q`` minus their zero points ``z_w`` (one per index of ``axis``), in a
+    narrow dtype where the weights are 8-bit (as stored when the zero points are 0 and ``q``
+    is signed, else int16), else in int64."""
+    if q.dtype.itemsize == 1 and q.dtype.kind in "iu":
+        if not np.any(z_w) and q.dtype.kind == "i":
+            return q
+        shape = [1] * q.ndim
+        shape[axis] = -1
+        return q.astype(np.int16) - z_w.astype(np.int16).reshape(shape)
+    shape = [1] * q.ndim
+    shape[axis] = -1
+    return q.astype(np.int64) - z_w.reshape(shape)
+
+
+def row_sums(w: np.ndarray) -> np.ndarray:
+    """Per-row sums (int64) of a 2-D integer matrix, possibly a broadcast view."""
+    c = compact(w)
+    s = c.sum(axis=1, dtype=np.int64) * (w.shape[1] // max(c.shape[1], 1))
+    return np.broadcast_to(s, (w.shape[0],)).copy()
+
+
+def linear(ctx: ImportContext, node: Node, x, w: DeqConst, w_out_axis: int) -> Linear:
     """x: Deq [K]; w: dequantized constant with K×M (w_out_axis=1) or M×K (w_out_axis=0)."""
     if isinstance(x, FloatInput):
         raise Unsupported("its input is a float tensor that no QuantizeLinear quantized: "
@@ -28,17 +100,17 @@ def _linear(ctx: ImportContext, node: Node, x, w: DeqConst, w_out_axis: int) -> 
                           f"is supported (add Flatten)")
     n_out = w.q.shape[w_out_axis]
     s_w, z_w = w.per_channel(w_out_axis, n_out, "the weight")
-    wq = w.q.astype(np.int64)
-    wm = wq if w_out_axis == 0 else wq.T                       # [MH, MW]
-    if wm.shape[1] != x.shape[0]:
+    if w.q.shape[1 - w_out_axis] != x.shape[0]:
         raise Unsupported(f"weights {list(w.q.shape)} do not match an input of "
                           f"{x.shape[0]} elements")
-    wm = wm - z_w[:, None]
-    if x.order is not None:  # columns in the order the elements arrive on the stream
-        wm = wm[:, x.order]
+    q = narrow_weights(w.q, z_w, w_out_axis)
+    wm = q if w_out_axis == 0 else q.T                           # [MH, MW]
+    if x.order is not None and compact(wm).shape[1] != 1:
+        # columns in the order the elements arrive on the stream
+        wm = np.ascontiguousarray(wm[:, x.order])
     t = ctx.ig.tensors[x.tensor]
     acc_scale = (np.float32(t.scale) * s_w.astype(np.float32)).astype(np.float64)  # as ORT
-    bias = -t.zero_point * wm.sum(axis=1)                       # fold the input zero point
+    bias = -t.zero_point * row_sums(wm)                         # fold the input zero point
     return Linear(src=x.tensor, weights=wm, acc_scale=acc_scale, bias=bias,
                   nodes=[node.label], shape=(n_out,))
 
@@ -58,7 +130,7 @@ def check_per_channel(arr: np.ndarray, lin: Linear, what: str):
                           f"per output channel of a {list(out)} result")
 
 
-def _add_bias(lin: Linear, b, node: Node, channel_vector: bool = False) -> Linear:
+def add_bias(lin: Linear, b, node: Node, channel_vector: bool = False) -> Linear:
     """Add a constant bias in accumulator units. A bias quantized with scale s_x*s_w (as
     onnxruntime writes it) is exact; any other constant is rounded to the accumulator grid.
     ``channel_vector``: the bias is an operator's own per-channel input (Conv's B), not a
@@ -95,31 +167,30 @@ def _add_bias(lin: Linear, b, node: Node, channel_vector: bool = False) -> Linea
     return lin
 
 
-_GEMM_ATTRS = {"alpha": lambda v: v == 1.0, "beta": lambda v: v == 1.0,
-               "transA": lambda v: v == 0, "transB": None}
+GEMM_ATTRS = {"alpha": lambda v: v == 1.0, "beta": lambda v: v == 1.0,
+              "transA": lambda v: v == 0, "transB": None}
 
 
 def gemm(ctx: ImportContext, node: Node):
-    check_attrs(node, _GEMM_ATTRS)
+    check_attrs(node, GEMM_ATTRS)
     x, w = ctx.value(node, 0), ctx.value(node, 1)
-    lin = _linear(ctx, node, x, w, 0 if node.attrs.get("transB", 0) else 1)
+    lin = linear(ctx, node, x, w, 0 if node.attrs.get("transB", 0) else 1)
     c = ctx.value(node, 2)
     if c is not None:
-        lin = _add_bias(lin, c, node)
+        lin = add_bias(lin, c, node)
         lin.nodes.pop()
     ctx.set(node, lin)
 
 
 def matmul(ctx: ImportContext, node: Node):
     check_attrs(node, {})
-    ctx.set(node, _linear(ctx, node, ctx.value(node, 0), ctx.value(node, 1), 1))
+    ctx.set(node, linear(ctx, node, ctx.value(node, 0), ctx.value(node, 1), 1))
 
 
 def add(ctx: ImportContext, node: Node):
     check_attrs(node, {})
     a, b = ctx.value(node, 0), ctx.value(node, 1)
     if isinstance(a, Deq) and isinstance(b, Deq):
-        from hwgen.dataflow.ops_join import add_tensors
         add_tensors(ctx, node, a, b)
         return
     if isinstance(b, Linear):
@@ -127,40 +198,7 @@ def add(ctx: ImportContext, node: Node):
     if not isinstance(a, Linear):
         raise Unsupported("only a constant bias added to a Gemm/MatMul result is supported "
                           "(add of two tensors is not)")
-    ctx.set(node, _add_bias(a, b, node))
-
-
-def _clip_into(ctx: ImportContext, node: Node, lo: float, hi: float):
-    x = ctx.value(node, 0)
-    if isinstance(x, (Linear, Pooled, Joined)):
-        x.clip_lo, x.clip_hi = max(x.clip_lo, lo), min(x.clip_hi, hi)
-        x.nodes.append(node.label)
-        ctx.set(node, x)
-    elif isinstance(x, Deq):
-        ctx.set(node, Clipped(x.tensor, x.shape, node.label, lo, hi, x.order))
-    elif isinstance(x, Clipped):
-        ctx.set(node, Clipped(x.tensor, x.shape, x.node, max(x.clip_lo, lo),
-                              min(x.clip_hi, hi), x.order))
-    else:
-        raise Unsupported(f"its input is a {type(x).__name__}; a quantized tensor or a "
-                          f"Gemm/MatMul result is needed")
-
-
-def relu(ctx: ImportContext, node: Node):
-    check_attrs(node, {})
-    _clip_into(ctx, node, 0.0, np.inf)
-
-
-def clip(ctx: ImportContext, node: Node):
-    if node.since_version < 11:
-        check_attrs(node, {"min": None, "max": None})
-        lo, hi = node.attrs.get("min", -np.inf), node.attrs.get("max", np.inf)
-    else:
-        check_attrs(node, {})
-        lo_a, hi_a = ctx.const(node, 1, "min"), ctx.const(node, 2, "max")
-        lo = -np.inf if lo_a is None else float(np.asarray(lo_a).reshape(-1)[0])
-        hi = np.inf if hi_a is None else float(np.asarray(hi_a).reshape(-1)[0])
-    _clip_into(ctx, node, float(lo), float(hi))
+    ctx.set(node, add_bias(a, b, node))
 
 
 for _v in (7, 9, 11, 13):
@@ -169,7 +207,3 @@ for _v in (9, 13):
     REGISTRY.register("", "MatMul", _v)(matmul)
 for _v in (7, 13, 14):
     REGISTRY.register("", "Add", _v)(add)
-for _v in (6, 13, 14):
-    REGISTRY.register("", "Relu", _v)(relu)
-for _v in (6, 11, 12, 13):
-    REGISTRY.register("", "Clip", _v)(clip)

@@ -1,21 +1,75 @@
-"""MaxPool, AveragePool, GlobalAveragePool and spatial ReduceMean (QDQ and integer inputs)."""
+"""MaxPool, AveragePool, GlobalAveragePool and spatial ReduceMean (QDQ and integer inputs).
+
+In QDQ form they build a pending :class:`Pooled` that the next QuantizeLinear closes into a
+``Pool`` / ``GlobalAvgPool`` op."""
 from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 
-from hwgen.dataflow.importer import REGISTRY, ImportContext, Unsupported
-from hwgen.dataflow.intgraph import Pool
+from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
+from hwgen.dataflow.intgraph import GlobalAvgPool, Pool
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.ops_conv import feature_map, window_from_attrs
-from hwgen.dataflow.ops_qdq import check_attrs
-from hwgen.dataflow.values import Int, Pooled, channel_last_order
+from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes
+from hwgen.dataflow.values import Int, Pending, channel_last_order
+from hwgen.rtl_templates.quant import make_requant, signed_width
 
-_POOL_ATTRS = {"auto_pad": None, "ceil_mode": None, "dilations": None, "kernel_shape": None,
+
+@dataclass
+class Pooled(Pending):
+    """Pooling of a dequantized feature map, awaiting its QuantizeLinear.
+    ``kind``: "max", "avg" or "gap" (global average)."""
+    tensor: str
+    kind: str
+    shape: tuple[int, ...]
+    nodes: list[str]
+    window: object = None
+    count_include_pad: bool = False
+    clip_lo: float = -np.inf
+    clip_hi: float = np.inf
+
+    def close(self, ctx, name, qtype, s, zp, closing) -> Int:
+        t = ctx.ig.tensors[self.tensor]
+        lo, hi = clamp_bounds(qtype, s, zp, self.clip_lo, self.clip_hi)
+        out = ctx.new_tensor(name, self.shape, qtype, s, zp)
+        nodes = closed_nodes(self.nodes, closing)
+        result = Int(out, self.shape, channel_last_order(self.shape))
+        if self.kind == "max":
+            if (t.qtype, np.float32(t.scale), t.zero_point) != (qtype, s, zp) or \
+                    (lo, hi) != (qtype.lo, qtype.hi):
+                raise Unsupported("MaxPool must keep its input's quantization (same scale and "
+                                  "zero point, no clip) to map to integer max pooling")
+            ctx.ig.ops.append(Pool(self.nodes[0], nodes, self.tensor, out, "max", self.window))
+            return result
+        real = np.float64(np.float32(t.scale)) / np.float64(s)
+        if self.kind == "gap":
+            hw = int(np.prod(t.shape[1:]))
+            acc_bits = signed_width(hw * (t.qtype.lo - t.zero_point),
+                                    hw * (t.qtype.hi - t.zero_point))
+            ctx.ig.ops.append(GlobalAvgPool(self.nodes[0], nodes, self.tensor, out,
+                                            make_requant(real / hw, zp, lo, hi, acc_bits)))
+            return result
+        win = self.window
+        k = win.kernel[0] * win.kernel[1]
+        counts = np.full(int(np.prod(win.out_hw)), k) if self.count_include_pad \
+            else win.counts()
+        acc_bits = signed_width(k * (t.qtype.lo - t.zero_point), k * (t.qtype.hi - t.zero_point))
+        # onnxruntime's (Q)LinearAveragePool adds the zero point before rounding, in float32
+        rq = dataclasses.replace(make_requant(real / np.unique(counts).astype(np.float64), zp,
+                                              lo, hi, acc_bits), zp_first=True)
+        ctx.ig.ops.append(Pool(self.nodes[0], nodes, self.tensor, out, "avg", win, counts, rq))
+        return result
+
+
+POOL_ATTRS = {"auto_pad": None, "ceil_mode": None, "dilations": None, "kernel_shape": None,
                "pads": None, "strides": None, "storage_order": lambda v: v == 0,
                "count_include_pad": None}
 
 
-def _window(node: Node, shape):
+def pool_window(node: Node, shape):
     k = tuple(int(v) for v in node.attrs["kernel_shape"])
     if len(k) != 2:
         raise Unsupported(f"kernel_shape {list(k)}: only 2-D pooling is supported")
@@ -23,7 +77,7 @@ def _window(node: Node, shape):
 
 
 def max_pool(ctx: ImportContext, node: Node):
-    check_attrs(node, _POOL_ATTRS)
+    check_attrs(node, POOL_ATTRS)
     if len(node.outputs) > 1 and node.outputs[1]:
         raise Unsupported("the Indices output of MaxPool is not supported")
     x = ctx.value(node, 0)
@@ -32,7 +86,7 @@ def max_pool(ctx: ImportContext, node: Node):
         # follows its MaxPool; see ops_qonnx.QDeq): max of integers, same quantization
         if not np.array_equal(x.order, channel_last_order(x.shape)):
             raise Unsupported("its input must be a (C, H, W) feature map")
-        win = _window(node, x.shape)
+        win = pool_window(node, x.shape)
         t = ctx.ig.tensors[x.tensor]
         shape = (x.shape[0],) + win.out_hw
         out = ctx.new_tensor(node.outputs[0], shape, t.qtype, t.scale, t.zero_point)
@@ -40,14 +94,14 @@ def max_pool(ctx: ImportContext, node: Node):
         ctx.set(node, type(x)(out, shape, channel_last_order(shape)))
         return
     x = feature_map(x)
-    win = _window(node, x.shape)
+    win = pool_window(node, x.shape)
     ctx.set(node, Pooled(x.tensor, "max", (x.shape[0],) + win.out_hw, [node.label], win))
 
 
 def average_pool(ctx: ImportContext, node: Node):
-    check_attrs(node, _POOL_ATTRS)
+    check_attrs(node, POOL_ATTRS)
     x = feature_map(ctx.value(node, 0))
-    win = _window(node, x.shape)
+    win = pool_window(node, x.shape)
     ctx.set(node, Pooled(x.tensor, "avg", (x.shape[0],) + win.out_hw, [node.label], win,
                          bool(node.attrs.get("count_include_pad", 0))))
 

@@ -60,14 +60,19 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import onnx
 
-from hwgen.dataflow.importer import REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.intgraph import Conv, GlobalAvgPool, MatVec, Pool, Window
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.ops_qdq import check_attrs, close
+from hwgen.dataflow.ops_clip import Clipped
+from hwgen.dataflow.ops_join import Joined
+from hwgen.dataflow.ops_linear import Linear
+from hwgen.dataflow.ops_pool import Pooled
+from hwgen.dataflow.ops_qdq import close
+from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, channel_last_order
+from hwgen.errors import HwgenError
 from hwgen.rtl_templates.quant import QType, Requant, make_requant, range_type, signed_width
-from hwgen.dataflow.values import (Clipped, Const, Deq, DeqConst, FloatInput, Int, Joined, Linear,
-                             Pooled, channel_last_order)
 from hwgen.rtl_templates.xnor_mvau import BIPOLAR, is_bipolar, sign_requant
 
 DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas")
@@ -312,7 +317,7 @@ def _quant_act(ctx: ImportContext, node: Node, x, qtype: QType, lo: int, hi: int
         raise Unsupported("narrow range after a clip of a quantized tensor is not supported")
     if isinstance(x, Pooled) and x.kind == "max" and narrow:
         raise Unsupported("narrow range after max pooling is not supported")
-    v = close(ctx, node, x, qtype, s, zp)
+    v = close(ctx, x, node.outputs[0], qtype, s, zp, node.label)
     if narrow:
         _narrow(ctx, v.tensor, lo, hi)
     return _qdeq(v)
@@ -531,7 +536,6 @@ for _d in DOMAINS:
 
 def is_qonnx_model(model) -> bool:
     """Whether an ONNX model (path or ModelProto) has nodes of a QONNX domain."""
-    import onnx
     m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model),
                                                                     load_external_data=False)
     return any(n.domain in DOMAINS for n in m.graph.node)
@@ -541,8 +545,6 @@ def qonnx_reference(model, x: np.ndarray) -> np.ndarray:
     """The float output of the ``qonnx`` package's execution of a QONNX model on ``x`` (batch
     axis first), in chunks of the model's batch size if it fixes one. ``qonnx`` is not a
     dependency of hwgen: without it this raises a one-line error."""
-    import onnx
-    from hwgen.errors import HwgenError
     try:
         from qonnx.core.modelwrapper import ModelWrapper
         from qonnx.core.onnx_exec import execute_onnx

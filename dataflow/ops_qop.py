@@ -12,13 +12,15 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from hwgen.dataflow.importer import INT_TYPES, REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.context import (INT_TYPES, REGISTRY, ImportContext, Unsupported,
+                                    check_attrs)
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.ops_conv import _CONV_ATTRS, conv_linear
-from hwgen.dataflow.ops_linear import _add_bias, _linear, check_per_channel
-from hwgen.dataflow.ops_pool import _POOL_ATTRS, _window
-from hwgen.dataflow.ops_qdq import check_attrs, close, out_params
-from hwgen.dataflow.values import Deq, DeqConst, Int, Joined, Linear, Pooled
+from hwgen.dataflow.ops_conv import CONV_ATTRS, conv_linear
+from hwgen.dataflow.ops_join import Joined
+from hwgen.dataflow.ops_linear import Linear, add_bias, check_per_channel, linear
+from hwgen.dataflow.ops_pool import POOL_ATTRS, Pooled, pool_window
+from hwgen.dataflow.ops_qdq import close, out_params
+from hwgen.dataflow.values import Deq, DeqConst, Int
 
 MS = "com.microsoft"
 
@@ -51,7 +53,7 @@ def _bias(ctx: ImportContext, node: Node, k: int, lin: Linear):
         return
     if b.dtype != np.int32:
         raise Unsupported(f"bias has type {b.dtype}; int32 (scale x_scale*w_scale) expected")
-    _add_bias(lin, DeqConst(b, lin.acc_scale.astype(np.float32), np.zeros(1, np.int64), 0),
+    add_bias(lin, DeqConst(b, lin.acc_scale.astype(np.float32), np.zeros(1, np.int64), 0),
               node, channel_vector=True)
     lin.nodes.pop()
 
@@ -62,11 +64,12 @@ def _finish(ctx: ImportContext, node: Node, pending, k_scale: int, k_zp: int):
     if np.dtype(dt) not in INT_TYPES:
         raise Unsupported(f"output type {np.dtype(dt)} is not supported")
     s, z = out_params(ctx.const(node, k_scale, "output scale"), zp)
-    ctx.set(node, close(ctx, node, pending, INT_TYPES[np.dtype(dt)], s, z))
+    ctx.set(node, close(ctx, pending, node.outputs[0], INT_TYPES[np.dtype(dt)], s, z,
+                        node.label))
 
 
 def qlinear_conv(ctx: ImportContext, node: Node):
-    check_attrs(node, _CONV_ATTRS)
+    check_attrs(node, CONV_ATTRS)
     x = _deq_view(ctx, node, 0, 1, 2)
     w = _wconst(ctx, node, 3, 4, 5, 0)
     lin = conv_linear(ctx, node, x, w, None)
@@ -78,7 +81,7 @@ def qlinear_matmul(ctx: ImportContext, node: Node):
     check_attrs(node, {})
     x = _deq_view(ctx, node, 0, 1, 2)
     w = _wconst(ctx, node, 3, 4, 5, 1)
-    _finish(ctx, node, _linear(ctx, node, x, w, 1), 6, 7)
+    _finish(ctx, node, linear(ctx, node, x, w, 1), 6, 7)
 
 
 def qgemm(ctx: ImportContext, node: Node):
@@ -87,7 +90,7 @@ def qgemm(ctx: ImportContext, node: Node):
     x = _deq_view(ctx, node, 0, 1, 2)
     tb = int(node.attrs.get("transB", 0))
     w = _wconst(ctx, node, 3, 4, 5, 0 if tb else 1)
-    lin = _linear(ctx, node, x, w, 0 if tb else 1)
+    lin = linear(ctx, node, x, w, 0 if tb else 1)
     _bias(ctx, node, 6, lin)
     if len(node.inputs) <= 7 or not node.inputs[7]:
         raise Unsupported("QGemm without y_scale returns floats; a quantized output is needed")
@@ -109,9 +112,9 @@ def qlinear_gap(ctx: ImportContext, node: Node):
 
 
 def qlinear_avgpool(ctx: ImportContext, node: Node):
-    check_attrs(node, dict(_POOL_ATTRS, channels_last=lambda v: v == 0))
+    check_attrs(node, dict(POOL_ATTRS, channels_last=lambda v: v == 0))
     x = _deq_view(ctx, node, 0, 1, 2)
-    win = _window(node, x.shape)
+    win = pool_window(node, x.shape)
     _finish(ctx, node, Pooled(x.tensor, "avg", (x.shape[0],) + win.out_hw, [node.label], win,
                               bool(node.attrs.get("count_include_pad", 0))), 3, 4)
 
@@ -132,14 +135,14 @@ def qlinear_concat(ctx: ImportContext, node: Node):
 def matmul_integer(ctx: ImportContext, node: Node):
     """Exact int32 accumulator; the scale arrives with a later Mul."""
     check_attrs(node, {})
-    lin = _integer_linear(ctx, node, 2, 3, lambda x, w: _linear(ctx, node, x, w, 1), axis=1)
+    lin = _integer_linear(ctx, node, 2, 3, lambda x, w: linear(ctx, node, x, w, 1), axis=1)
     ctx.set(node, lin)
 
 
 def conv_integer(ctx: ImportContext, node: Node):
-    check_attrs(node, _CONV_ATTRS)
+    check_attrs(node, CONV_ATTRS)
     ctx.set(node, _integer_linear(ctx, node, 2, 3,
-                                  lambda x, w: conv_linear(ctx, node, x, w, None), axis=0))
+                                   lambda x, w: conv_linear(ctx, node, x, w, None), axis=0))
 
 
 def _integer_linear(ctx, node, k_xzp: int, k_wzp: int, build, axis: int) -> Linear:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from hwgen.dataflow.importer import REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.ops_qdq import check_attrs
 from hwgen.dataflow.values import Const, Deq, FloatInput, Int
 
 
-def _reshaped(v, shape: tuple[int, ...]):
+def reshaped(v, shape: tuple[int, ...]):
     # row-major flat indices do not change under a reshape, so the stream order carries over
     if isinstance(v, (Int, Deq)):
         return type(v)(v.tensor, shape, v.order)
@@ -41,7 +40,7 @@ def flatten(ctx: ImportContext, node: Node):
         axis += rank
     if axis != 1:
         raise Unsupported(f"Flatten axis={axis} merges the batch axis; only axis=1 is supported")
-    ctx.set(node, _reshaped(x, (_size(x.shape),)))
+    ctx.set(node, reshaped(x, (_size(x.shape),)))
 
 
 def reshape(ctx: ImportContext, node: Node):
@@ -64,7 +63,7 @@ def reshape(ctx: ImportContext, node: Node):
     if _size(shape) != _size(full) or not shape or shape[0] != 1:
         raise Unsupported(f"reshape of a [N, {', '.join(map(str, x.shape))}] tensor to "
                           f"{target} does not keep the batch axis first")
-    ctx.set(node, _reshaped(x, tuple(shape[1:])))
+    ctx.set(node, reshaped(x, tuple(shape[1:])))
 
 
 def identity(ctx: ImportContext, node: Node):

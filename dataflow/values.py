@@ -2,8 +2,9 @@
 
 The QDQ format describes integer computation with float operators between
 QuantizeLinear/DequantizeLinear pairs. The importer interprets the graph abstractly: every
-ONNX tensor becomes one of the values below, and a QuantizeLinear that closes a pending
-computation turns it into an integer op. Shapes are per sample (batch axis dropped).
+ONNX tensor becomes one of the values below, or a :class:`Pending` computation (defined with
+the handlers that create it) that a QuantizeLinear closes into an integer op. Shapes are
+per sample (batch axis dropped).
 """
 from __future__ import annotations
 
@@ -83,54 +84,16 @@ class DeqConst:
         return (self.q.astype(np.int64) - z).astype(np.float32) * s
 
 
-@dataclass
-class Linear:
-    """A matrix product awaiting its QuantizeLinear: real = acc * acc_scale (per channel),
-    acc = weights @ (x - zx) + bias, then clamped to [clip_lo, clip_hi] in real units."""
-    src: str
-    weights: np.ndarray           # [MH, MW] int64 (weight zero point subtracted)
-    acc_scale: np.ndarray         # [MH] float64
-    bias: np.ndarray              # [MH] int64, in accumulator units
-    nodes: list[str]
-    shape: tuple[int, ...]
-    clip_lo: float = -np.inf
-    clip_hi: float = np.inf
-    has_bias: bool = False
-    window: object = None          # dataflow.intgraph.Window for a convolution
-    depthwise: bool = False
+class Pending:
+    """A computation of dequantized values awaiting the QuantizeLinear that makes it an
+    integer op (a matrix product, a pooling, a join, a clip). Each kind lives with the
+    handlers that create it (``ops_linear.Linear``, ``ops_pool.Pooled``, ``ops_join.Joined``,
+    ``ops_clip.Clipped``) and knows how to close itself."""
 
-
-@dataclass
-class Clipped:
-    """Relu/Clip of a dequantized tensor, awaiting its QuantizeLinear."""
-    tensor: str
-    shape: tuple[int, ...]
-    node: str
-    clip_lo: float = -np.inf
-    clip_hi: float = np.inf
-    order: np.ndarray | None = None
-
-
-@dataclass
-class Pooled:
-    """Pooling of a dequantized feature map, awaiting its QuantizeLinear.
-    ``kind``: "max", "avg" or "gap" (global average)."""
-    tensor: str
-    kind: str
-    shape: tuple[int, ...]
-    nodes: list[str]
-    window: object = None
-    count_include_pad: bool = False
-    clip_lo: float = -np.inf
-    clip_hi: float = np.inf
-
-
-@dataclass
-class Joined:
-    """Add or channel Concat of dequantized tensors, awaiting its QuantizeLinear."""
-    tensors: list[str]
-    kind: str                      # "add" | "concat"
-    shape: tuple[int, ...]
-    nodes: list[str]
-    clip_lo: float = -np.inf
-    clip_hi: float = np.inf
+    def close(self, ctx, name: str, qtype, scale, zero_point: int,
+              closing: str | None) -> Int:
+        """Quantize to (``qtype``, ``scale``, ``zero_point``): add the integer op writing a new
+        tensor named after ``name`` to ``ctx.ig`` and return it as an :class:`Int`.
+        ``closing``: the label of the quantizing node (None where the quantization is
+        assumed)."""
+        raise NotImplementedError(type(self).__name__)

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from hwgen.dataflow import golden
-from hwgen.dataflow.importer import to_int_graph
-from hwgen.dataflow.loader import load_model
+from hwgen.dataflow.importer import load_model, to_int_graph
 from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, Folding, lower
+from hwgen.dataflow.operators import is_float_model
 from hwgen import design
 from hwgen.assemble import build_top
 from hwgen.errors import HwgenError
@@ -94,8 +94,8 @@ def compile(model, out_dir, fold=None, name: str | None = None,
     model = Path(model)
     folding = read_folding(fold) if isinstance(fold, (str, Path)) else fold
     graph = load_model(model, upgrade=True)
-    from hwgen.quantize import float_model_error, is_float_model
     if is_float_model(graph):
+        from hwgen.quantize import float_model_error
         raise float_model_error(model, graph)
     try:
         ig = to_int_graph(graph)

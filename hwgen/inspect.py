@@ -5,9 +5,12 @@ folding, estimated cycles per frame, multipliers and memory bits; then every pro
 only the first), the totals and the devices that could hold the design. Nothing is
 generated, so this is fast also for ImageNet-scale models.
 
-A quantized model (QDQ or QOperator) is inspected as ``hwgen compile`` would import it. A
+``inspect`` is the import walk of ``hwgen compile`` (:mod:`dataflow.importer`) with the
+policy "collect every problem and go on". A quantized model (QDQ, QOperator or QONNX: one
+definition, :func:`dataflow.operators.is_float_model`) is inspected as ``hwgen compile``
+imports it. A
 float model is inspected as if quantized to 8 bits (uint8 activations, int8 symmetric
-per-tensor weights; see :mod:`dataflow.survey`): the estimates are those of its quantized
+per-tensor weights; see :mod:`dataflow.importer`): the estimates are those of its quantized
 counterpart. After an unsupported node whose output shape is known, the inspection goes on
 with a stand-in for that output, so later problems and layers are reported too.
 
@@ -22,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hwgen.dataflow.estimate import Estimate, estimate
-from hwgen.dataflow.importer import to_int_graph
-from hwgen.dataflow.loader import Graph, load_model
+from hwgen.dataflow.importer import (COLLECT, COLLECT_ASSUMED, ImportReport, Problem,
+                                     load_model, walk)
 from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, Folding
-from hwgen.dataflow.survey import QUANT_OPS, ImportReport, Problem
+from hwgen.dataflow.operators import is_float_model
 from hwgen.errors import HwgenError
 
 JSON_FORMAT = "hwgen-inspect"
@@ -93,16 +96,6 @@ class InspectReport:
         return [(d, d.shortfalls(self.estimate.totals, widths)) for d in DEVICES]
 
 
-def is_float_model(graph: Graph) -> bool:
-    """No quantization node and a float first input: a float model."""
-    if not graph.inputs or any(n.op_type in QUANT_OPS or (n.domain == "com.microsoft"
-                                                           and n.op_type.startswith("Q"))
-                               for n in graph.nodes):
-        return False
-    dt = graph.inputs[0].dtype
-    return dt is not None and dt.kind == "f"
-
-
 def inspect(model, fold=None, target_cycles: int | None = None) -> InspectReport:
     """Inspect the ONNX model at ``model`` (see the module documentation)."""
     from hwgen.api import read_folding
@@ -118,13 +111,13 @@ def inspect(model, fold=None, target_cycles: int | None = None) -> InspectReport
         upgrade_note = None
     except HwgenError as e:   # an old model onnx.version_converter refuses: inspect it as is
         try:
-            graph = load_model(model)
+            graph = load_model(model, upgrade=False)
         except HwgenError:
             raise e from None
         upgrade_note = f"not brought forward to a newer opset ({e}); its nodes are inspected " \
                        f"at their own operator versions"
     assumed = is_float_model(graph)
-    ig, rep = to_int_graph(graph, collect=True, assume_quantized=assumed)
+    ig, rep = walk(graph, COLLECT_ASSUMED if assumed else COLLECT)
     notes = ([upgrade_note] if upgrade_note else []) + list(rep.notes)
     names = {op.name for op in ig.ops}
     unknown = sorted(set(folding) - names)

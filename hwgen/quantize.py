@@ -33,35 +33,18 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from hwgen.dataflow.importer import load_model
+from hwgen.dataflow.loader import UPGRADE_OPSET, upgrade_opset
+from hwgen.dataflow.operators import is_float_model, quantized_node
 from hwgen.errors import HwgenError
+
+__all__ = ["ACTIVATION_TYPES", "float_model_error", "float_top1", "is_float_model",
+           "quantize", "quantized_copy", "quantized_node"]
 
 ACTIVATION_TYPES = ("uint8", "int8")
 
-#: ops whose presence makes a model "already quantized"
-_QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
-              "ConvInteger", "QGemm", "QAttention", "DynamicQuantizeMatMul"}
-#: domains whose nodes (QONNX quantizers, dataflow/ops_qonnx.py) make a model quantized
-_QUANT_DOMAINS = {"qonnx.custom_op.general", "onnx.brevitas"}
-
 #: rows per calibration batch when the model's batch axis is symbolic
 _CALIB_BATCH = 64
-
-
-def quantized_node(graph):
-    """The first node of a loaded graph that belongs to a quantized model, or None."""
-    for n in graph.nodes:
-        if n.op_type in _QUANT_OPS or n.op_type.startswith("QLinear") or \
-                n.domain in _QUANT_DOMAINS:
-            return n
-    return None
-
-
-def is_float_model(graph) -> bool:
-    """A loaded graph with no quantization node and a float first input."""
-    if quantized_node(graph) is not None or not graph.inputs:
-        return False
-    dt = graph.inputs[0].dtype
-    return dt is not None and dt.kind == "f"
 
 
 def float_model_error(model, graph) -> HwgenError:
@@ -81,8 +64,6 @@ def _one_line(e, limit: int = 300) -> str:
 
 def _load_float(model_path: Path):
     """Validated float model → (loaded graph, working ModelProto ready for ORT)."""
-    from hwgen.dataflow.loader import UPGRADE_OPSET, load_model, upgrade_opset
-
     graph = load_model(model_path, upgrade=True)
     q = quantized_node(graph)
     if q is not None:

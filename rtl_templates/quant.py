@@ -71,12 +71,47 @@ def signed_width(lo: int, hi: int) -> int:
     return max((-min(lo, 0) - 1).bit_length() if lo < 0 else 0, max(hi, 0).bit_length()) + 1
 
 
+def compact(a: np.ndarray) -> np.ndarray:
+    """The smallest array that broadcasts back to ``a``: axes of stride 0 (a broadcast view,
+    e.g. a filled constant) are cut to length 1."""
+    idx = tuple(slice(0, 1) if st == 0 and n > 1 else slice(None)
+                for st, n in zip(a.strides, a.shape))
+    return a[idx]
+
+
+def row_bounds(w: np.ndarray, x_lo: int, x_hi: int,
+               chunk: int = 1 << 22) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row exact bounds of ``w @ x`` for x in [x_lo, x_hi] elementwise (x_lo <= x_hi), for a
+    2-D ``w`` of any integer dtype, possibly a broadcast view, without an int64 copy of ``w``:
+    per row, the minimum is ``x_lo·Σw⁺ + x_hi·Σw⁻`` and the maximum ``x_hi·Σw⁺ + x_lo·Σw⁻``."""
+    rows, cols = w.shape
+    c = compact(w)
+    rep = cols // max(c.shape[1], 1) if cols else 0
+    pos = np.empty(c.shape[0], dtype=np.int64)
+    neg = np.empty(c.shape[0], dtype=np.int64)
+    step = max(1, chunk // max(c.shape[1], 1))
+    for r in range(0, c.shape[0], step):
+        part = c[r:r + step]
+        pos[r:r + step] = np.where(part > 0, part, 0).sum(axis=1, dtype=np.int64)
+        neg[r:r + step] = np.where(part < 0, part, 0).sum(axis=1, dtype=np.int64)
+    pos, neg = pos * rep, neg * rep
+    lo, hi = x_lo * pos + x_hi * neg, x_hi * pos + x_lo * neg
+    if c.shape[0] != rows:
+        lo, hi = np.broadcast_to(lo, (rows,)), np.broadcast_to(hi, (rows,))
+    return lo, hi
+
+
 def dot_range(w: np.ndarray, x_lo: int, x_hi: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-row exact bounds of ``w @ x`` for x in [x_lo, x_hi] elementwise (x_lo <= 0 <= x_hi
-    is not required). ``w`` is [rows, cols] int."""
-    w = np.asarray(w, dtype=np.int64)
-    a, b = w * x_lo, w * x_hi
-    return np.minimum(a, b).sum(axis=-1), np.maximum(a, b).sum(axis=-1)
+    is not required). ``w`` is [rows, cols] int (any integer dtype; see :func:`row_bounds`,
+    which computes it without an int64 copy of ``w``)."""
+    w = np.asarray(w)
+    lo, hi = min(int(x_lo), int(x_hi)), max(int(x_lo), int(x_hi))
+    if w.ndim == 2:
+        return row_bounds(w, lo, hi)
+    flat = w.reshape(-1, w.shape[-1]) if w.ndim else w.reshape(1, 1)
+    a, b = row_bounds(flat, lo, hi)
+    return a.reshape(w.shape[:-1]), b.reshape(w.shape[:-1])
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import hwgen
-from hwgen.dataflow.loader import load_model_proto, upgrade_opset
+from hwgen.dataflow.importer import load_model_proto
+from hwgen.dataflow.loader import upgrade_opset
 from hwgen.errors import HwgenError
 from hwgen.quantize import quantize
 
