@@ -2,7 +2,9 @@
 
 Tensors carry an integer element type plus the scale and zero point that relate them to the
 real values of the ONNX model (``real = (q - zero_point) * scale``). Operators are typed
-dataclasses; their integer semantics live with their hardware block in ``rtl_templates``.
+dataclasses registered with :func:`int_op`; each lives in its ``dataflow/ops_*.py`` module
+with its fold space and its lowering to blocks, whose golden functions give its integer
+semantics.
 Shapes are per sample (no batch axis): the hardware handles one sample per frame.
 """
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hwgen.rtl_templates.quant import QType, Requant
+from hwgen.rtl_templates.quant import QType
 
 
 _OP_CLASSES: dict[str, type] = {}
@@ -57,19 +59,6 @@ class QTensor:
         """ONNX DequantizeLinear of integer ``q`` (float32)."""
         return ((np.asarray(q, dtype=np.int64) - self.zero_point).astype(np.float32)
                 * np.float32(self.scale))
-
-
-@int_op
-@dataclass
-class MatVec:
-    """``out = requant(weights @ in + bias)``: Gemm / MatMul (+ Add) (+ Relu) + QuantizeLinear."""
-    name: str                 # the ONNX node of the product (Gemm/MatMul): the layer's name
-    nodes: list[str]          # every ONNX node folded into it
-    input: str
-    output: str
-    weights: np.ndarray       # [MH, MW] int64, weight zero point subtracted
-    bias: np.ndarray          # [MH] int64, input zero point folded in
-    requant: Requant
 
 
 @dataclass
@@ -136,69 +125,3 @@ class Window:
         cols = np.array([min(w, j * self.stride[1] - self.pads[1] + self.kernel[1])
                          - max(0, j * self.stride[1] - self.pads[1]) for j in range(ow)])
         return (rows[:, None] * cols[None, :]).reshape(-1)
-
-
-@int_op
-@dataclass
-class Conv:
-    """2-D convolution (+ bias, folded batch norm, Relu/Clip) + QuantizeLinear.
-    ``weights`` is [OC, KH*KW*C] with columns in (kh, kw, c) order, or [C, KH*KW] when
-    ``depthwise`` (group = channels)."""
-    name: str
-    nodes: list[str]
-    input: str
-    output: str
-    weights: np.ndarray
-    bias: np.ndarray
-    requant: Requant
-    window: Window
-    depthwise: bool = False
-
-
-@int_op
-@dataclass
-class Pool:
-    """Max or average pooling over windows. Average: acc = Σ_window q - K·z_in (padding
-    enters as z_in, i.e. real zero), divided by the pixel's count: ``requant.mult[j]`` is the
-    multiplier of the j-th smallest distinct value of ``counts``."""
-    name: str
-    nodes: list[str]
-    input: str
-    output: str
-    kind: str                                 # "max" | "avg"
-    window: Window
-    counts: np.ndarray | None = None          # avg: divisor per output pixel
-    requant: Requant | None = None            # avg: one multiplier per distinct count
-
-
-@int_op
-@dataclass
-class GlobalAvgPool:
-    """Mean over all pixels per channel: acc = Σ q - H·W·z_in, then requant."""
-    name: str
-    nodes: list[str]
-    input: str
-    output: str
-    requant: Requant
-
-
-@int_op
-@dataclass
-class AddOp:
-    """Elementwise sum of two tensors with their own scales, requantized to the output's."""
-    name: str
-    nodes: list[str]
-    inputs: list[str]
-    output: str
-    lo: int
-    hi: int
-
-
-@int_op
-@dataclass
-class ConcatOp:
-    """Channel concatenation of feature maps (inputs requantized if their scales differ)."""
-    name: str
-    nodes: list[str]
-    inputs: list[str]
-    output: str

@@ -1,8 +1,8 @@
 """Integer graph + folding → dataflow graph: blocks, the streams between them, and FIFOs.
 
-Every integer op becomes one or two blocks (a convolution is a sliding-window generator and a
-matrix–vector unit; a depthwise convolution or pooling a window generator and a per-channel
-unit). A tensor read by several ops is duplicated by a fork; a stream whose elements per beat
+Every integer op adds its own blocks (its ``lower()`` method, with the op in its
+``dataflow/ops_*.py`` module; a convolution is a sliding-window generator and a matrix–vector
+unit, a depthwise convolution or pooling a window generator and a per-channel unit). A tensor read by several ops is duplicated by a fork; a stream whose elements per beat
 differ between producer and consumer passes a width converter; every consumer reads through a
 FIFO whose depth comes from the cost models (see :func:`_size_join_fifos`).
 
@@ -14,12 +14,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-import numpy as np
 
-from hwgen.dataflow.intgraph import (AddOp, ConcatOp, Conv, GlobalAvgPool, IntGraph, MatVec,
-                                     Pool, QTensor, op_inputs)
+from hwgen.dataflow.intgraph import IntGraph, QTensor, op_inputs
 from hwgen.errors import HwgenError
-from hwgen.rtl_templates import add, concat, gap, mvau, pool, swg, vvau
 from hwgen.rtl_templates.block import block_spec
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.dwc import DWCParams
@@ -147,39 +144,6 @@ class DataflowGraph:
 
 # ------------------------------------------------------------------------------ folding
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def fold_space(ig: IntGraph, op) -> tuple[list[int], list[int], callable]:
-    """(PE choices, SIMD choices, cycles(pe, simd)) of an op; SIMD is [1] where unused."""
-    t_in = ig.tensors[op_inputs(op)[0]]
-    if isinstance(op, MatVec):
-        mh, mw = op.weights.shape
-        return _divisors(mh), _divisors(mw), lambda pe, simd: (mh // pe) * (mw // simd)
-    if isinstance(op, Conv):
-        c, _, _ = op.window.in_shape
-        px = int(np.prod(op.window.out_hw))
-        k = op.window.kernel[0] * op.window.kernel[1]
-        if op.depthwise:
-            return _divisors(c), [1], lambda pe, simd: px * k * (c // pe)
-        oc = op.weights.shape[0]
-        return _divisors(oc), _divisors(c), lambda pe, simd: px * (oc // pe) * k * (c // simd)
-    if isinstance(op, Pool):
-        c = op.window.in_shape[0]
-        px = int(np.prod(op.window.out_hw))
-        k = op.window.kernel[0] * op.window.kernel[1]
-        return _divisors(c), [1], lambda pe, simd: px * k * (c // pe)
-    if isinstance(op, GlobalAvgPool):
-        c = t_in.shape[0]
-        return _divisors(c), [1], lambda pe, simd: t_in.size // pe
-    out = ig.tensors[op.output]
-    c = out.shape[0] if len(out.shape) == 3 else out.size
-    if isinstance(op, ConcatOp):
-        c = np.gcd.reduce([ig.tensors[t].shape[0] for t in op.inputs])
-    return _divisors(int(c)), [1], lambda pe, simd: out.size // pe
-
-
 def choose_folding(ig: IntGraph, requested: dict[str, Folding] | None = None,
                    target_cycles: int | None = None) -> dict[str, Folding]:
     """Per op PE/SIMD. Requested values win; the others take the smallest PE·SIMD (then the
@@ -193,7 +157,8 @@ def choose_folding(ig: IntGraph, requested: dict[str, Folding] | None = None,
                          f"{', '.join(names)}")
     out = {}
     for op in ig.ops:
-        pes, simds, cycles = fold_space(ig, op)
+        space = op.fold_space(ig)
+        pes, simds, cycles = space.pe, space.simd, space.cycles
         if op.name in requested:
             f = requested[op.name]
             if f.pe not in pes:
@@ -219,7 +184,11 @@ def choose_folding(ig: IntGraph, requested: dict[str, Folding] | None = None,
 
 # ------------------------------------------------------------------------------ lowering
 
-class _Builder:
+class Builder:
+    """What an op's ``lower()`` uses to add its blocks: named streams, blocks, the stream of
+    an input tensor (through a width converter if needed, and a FIFO), and joins whose FIFOs
+    are sized once the whole graph is known."""
+
     def __init__(self, ig: IntGraph, folding: dict[str, Folding]):
         self.ig, self.fold = ig, folding
         self.blocks: list[Block] = []
@@ -254,7 +223,7 @@ class _Builder:
         s = self.streams[stream]
         outs = [self.stream(f"{tensor}_fork{k}", s.qtype, s.per_beat, s.elements)
                 for k in range(n_readers)]
-        self.add(Block(f"fork_{_short(tensor)}", "fork", ForkParams(s.width, n_readers, s.beats),
+        self.add(Block(f"fork_{short_name(tensor)}", "fork", ForkParams(s.width, n_readers, s.beats),
                        [stream], outs))
         self.pending[tensor] = list(outs)  # read() pops from it
 
@@ -263,15 +232,20 @@ class _Builder:
         src = self.pending[tensor].pop(0)
         s = self.streams[src]
         if s.per_beat != per_beat:
-            dst = self.stream(f"{_short(tensor)}_x{per_beat}", s.qtype, per_beat, s.elements)
-            self.add(Block(f"dwc_{_short(tensor)}", "dwc",
+            dst = self.stream(f"{short_name(tensor)}_x{per_beat}", s.qtype, per_beat, s.elements)
+            self.add(Block(f"dwc_{short_name(tensor)}", "dwc",
                            DWCParams(s.qtype.bits, s.per_beat, per_beat, s.elements), [src],
                            [dst]))
             src, s = dst, self.streams[dst]
-        dst = self.stream(f"{_short(tensor)}_q", s.qtype, per_beat, s.elements)
-        f = self.add(Block(f"fifo_{_short(tensor)}", "fifo",
+        dst = self.stream(f"{short_name(tensor)}_q", s.qtype, per_beat, s.elements)
+        f = self.add(Block(f"fifo_{short_name(tensor)}", "fifo",
                            FIFOParams(s.width, fifo_depth, s.beats), [src], [dst]))
         return dst, f
+
+    def join(self, block: Block, fifos: list[Block], beats_per_pixel: int):
+        """``block`` joins the streams read through ``fifos``: size them (see
+        :func:`_size_join_fifos`)."""
+        self.join_fifos.append((block, list(fifos), beats_per_pixel))
 
     def snapshot(self):
         return (len(self.blocks), dict(self.streams), len(self.join_fifos),
@@ -283,7 +257,8 @@ class _Builder:
         del self.join_fifos[nj:]
 
 
-def _short(name: str) -> str:
+def short_name(name: str) -> str:
+    """A stream or block name made of ``name``'s last 40 alphanumeric characters."""
     keep = "".join(c if c.isalnum() else "_" for c in name)
     return keep.strip("_")[-40:] or "t"
 
@@ -301,7 +276,7 @@ def lower(ig: IntGraph, folding: dict[str, Folding] | None = None,
     the input to the output with nothing left out."""
     fold = choose_folding(ig, folding, target_cycles)
     sources = dict(sources or {})
-    b = _Builder(ig, fold)
+    b = Builder(ig, fold)
     readers: dict[str, int] = {}
     for op in ig.ops:
         for t in op_inputs(op):
@@ -315,7 +290,7 @@ def lower(ig: IntGraph, folding: dict[str, Folding] | None = None,
         if reader is None:
             return
         qt = ig.tensors[t]
-        s = b.stream(name, qt.qtype, _in_per_beat(reader, fold[reader.name]), qt.size)
+        s = b.stream(name, qt.qtype, reader.in_per_beat(fold[reader.name]), qt.size)
         b.produce(t, s, readers.get(t, 0))
         starts.append(s)
 
@@ -323,7 +298,7 @@ def lower(ig: IntGraph, folding: dict[str, Folding] | None = None,
         source(ig.input, "input", ig.ops)
     for t in sources:
         if t != ig.input:
-            source(t, f"standin_{_short(t)}", ig.ops)
+            source(t, f"standin_{short_name(t)}", ig.ops)
     errors: dict[str, str] = {}
     after: dict[str, str] = {}               # tensor → the op left out upstream of it
     op_after: dict[str, str] = {}
@@ -338,7 +313,7 @@ def lower(ig: IntGraph, folding: dict[str, Folding] | None = None,
             continue
         snap = b.snapshot()
         try:
-            out = _lower_op(b, ig, op, fold[op.name])
+            out = op.lower(b, ig, fold[op.name])
             b.produce(op.output, out, readers.get(op.output, 0))
         except (HwgenError, ValueError) as err:
             if not partial:
@@ -347,7 +322,7 @@ def lower(ig: IntGraph, folding: dict[str, Folding] | None = None,
             b.rollback(snap)
             errors[op.name] = str(err)
             after.setdefault(op.output, op.name)
-            source(op.output, f"standin_{_short(op.output)}", ig.ops[k + 1:])
+            source(op.output, f"standin_{short_name(op.output)}", ig.ops[k + 1:])
     complete = bool(ig.output) and not errors and not unreached and not sources and bool(ig.ops) and \
         bool(b.pending.get(ig.output))
     if complete:
@@ -365,7 +340,7 @@ def lower(ig: IntGraph, folding: dict[str, Folding] | None = None,
     return dfg
 
 
-def _row_beats(sp) -> int:
+def row_fifo_depth(sp) -> int:
     """FIFO depth in front of a sliding-window generator: it takes its input row by row,
     pausing while it emits the windows of a row, so the FIFO holds one input row
     (W·C/SIMD beats) so that the producer never waits for it."""
@@ -373,110 +348,10 @@ def _row_beats(sp) -> int:
     return w * c // sp.simd + FIFO_MARGIN
 
 
-def _beats_per_pixel(t: QTensor, per_beat: int) -> int:
+def beats_per_pixel(t: QTensor, per_beat: int) -> int:
+    """Beats of one pixel (a vector: one beat per ``per_beat`` elements) on a stream."""
     channels = t.shape[0] if len(t.shape) == 3 else t.size
     return max(1, channels // per_beat)
-
-
-def _in_per_beat(op, f: Folding) -> int:
-    if isinstance(op, (MatVec,)) or (isinstance(op, Conv) and not op.depthwise):
-        return f.simd
-    return f.pe
-
-
-def add_params(g: IntGraph, op: AddOp, pe: int) -> add.AddParams:
-    ta, tb = (g.tensors[t] for t in op.inputs)
-    tout = g.tensors[op.output]
-    p = add.make_add_requant(ta.scale, tb.scale, tout.scale, tout.zero_point, ta.zero_point,
-                             tb.zero_point, op.lo, op.hi, ta.qtype, tb.qtype, tout.qtype, pe)
-    channels = tout.shape[0] if len(tout.shape) == 3 else tout.size
-    return dataclasses.replace(p, elements=tout.size, channels=channels)
-
-
-def concat_params(g: IntGraph, op: ConcatOp, pe: int) -> concat.ConcatParams:
-    if len(op.inputs) != 2:
-        raise HwgenError(f"layer {op.name}: Concat of {len(op.inputs)} tensors; two are "
-                         f"supported")
-    t0, t1 = (g.tensors[t] for t in op.inputs)
-    tout = g.tensors[op.output]
-    p = concat.make_concat(t0.shape[0], t1.shape[0], pe, t0.qtype, t0.scale, t0.zero_point,
-                           t1.qtype, t1.scale, t1.zero_point, tout.qtype, tout.scale,
-                           tout.zero_point)
-    return dataclasses.replace(p, pixels=tout.size // tout.shape[0])
-
-
-def _lower_op(b: _Builder, ig: IntGraph, op, f: Folding) -> str:
-    tout = ig.tensors[op.output]
-    nodes = tuple(op.nodes)
-    if isinstance(op, MatVec):
-        tin = ig.tensors[op.input]
-        p = mvau.MVAUParams(op.weights, op.bias, op.requant, tin.qtype, tout.qtype, f.pe, f.simd)
-        src, _ = b.read(op.input, f.simd, p.sf + FIFO_MARGIN if p.nf > 1 else FIFO_MARGIN)
-        out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
-        b.add(Block(op.name, "mvau", p, [src], [out], op.name, nodes))
-        return out
-    if isinstance(op, Conv):
-        tin = ig.tensors[op.input]
-        c, h, w = op.window.in_shape
-        oh, ow = op.window.out_hw
-        per = f.pe if op.depthwise else f.simd
-        sp = swg.SWGParams((h, w, c), op.window.kernel, op.window.stride, op.window.pads,
-                           tin.zero_point, tin.qtype, per, op.depthwise)
-        src, _ = b.read(op.input, per, _row_beats(sp))
-        win = b.stream(f"{_short(op.output)}_win", tin.qtype, per,
-                       oh * ow * op.window.kernel[0] * op.window.kernel[1] * c)
-        b.add(Block(f"{op.name}_swg", "swg", sp, [src], [win], op.name, nodes))
-        out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
-        if op.depthwise:
-            p = vvau.VVAUParams(op.weights, op.bias, op.requant, tin.qtype, tout.qtype, f.pe,
-                                oh * ow)
-            b.add(Block(op.name, "vvau", p, [win], [out], op.name, nodes))
-        else:
-            p = mvau.MVAUParams(op.weights, op.bias, op.requant, tin.qtype, tout.qtype, f.pe,
-                                f.simd, oh * ow)
-            b.add(Block(op.name, "mvau", p, [win], [out], op.name, nodes))
-        return out
-    if isinstance(op, Pool):
-        tin = ig.tensors[op.input]
-        c, h, w = op.window.in_shape
-        oh, ow = op.window.out_hw
-        k = op.window.kernel[0] * op.window.kernel[1]
-        pad = tin.qtype.lo if op.kind == "max" else tin.zero_point
-        sp = swg.SWGParams((h, w, c), op.window.kernel, op.window.stride, op.window.pads, pad,
-                           tin.qtype, f.pe, True)
-        src, _ = b.read(op.input, f.pe, _row_beats(sp))
-        win = b.stream(f"{_short(op.output)}_win", tin.qtype, f.pe, oh * ow * k * c)
-        b.add(Block(f"{op.name}_swg", "swg", sp, [src], [win], op.name, nodes))
-        pp = pool.PoolParams(op.kind, c, k, tin.qtype, tout.qtype, f.pe, oh * ow,
-                             op.requant if op.kind == "avg" else None, tin.zero_point,
-                             op.counts if op.kind == "avg" else None)
-        out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
-        b.add(Block(op.name, "pool", pp, [win], [out], op.name, nodes))
-        return out
-    if isinstance(op, GlobalAvgPool):
-        tin = ig.tensors[op.input]
-        c = tin.shape[0]
-        gp = gap.GAPParams(c, tin.size // c, op.requant, tin.qtype, tout.qtype, f.pe,
-                           tin.zero_point)
-        src, _ = b.read(op.input, f.pe)
-        out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
-        b.add(Block(op.name, "gap", gp, [src], [out], op.name, nodes))
-        return out
-    if isinstance(op, AddOp):
-        ap = add_params(ig, op, f.pe)
-        srcs, fifos = zip(*(b.read(t, f.pe) for t in op.inputs))
-        out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
-        blk = b.add(Block(op.name, "add", ap, list(srcs), [out], op.name, nodes))
-        b.join_fifos.append((blk, list(fifos), _beats_per_pixel(tout, f.pe)))
-        return out
-    if isinstance(op, ConcatOp):
-        cp = concat_params(ig, op, f.pe)
-        srcs, fifos = zip(*(b.read(t, f.pe) for t in op.inputs))
-        out = b.stream(_short(op.output), tout.qtype, f.pe, tout.size)
-        blk = b.add(Block(op.name, "concat", cp, list(srcs), [out], op.name, nodes))
-        b.join_fifos.append((blk, list(fifos), _beats_per_pixel(tout, f.pe)))
-        return out
-    raise HwgenError(f"layer {op.name}: no hardware block for {type(op).__name__}")
 
 
 def _size_join_fifos(dfg: DataflowGraph, joins: list[tuple[Block, list[Block], int]]):

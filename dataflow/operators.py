@@ -1,7 +1,9 @@
 """The catalogue of operators hwgen imports: the one list of ``ops_*`` modules.
 
 Importing this module imports every operator family, whose handlers register themselves in
-:data:`dataflow.context.REGISTRY` (re-exported here as :data:`REGISTRY`). The walk
+:data:`dataflow.context.REGISTRY` (re-exported here as :data:`REGISTRY`) and whose integer ops
+register by name (:func:`op_class`, re-exported: what reads a design folder back looks its
+ops up here, where all of them are known). The walk
 (:mod:`dataflow.importer`) imports it; nothing below it does. It also holds the one
 definition of a *quantization op* (what makes a model quantized) and of a *float model*,
 used by ``hwgen compile``, ``hwgen quantize`` and ``hwgen inspect`` alike.
@@ -11,6 +13,7 @@ from __future__ import annotations
 from hwgen.dataflow import (ops_clip, ops_conv, ops_fold, ops_join, ops_linear,  # noqa: F401
                             ops_pool, ops_qdq, ops_qonnx, ops_qop, ops_shape)
 from hwgen.dataflow.context import REGISTRY
+from hwgen.dataflow.intgraph import op_class
 from hwgen.dataflow.loader import Graph, Node
 
 #: every operator module, in dependency order (each imports only those before it)
@@ -57,5 +60,5 @@ def handler_versions() -> dict[str, list[int]]:
     return out
 
 
-__all__ = ["MODULES", "QUANT_DOMAINS", "QUANT_OPS", "REGISTRY", "handler_versions",
+__all__ = ["op_class", "MODULES", "QUANT_DOMAINS", "QUANT_OPS", "REGISTRY", "handler_versions",
            "is_float_model", "is_quantization_op", "quantized_node"]

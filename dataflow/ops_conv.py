@@ -11,11 +11,79 @@ import math
 
 import numpy as np
 
+from dataclasses import dataclass
+
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
-from hwgen.dataflow.intgraph import Window
+from hwgen.dataflow.intgraph import IntGraph, Window, int_op
 from hwgen.dataflow.loader import Node
+from hwgen.dataflow.lower import Block, Builder, Folding, row_fifo_depth, short_name
 from hwgen.dataflow.ops_linear import Linear, add_bias
 from hwgen.dataflow.values import Deq, DeqConst, FloatInput, channel_last_order
+from hwgen.rtl_templates.block import FoldSpace, divisors
+from hwgen.rtl_templates.mvau import MVAUParams
+from hwgen.rtl_templates.quant import Requant
+from hwgen.rtl_templates.swg import SWGParams
+from hwgen.rtl_templates.vvau import VVAUParams
+
+
+@int_op
+@dataclass
+class Conv:
+    """2-D convolution (+ bias, folded batch norm, Relu/Clip) + QuantizeLinear: a
+    sliding-window generator and a matrix–vector unit (a vector unit when ``depthwise``).
+    ``weights`` is [OC, KH*KW*C] with columns in (kh, kw, c) order, or [C, KH*KW] when
+    ``depthwise`` (group = channels)."""
+    name: str
+    nodes: list[str]
+    input: str
+    output: str
+    weights: np.ndarray
+    bias: np.ndarray
+    requant: Requant
+    window: Window
+    depthwise: bool = False
+
+    @classmethod
+    def from_linear(cls, lin: Linear, nodes: list[str], out: str, rq: Requant) -> Conv:
+        return cls(lin.nodes[0], nodes, lin.src, out, lin.weights, lin.bias, rq, lin.window,
+                   lin.depthwise)
+
+    def fold_space(self, ig: IntGraph) -> FoldSpace:
+        c = self.window.in_shape[0]
+        px = int(np.prod(self.window.out_hw))
+        k = self.window.kernel[0] * self.window.kernel[1]
+        if self.depthwise:
+            return FoldSpace(divisors(c), (1,), lambda pe, simd: px * k * (c // pe))
+        oc = self.weights.shape[0]
+        return FoldSpace(divisors(oc), divisors(c),
+                         lambda pe, simd: px * (oc // pe) * k * (c // simd))
+
+    def in_per_beat(self, f: Folding) -> int:
+        return f.pe if self.depthwise else f.simd
+
+    def lower(self, b: Builder, ig: IntGraph, f: Folding) -> str:
+        tin, tout = ig.tensors[self.input], ig.tensors[self.output]
+        nodes = tuple(self.nodes)
+        win = self.window
+        c, h, w = win.in_shape
+        oh, ow = win.out_hw
+        per = self.in_per_beat(f)
+        sp = SWGParams((h, w, c), win.kernel, win.stride, win.pads, tin.zero_point, tin.qtype,
+                       per, self.depthwise)
+        src, _ = b.read(self.input, per, row_fifo_depth(sp))
+        windows = b.stream(f"{short_name(self.output)}_win", tin.qtype, per,
+                           oh * ow * win.kernel[0] * win.kernel[1] * c)
+        b.add(Block(f"{self.name}_swg", "swg", sp, [src], [windows], self.name, nodes))
+        out = b.stream(short_name(self.output), tout.qtype, f.pe, tout.size)
+        if self.depthwise:
+            p = VVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
+                           oh * ow)
+            b.add(Block(self.name, "vvau", p, [windows], [out], self.name, nodes))
+        else:
+            p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
+                           f.simd, oh * ow)
+            b.add(Block(self.name, "mvau", p, [windows], [out], self.name, nodes))
+        return out
 
 
 def window_from_attrs(node: Node, in_shape: tuple[int, int, int],
@@ -106,7 +174,7 @@ def conv_linear(ctx: ImportContext, node: Node, x, w, b) -> Linear:
     lin = Linear(src=x.tensor, weights=wm,
                  acc_scale=(np.float32(t.scale) * s_w.astype(np.float32)).astype(np.float64), bias=-t.zero_point * wm.sum(axis=1),
                  nodes=[node.label], shape=(oc,) + win.out_hw, window=win,
-                 depthwise=depthwise)
+                 depthwise=depthwise, op=Conv)
     if b is not None:
         add_bias(lin, b, node, channel_vector=True)
         lin.nodes.pop()

@@ -4,15 +4,102 @@ A Concat of constants (a shape computed by ``Shape → Gather → Unsqueeze → 
 evaluated at import."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
-from hwgen.dataflow.intgraph import AddOp, ConcatOp
+from hwgen.dataflow.intgraph import IntGraph, int_op
 from hwgen.dataflow.loader import Node
+from hwgen.dataflow.lower import Block, Builder, Folding, beats_per_pixel, short_name
 from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes
 from hwgen.dataflow.values import Const, Deq, Int, Pending, channel_last_order
+from hwgen.errors import HwgenError
+from hwgen.rtl_templates.add import AddParams, make_add_requant
+from hwgen.rtl_templates.block import FoldSpace, divisors
+from hwgen.rtl_templates.concat import ConcatParams, make_concat
+
+
+def _pixel_channels(ig: IntGraph, tensor: str) -> int:
+    t = ig.tensors[tensor]
+    return t.shape[0] if len(t.shape) == 3 else t.size
+
+
+class _Join:
+    """What both joins share: one beat of PE elements per cycle, the input FIFOs sized by
+    the builder."""
+    inputs: list[str]
+    output: str
+    name: str
+    nodes: list[str]
+    kind = ""
+
+    def fold_space(self, ig: IntGraph) -> FoldSpace:
+        out = ig.tensors[self.output]
+        return FoldSpace(divisors(self.channels(ig)), (1,), lambda pe, simd: out.size // pe)
+
+    def in_per_beat(self, f: Folding) -> int:
+        return f.pe
+
+    def lower(self, b: Builder, ig: IntGraph, f: Folding) -> str:
+        tout = ig.tensors[self.output]
+        p = self.params(ig, f.pe)
+        srcs, fifos = zip(*(b.read(t, f.pe) for t in self.inputs))
+        out = b.stream(short_name(self.output), tout.qtype, f.pe, tout.size)
+        blk = b.add(Block(self.name, self.kind, p, list(srcs), [out], self.name,
+                          tuple(self.nodes)))
+        b.join(blk, list(fifos), beats_per_pixel(tout, f.pe))
+        return out
+
+
+@int_op
+@dataclass
+class AddOp(_Join):
+    """Elementwise sum of two tensors with their own scales, requantized to the output's."""
+    name: str
+    nodes: list[str]
+    inputs: list[str]
+    output: str
+    lo: int
+    hi: int
+    kind = "add"
+
+    def channels(self, ig: IntGraph) -> int:
+        return _pixel_channels(ig, self.output)
+
+    def params(self, ig: IntGraph, pe: int) -> AddParams:
+        ta, tb = (ig.tensors[t] for t in self.inputs)
+        tout = ig.tensors[self.output]
+        p = make_add_requant(ta.scale, tb.scale, tout.scale, tout.zero_point, ta.zero_point,
+                             tb.zero_point, self.lo, self.hi, ta.qtype, tb.qtype, tout.qtype,
+                             pe)
+        return dataclasses.replace(p, elements=tout.size, channels=self.channels(ig))
+
+
+@int_op
+@dataclass
+class ConcatOp(_Join):
+    """Channel concatenation of feature maps (inputs requantized if their scales differ)."""
+    name: str
+    nodes: list[str]
+    inputs: list[str]
+    output: str
+    kind = "concat"
+
+    def channels(self, ig: IntGraph) -> int:
+        return int(np.gcd.reduce([ig.tensors[t].shape[0] for t in self.inputs]))
+
+    def params(self, ig: IntGraph, pe: int) -> ConcatParams:
+        if len(self.inputs) != 2:
+            raise HwgenError(f"layer {self.name}: Concat of {len(self.inputs)} tensors; two "
+                             f"are supported")
+        t0, t1 = (ig.tensors[t] for t in self.inputs)
+        tout = ig.tensors[self.output]
+        p = make_concat(t0.shape[0], t1.shape[0], pe, t0.qtype, t0.scale, t0.zero_point,
+                        t1.qtype, t1.scale, t1.zero_point, tout.qtype, tout.scale,
+                        tout.zero_point)
+        return dataclasses.replace(p, pixels=tout.size // tout.shape[0])
 
 
 @dataclass

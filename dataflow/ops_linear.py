@@ -13,13 +13,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
-from hwgen.dataflow.intgraph import Conv, MatVec
+from hwgen.dataflow.intgraph import IntGraph, int_op
 from hwgen.dataflow.loader import Node
+from hwgen.dataflow.lower import FIFO_MARGIN, Block, Builder, Folding, short_name
 from hwgen.dataflow.ops_join import add_tensors
 from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes
 from hwgen.dataflow.values import (Const, Deq, DeqConst, FloatInput, Int, Pending,
                                    channel_last_order)
-from hwgen.rtl_templates.quant import compact, dot_range, make_requant, signed_width
+from hwgen.rtl_templates.block import FoldSpace, divisors
+from hwgen.rtl_templates.mvau import MVAUParams
+from hwgen.rtl_templates.quant import Requant, compact, dot_range, make_requant, signed_width
 
 
 @dataclass
@@ -37,6 +40,7 @@ class Linear(Pending):
     has_bias: bool = False
     window: object = None          # dataflow.intgraph.Window for a convolution
     depthwise: bool = False
+    op: type | None = None         # the integer op it closes into (None: MatVec)
 
     def close(self, ctx, name, qtype, s, zp, closing) -> Int:
         """The MatVec (or Conv) op with its requantizer."""
@@ -50,14 +54,43 @@ class Linear(Pending):
                                 int(max(a_hi.max(), (a_hi + self.bias).max(), 0)))
         rq = make_requant(mult, zp, lo, hi, acc_bits)
         nodes = closed_nodes(self.nodes, closing)
-        if self.window is not None:
-            ctx.ig.ops.append(Conv(self.nodes[0], nodes, self.src, out, self.weights, self.bias,
-                                   rq, self.window, self.depthwise))
-        else:
-            ctx.ig.ops.append(MatVec(name=self.nodes[0], nodes=nodes, input=self.src,
-                                     output=out, weights=self.weights, bias=self.bias,
-                                     requant=rq))
+        ctx.ig.ops.append((self.op or MatVec).from_linear(self, nodes, out, rq))
         return Int(out, self.shape, channel_last_order(self.shape))
+
+
+@int_op
+@dataclass
+class MatVec:
+    """``out = requant(weights @ in + bias)``: Gemm / MatMul (+ Add) (+ Relu) + QuantizeLinear;
+    one matrix–vector unit."""
+    name: str                 # the ONNX node of the product (Gemm/MatMul): the layer's name
+    nodes: list[str]          # every ONNX node folded into it
+    input: str
+    output: str
+    weights: np.ndarray       # [MH, MW] integers, weight zero point subtracted
+    bias: np.ndarray          # [MH] int64, input zero point folded in
+    requant: Requant
+
+    @classmethod
+    def from_linear(cls, lin: Linear, nodes: list[str], out: str, rq: Requant) -> MatVec:
+        return cls(lin.nodes[0], nodes, lin.src, out, lin.weights, lin.bias, rq)
+
+    def fold_space(self, ig: IntGraph) -> FoldSpace:
+        mh, mw = self.weights.shape
+        return FoldSpace(divisors(mh), divisors(mw), lambda pe, simd: (mh // pe) * (mw // simd))
+
+    def in_per_beat(self, f: Folding) -> int:
+        return f.simd
+
+    def lower(self, b: Builder, ig: IntGraph, f: Folding) -> str:
+        tin, tout = ig.tensors[self.input], ig.tensors[self.output]
+        p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
+                       f.simd)
+        # an MVAU that replays its input (several neuron folds) reads one whole vector early
+        src, _ = b.read(self.input, f.simd, p.sf + FIFO_MARGIN if p.nf > 1 else FIFO_MARGIN)
+        out = b.stream(short_name(self.output), tout.qtype, f.pe, tout.size)
+        b.add(Block(self.name, "mvau", p, [src], [out], self.name, tuple(self.nodes)))
+        return out
 
 
 def narrow_weights(q: np.ndarray, z_w: np.ndarray, axis: int) -> np.ndarray:

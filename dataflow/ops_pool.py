@@ -10,12 +10,91 @@ from dataclasses import dataclass
 import numpy as np
 
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
-from hwgen.dataflow.intgraph import GlobalAvgPool, Pool
+from hwgen.dataflow.intgraph import IntGraph, Window, int_op
 from hwgen.dataflow.loader import Node
+from hwgen.dataflow.lower import Block, Builder, Folding, row_fifo_depth, short_name
 from hwgen.dataflow.ops_conv import feature_map, window_from_attrs
 from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes
 from hwgen.dataflow.values import Int, Pending, channel_last_order
-from hwgen.rtl_templates.quant import make_requant, signed_width
+from hwgen.rtl_templates.block import FoldSpace, divisors
+from hwgen.rtl_templates.gap import GAPParams
+from hwgen.rtl_templates.pool import PoolParams
+from hwgen.rtl_templates.quant import Requant, make_requant, signed_width
+from hwgen.rtl_templates.swg import SWGParams
+
+
+@int_op
+@dataclass
+class Pool:
+    """Max or average pooling over windows: a sliding-window generator and a pooling unit.
+    Average: acc = Σ_window q - K·z_in (padding enters as z_in, i.e. real zero), divided by
+    the pixel's count: ``requant.mult[j]`` is the multiplier of the j-th smallest distinct
+    value of ``counts``."""
+    name: str
+    nodes: list[str]
+    input: str
+    output: str
+    kind: str                                 # "max" | "avg"
+    window: Window
+    counts: np.ndarray | None = None          # avg: divisor per output pixel
+    requant: Requant | None = None            # avg: one multiplier per distinct count
+
+    def fold_space(self, ig: IntGraph) -> FoldSpace:
+        c = self.window.in_shape[0]
+        px = int(np.prod(self.window.out_hw))
+        k = self.window.kernel[0] * self.window.kernel[1]
+        return FoldSpace(divisors(c), (1,), lambda pe, simd: px * k * (c // pe))
+
+    def in_per_beat(self, f: Folding) -> int:
+        return f.pe
+
+    def lower(self, b: Builder, ig: IntGraph, f: Folding) -> str:
+        tin, tout = ig.tensors[self.input], ig.tensors[self.output]
+        nodes = tuple(self.nodes)
+        win = self.window
+        c, h, w = win.in_shape
+        oh, ow = win.out_hw
+        k = win.kernel[0] * win.kernel[1]
+        pad = tin.qtype.lo if self.kind == "max" else tin.zero_point
+        sp = SWGParams((h, w, c), win.kernel, win.stride, win.pads, pad, tin.qtype, f.pe, True)
+        src, _ = b.read(self.input, f.pe, row_fifo_depth(sp))
+        windows = b.stream(f"{short_name(self.output)}_win", tin.qtype, f.pe, oh * ow * k * c)
+        b.add(Block(f"{self.name}_swg", "swg", sp, [src], [windows], self.name, nodes))
+        avg = self.kind == "avg"
+        pp = PoolParams(self.kind, c, k, tin.qtype, tout.qtype, f.pe, oh * ow,
+                        self.requant if avg else None, tin.zero_point,
+                        self.counts if avg else None)
+        out = b.stream(short_name(self.output), tout.qtype, f.pe, tout.size)
+        b.add(Block(self.name, "pool", pp, [windows], [out], self.name, nodes))
+        return out
+
+
+@int_op
+@dataclass
+class GlobalAvgPool:
+    """Mean over all pixels per channel: acc = Σ q - H·W·z_in, then requant."""
+    name: str
+    nodes: list[str]
+    input: str
+    output: str
+    requant: Requant
+
+    def fold_space(self, ig: IntGraph) -> FoldSpace:
+        t = ig.tensors[self.input]
+        return FoldSpace(divisors(t.shape[0]), (1,), lambda pe, simd: t.size // pe)
+
+    def in_per_beat(self, f: Folding) -> int:
+        return f.pe
+
+    def lower(self, b: Builder, ig: IntGraph, f: Folding) -> str:
+        tin, tout = ig.tensors[self.input], ig.tensors[self.output]
+        c = tin.shape[0]
+        gp = GAPParams(c, tin.size // c, self.requant, tin.qtype, tout.qtype, f.pe,
+                       tin.zero_point)
+        src, _ = b.read(self.input, f.pe)
+        out = b.stream(short_name(self.output), tout.qtype, f.pe, tout.size)
+        b.add(Block(self.name, "gap", gp, [src], [out], self.name, tuple(self.nodes)))
+        return out
 
 
 @dataclass

@@ -63,7 +63,10 @@ import numpy as np
 import onnx
 
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
-from hwgen.dataflow.intgraph import Conv, GlobalAvgPool, MatVec, Pool, Window
+from hwgen.dataflow.intgraph import Window
+from hwgen.dataflow.ops_conv import Conv
+from hwgen.dataflow.ops_linear import MatVec
+from hwgen.dataflow.ops_pool import GlobalAvgPool, Pool
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.ops_clip import Clipped
 from hwgen.dataflow.ops_join import Joined

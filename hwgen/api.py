@@ -10,15 +10,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from amaranth.back import verilog
 
+from hwgen import design
+from hwgen.assemble import build_top
+from hwgen.boards.devices import check_memory
 from hwgen.dataflow import golden
 from hwgen.dataflow.importer import load_model, to_int_graph
 from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, Folding, lower
 from hwgen.dataflow.operators import is_float_model
-from hwgen import design
-from hwgen.assemble import build_top
+from hwgen.dataflow.ops_qonnx import is_qonnx_model, qonnx_reference
 from hwgen.errors import HwgenError
 from hwgen.io import atomic_dir, check_input_shape, read_input
+from hwgen.quantize import float_model_error, float_top1, quantized_copy
+from hwgen.reference import run_batched
 from hwgen.sim.base import StreamJob
 from hwgen.sim.packing import beats_to_frames, frames_to_beats
 
@@ -82,10 +87,7 @@ def compile(model, out_dir, fold=None, name: str | None = None,
     quantized with onnxruntime first (:func:`hwgen.quantize.quantize`, with
     ``per_channel``/``symmetric``/``activation_type``) into a temporary file of the same
     name, which is what gets compiled."""
-    from amaranth.back import verilog
-
     if calibration is not None:
-        from hwgen.quantize import quantized_copy
         if isinstance(fold, (str, Path)):
             read_folding(fold)  # a bad folding file fails before the quantization
         with quantized_copy(model, calibration, per_channel, symmetric,
@@ -95,7 +97,6 @@ def compile(model, out_dir, fold=None, name: str | None = None,
     folding = read_folding(fold) if isinstance(fold, (str, Path)) else fold
     graph = load_model(model, upgrade=True)
     if is_float_model(graph):
-        from hwgen.quantize import float_model_error
         raise float_model_error(model, graph)
     try:
         ig = to_int_graph(graph)
@@ -108,7 +109,7 @@ def compile(model, out_dir, fold=None, name: str | None = None,
                     else target_cycles)
     except HwgenError as e:
         raise HwgenError(f"{fold}: {e}" if isinstance(fold, (str, Path)) else str(e)) from None
-    from hwgen.boards.devices import check_memory  # refuse what no device holds, before any Verilog
+    # refuse what no device holds, before any Verilog
     check_memory(sum(b.cost.memory_bits for b in dfg.blocks), f"{model.name}: model")
     top = build_top(dfg)
     name = _check_name(name) if name is not None else _top_name(model)
@@ -239,7 +240,6 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
     import onnxruntime as ort
 
     if calibration is not None:
-        from hwgen.quantize import float_top1, quantized_copy
         if isinstance(fold, (str, Path)):
             read_folding(fold)
         with quantized_copy(model, calibration, per_channel, symmetric,
@@ -268,12 +268,11 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         bad = int(np.sum(np.any(gold != sim.outputs_int, axis=1)))
 
         onnx_in = manifest["input"]["onnx_name"]
-        from hwgen.dataflow.ops_qonnx import is_qonnx_model, qonnx_reference
         if is_qonnx_model(model):  # custom ops onnxruntime lacks: the qonnx package runs it
             ref = qonnx_reference(model, x)
         else:
             sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-            ref = _run_ort(sess, onnx_in, ig.onnx_output, x)
+            ref = run_batched(sess, onnx_in, ig.onnx_output, x)
         tout = ig.tensors[ig.output]
         ref = ref.reshape(x.shape[0], -1)
         ref_q = tout.quantize(ref) if ig.output_dequantized else ref.astype(np.int64)
@@ -291,16 +290,3 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _run_ort(sess, in_name: str, out_name: str, x: np.ndarray) -> np.ndarray:
-    """onnxruntime on ``x``: the whole batch at once, or in chunks of the model's fixed batch
-    size if it has one."""
-    n = sess.get_inputs()[0].shape[0]
-    if not isinstance(n, int) or n <= 0:
-        return sess.run([out_name], {in_name: x})[0]
-    if x.shape[0] % n:
-        raise HwgenError(f"the model fixes its batch size to {n}; give a multiple of {n} "
-                         f"samples (got {x.shape[0]})")
-    return np.concatenate([sess.run([out_name], {in_name: x[k:k + n]})[0]
-                           for k in range(0, x.shape[0], n)])

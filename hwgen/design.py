@@ -17,7 +17,8 @@ import dataclasses
 import numpy as np
 
 from hwgen import __version__
-from hwgen.dataflow.intgraph import IntGraph, QTensor, Window, op_class
+from hwgen.dataflow.intgraph import IntGraph, QTensor, Window
+from hwgen.dataflow.operators import op_class
 from hwgen.dataflow.lower import DataflowGraph, Folding
 from hwgen.dataflow.values import channel_last_order
 from hwgen.errors import HwgenError

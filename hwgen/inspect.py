@@ -24,6 +24,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hwgen import __version__
+from hwgen.api import read_folding
+from hwgen.boards.devices import DEVICES, fmt_bits
 from hwgen.dataflow.estimate import Estimate, estimate
 from hwgen.dataflow.importer import (COLLECT, COLLECT_ASSUMED, ImportReport, Problem,
                                      load_model, walk)
@@ -91,15 +94,12 @@ class InspectReport:
 
     def devices(self) -> list[tuple[object, list[str]]]:
         """Every supported device and why the design would not fit it (empty: it fits)."""
-        from hwgen.boards.devices import DEVICES
         widths = self.multiplier_widths()
         return [(d, d.shortfalls(self.estimate.totals, widths)) for d in DEVICES]
 
 
 def inspect(model, fold=None, target_cycles: int | None = None) -> InspectReport:
     """Inspect the ONNX model at ``model`` (see the module documentation)."""
-    from hwgen.api import read_folding
-
     t0 = time.perf_counter()
     model = Path(model)
     if target_cycles is not None and target_cycles < 1:
@@ -185,7 +185,6 @@ def _clip(s: str, n: int) -> str:
 
 
 def format_text(rep: InspectReport) -> str:
-    from hwgen.boards.devices import fmt_bits
     lines = [f"hwgen inspect: {rep.model}"]
     if rep.assumed:
         lines.append("float model: estimates assume 8-bit quantization (uint8 activations, "
@@ -275,7 +274,6 @@ def _cost_json(c) -> dict | None:
 
 
 def to_json(rep: InspectReport) -> dict:
-    from hwgen import __version__
     est = rep.estimate
     nodes = []
     for r in rep.rows:

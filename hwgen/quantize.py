@@ -37,6 +37,8 @@ from hwgen.dataflow.importer import load_model
 from hwgen.dataflow.loader import UPGRADE_OPSET, upgrade_opset
 from hwgen.dataflow.operators import is_float_model, quantized_node
 from hwgen.errors import HwgenError
+from hwgen.io import check_input_shape, check_writable_file, read_input, write_atomic
+from hwgen.reference import run_batched
 
 __all__ = ["ACTIVATION_TYPES", "float_model_error", "float_top1", "is_float_model",
            "quantize", "quantized_copy", "quantized_node"]
@@ -107,8 +109,6 @@ def _load_float(model_path: Path):
 
 
 def _calibration_array(calibration, input_name: str, shape) -> tuple[np.ndarray, str]:
-    from hwgen.io import check_input_shape, read_input
-
     if isinstance(calibration, (str, Path)):
         source = str(calibration)
         x = read_input(calibration, input_name)
@@ -212,8 +212,6 @@ def quantize(model_path, calibration, out_path, per_channel: bool = False,
     """Quantize the float ONNX model at ``model_path`` with onnxruntime (QDQ format),
     calibrated on ``calibration`` (a .npy/.npz path or an array, batch axis first); write it
     atomically to ``out_path`` and return that path."""
-    from hwgen.io import check_writable_file, write_atomic
-
     model_path = Path(model_path)
     out = check_writable_file(out_path)
     with tempfile.TemporaryDirectory(prefix="hwgen-quantize-") as tmp:
@@ -247,8 +245,6 @@ def float_top1(float_model, x: np.ndarray, rtl_outputs: np.ndarray) -> float | N
     """Top-1 agreement of the RTL's outputs with onnxruntime on the float model, for
     classifiers ([N, C] outputs with C > 1); None otherwise."""
     import onnxruntime as ort
-
-    from hwgen.api import _run_ort as run_batched
 
     y = np.asarray(rtl_outputs).reshape(x.shape[0], -1)
     if np.asarray(rtl_outputs).ndim != 2 or y.shape[1] < 2:

@@ -46,7 +46,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from hwgen.dataflow import golden
 from hwgen.dataflow.importer import to_int_graph
-from hwgen.dataflow.intgraph import AddOp, ConcatOp, Conv, GlobalAvgPool, MatVec, Pool
+from hwgen.dataflow.ops_conv import Conv
+from hwgen.dataflow.ops_join import AddOp, ConcatOp
+from hwgen.dataflow.ops_linear import MatVec
+from hwgen.dataflow.ops_pool import GlobalAvgPool, Pool
 from hwgen.dataflow.loader import load_model_proto
 from hwgen.dataflow.lower import lower
 from hwgen.assemble import build_top

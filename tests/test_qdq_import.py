@@ -15,7 +15,7 @@ import pytest
 
 from hwgen.dataflow import golden
 from hwgen.dataflow.importer import to_int_graph
-from hwgen.dataflow.intgraph import MatVec
+from hwgen.dataflow.ops_linear import MatVec
 from hwgen.dataflow.loader import load_model_proto
 from hwgen.dataflow.lower import Folding, lower
 from hwgen.assemble import build_top

@@ -28,7 +28,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from hwgen.dataflow import golden
 from hwgen.dataflow.importer import to_int_graph
-from hwgen.dataflow.intgraph import Conv, GlobalAvgPool, Pool
+from hwgen.dataflow.ops_conv import Conv
+from hwgen.dataflow.ops_pool import GlobalAvgPool, Pool
 from hwgen.dataflow.loader import load_model_proto
 from hwgen.dataflow.lower import lower
 from hwgen.dataflow.ops_qonnx import compact_requant
