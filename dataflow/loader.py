@@ -150,17 +150,6 @@ class Graph:
     ir_version: int
     path: str | None = None
 
-    def producer(self, value: str) -> Node | None:
-        """The node whose output is ``value`` (None for inputs / constants)."""
-        for n in self.nodes:
-            if value in n.outputs:
-                return n
-        return None
-
-    def consumers(self, value: str) -> list[Node]:
-        """Nodes that read ``value`` (in topological order)."""
-        return [n for n in self.nodes if value in n.inputs]
-
 
 # ------------------------------------------------------------------- helpers
 

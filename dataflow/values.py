@@ -23,10 +23,6 @@ def channel_last_order(shape: tuple[int, ...]) -> np.ndarray | None:
     return np.arange(c * h * w).reshape(c, h, w).transpose(1, 2, 0).reshape(-1)
 
 
-def is_identity(order: np.ndarray | None) -> bool:
-    return order is None or bool(np.array_equal(order, np.arange(order.size)))
-
-
 @dataclass
 class FloatInput:
     """A float graph input (must be quantized before use)."""
