@@ -387,8 +387,8 @@ def _in_per_beat(op, f: Folding) -> int:
 def add_params(g: IntGraph, op: AddOp, pe: int) -> add.AddParams:
     ta, tb = (g.tensors[t] for t in op.inputs)
     tout = g.tensors[op.output]
-    p = add.make_add_requant(ta.scale, tb.scale, tout.scale, tout.zero_point, ta.zero_point,
-                             tb.zero_point, op.lo, op.hi, ta.qtype, tb.qtype, tout.qtype, pe)
+    a, b, y = (add.Quantized(t.qtype, t.scale, t.zero_point) for t in (ta, tb, tout))
+    p = add.make_add_requant(a, b, y, lo=op.lo, hi=op.hi, pe=pe)
     channels = tout.shape[0] if len(tout.shape) == 3 else tout.size
     return dataclasses.replace(p, elements=tout.size, channels=channels)
 
@@ -399,9 +399,8 @@ def concat_params(g: IntGraph, op: ConcatOp, pe: int) -> concat.ConcatParams:
                          f"supported")
     t0, t1 = (g.tensors[t] for t in op.inputs)
     tout = g.tensors[op.output]
-    p = concat.make_concat(t0.shape[0], t1.shape[0], pe, t0.qtype, t0.scale, t0.zero_point,
-                           t1.qtype, t1.scale, t1.zero_point, tout.qtype, tout.scale,
-                           tout.zero_point)
+    x0, x1, y = (concat.Quantized(t.qtype, t.scale, t.zero_point) for t in (t0, t1, tout))
+    p = concat.make_concat(x0, x1, y, c0=t0.shape[0], c1=t1.shape[0], pe=pe)
     return dataclasses.replace(p, pixels=tout.size // tout.shape[0])
 
 
