@@ -19,6 +19,7 @@ from hwgen.errors import HwgenError
 from hwgen.rtl_templates.add import AddParams, make_add_requant
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.concat import ConcatParams, make_concat
+from hwgen.rtl_templates.quant import Quantized
 
 
 def _pixel_channels(ig: IntGraph, tensor: str) -> int:
@@ -71,9 +72,8 @@ class AddOp(_Join):
     def params(self, ig: IntGraph, pe: int) -> AddParams:
         ta, tb = (ig.tensors[t] for t in self.inputs)
         tout = ig.tensors[self.output]
-        p = make_add_requant(ta.scale, tb.scale, tout.scale, tout.zero_point, ta.zero_point,
-                             tb.zero_point, self.lo, self.hi, ta.qtype, tb.qtype, tout.qtype,
-                             pe)
+        a, b, y = (Quantized(t.qtype, t.scale, t.zero_point) for t in (ta, tb, tout))
+        p = make_add_requant(a, b, y, lo=self.lo, hi=self.hi, pe=pe)
         return dataclasses.replace(p, elements=tout.size, channels=self.channels(ig))
 
 
@@ -96,9 +96,8 @@ class ConcatOp(_Join):
                              f"are supported")
         t0, t1 = (ig.tensors[t] for t in self.inputs)
         tout = ig.tensors[self.output]
-        p = make_concat(t0.shape[0], t1.shape[0], pe, t0.qtype, t0.scale, t0.zero_point,
-                        t1.qtype, t1.scale, t1.zero_point, tout.qtype, tout.scale,
-                        tout.zero_point)
+        x0, x1, y = (Quantized(t.qtype, t.scale, t.zero_point) for t in (t0, t1, tout))
+        p = make_concat(x0, x1, y, c0=t0.shape[0], c1=t1.shape[0], pe=pe)
         return dataclasses.replace(p, pixels=tout.size // tout.shape[0])
 
 

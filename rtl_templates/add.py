@@ -65,15 +65,17 @@ from fractions import Fraction
 import numpy as np
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from hwgen.rtl_templates.quant import ACC_GUARD_BITS, MULT_BITS, QType, range_type, signed_width
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.quant import (ACC_GUARD_BITS, MULT_BITS, QType, Quantized, Requant,
+                                       range_type, rhe, round24, round24_shift, signed_width)
+from hwgen.rtl_templates.requant import (clamp, rhe_const, round24_hw, round_clamp,
+                                         sign_magnitude)
+from hwgen.rtl_templates.words import lanes
 
-#: significant bits of a float32
-F32_BITS = 24
 #: cycles from a (joined) input transfer to the output transfer of that beat, per semantics
 PIPELINE_DEPTHS = {"exact": 5, "ort": 6}
 #: the default semantics of :func:`make_add_requant`
@@ -165,30 +167,8 @@ class AddParams:
     def mult_bits(self) -> int:
         return max(1, self.ma.bit_length(), self.mb.bit_length())
 
-    def real_multipliers(self) -> tuple[float, float]:
-        return self.ma / 2.0 ** self.shift, self.mb / 2.0 ** self.shift
 
-
-# ---------------------------------------------------------------------------- float32 helpers
-
-def _f32_round(v: Fraction) -> Fraction:
-    """``v`` rounded to the nearest float32 (half to even; normal range)."""
-    if v == 0:
-        return Fraction(0)
-    sign, a = (-1, -v) if v < 0 else (1, v)
-    e = a.numerator.bit_length() - a.denominator.bit_length()   # 2**e <= a < 2**(e+2)
-    if Fraction(2) ** e > a:
-        e -= 1
-    elif Fraction(2) ** (e + 1) <= a:
-        e += 1
-    ulp = Fraction(2) ** (e - (F32_BITS - 1))
-    q = a / ulp
-    n, r = divmod(q.numerator, q.denominator)
-    rem = Fraction(r, q.denominator)
-    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and n & 1):
-        n += 1
-    return sign * n * ulp
-
+# ---------------------------------------------------------------------------- parameters
 
 def _dyadic_exponent(v: Fraction) -> int:
     """k such that v·2**k is an integer (v a dyadic rational)."""
@@ -197,36 +177,44 @@ def _dyadic_exponent(v: Fraction) -> int:
     return d.bit_length() - 1
 
 
-# ---------------------------------------------------------------------------- parameters
+def _f32(v: Fraction) -> Fraction:
+    """The dyadic rational ``v`` rounded to the nearest float32 (half to even; normal
+    range)."""
+    k = _dyadic_exponent(v)
+    return Fraction(round24(int(v * (1 << k))), 1 << k)
 
-def make_add_requant(sa, sb, sy, zy: int, za: int, zb: int, lo: int | None, hi: int | None,
-                     a_type: QType, b_type: QType, out_type: QType | None = None, pe: int = 1,
-                     semantics: str = DEFAULT_SEMANTICS, mult_bits: int = MULT_BITS) -> AddParams:
-    """Integer parameters of a QDQ Add / QLinearAdd (scales as in the model: float32 values).
+
+def make_add_requant(a: Quantized, b: Quantized, y: Quantized, *, lo: int | None = None,
+                     hi: int | None = None, pe: int = 1, semantics: str = DEFAULT_SEMANTICS,
+                     mult_bits: int = MULT_BITS) -> AddParams:
+    """Integer parameters of a QDQ Add / QLinearAdd of inputs ``a`` and ``b`` into ``y``
+    (scales as in the model: float32 values).
 
     ``lo``/``hi`` are the integer clamp bounds (``None``: the output type's range; a fused
-    Relu gives ``lo = zy``). ``out_type`` defaults to the smallest type holding ``lo..hi``.
-    ``semantics``: ``"ort"`` (bit-exact onnxruntime QLinearAdd on x86-64, the default) or
-    ``"exact"`` (fixed point of the real formula); see the module documentation.
+    Relu gives ``lo = zy``). ``y.qtype`` may be ``None``: the smallest type holding
+    ``lo..hi``. ``semantics``: ``"ort"`` (bit-exact onnxruntime QLinearAdd on x86-64, the
+    default) or ``"exact"`` (fixed point of the real formula); see the module documentation.
     """
     f32 = np.float32
-    sa32, sb32, sy32 = (f32(s) for s in (sa, sb, sy))
+    sa32, sb32, sy32 = (f32(s) for s in (a.scale, b.scale, y.scale))
     if not all(np.isfinite(s) and s > 0 for s in (sa32, sb32, sy32)):
-        raise ValueError(f"scales must be finite and positive (got {sa}, {sb}, {sy})")
+        raise ValueError(f"scales must be finite and positive (got {a.scale}, {b.scale}, "
+                         f"{y.scale})")
+    out_type = y.qtype
     if out_type is None:
         if lo is None or hi is None:
-            raise ValueError("give out_type or both clamp bounds")
+            raise ValueError("give the output type or both clamp bounds")
         out_type = range_type(lo, hi)
     lo = out_type.lo if lo is None else int(lo)
     hi = out_type.hi if hi is None else int(hi)
-    za, zb, zy = int(za), int(zb), int(zy)
-    common = dict(za=za, zb=zb, zy=zy, lo=lo, hi=hi, a_type=a_type, b_type=b_type,
+    za, zb, zy = int(a.zero_point), int(b.zero_point), int(y.zero_point)
+    common = dict(za=za, zb=zb, zy=zy, lo=lo, hi=hi, a_type=a.qtype, b_type=b.qtype,
                   out_type=out_type, pe=pe, semantics=semantics)
     if semantics == "ort":
         ra, rb = f32(sa32 / sy32), f32(sb32 / sy32)       # IEEE float32 divisions
         fa, fb = Fraction(float(ra)), Fraction(float(rb))
-        inner = _f32_round(fa * za + _f32_round(fb * zb))  # fma(rA, za, rB*zb)
-        fixed = _f32_round(zy - inner)
+        inner = _f32(fa * za + _f32(fb * zb))             # fma(rA, za, rB*zb)
+        fixed = _f32(zy - inner)
         shift = max(0, *(_dyadic_exponent(v) for v in (fa, fb, fixed)))
         scale = 1 << shift
         return AddParams(ma=int(fa * scale), mb=int(fb * scale), shift=shift,
@@ -234,8 +222,8 @@ def make_add_requant(sa, sb, sy, zy: int, za: int, zb: int, lo: int | None, hi: 
     if semantics != "exact":
         raise ValueError(f"unknown semantics {semantics!r}")
     ra, rb = float(sa32) / float(sy32), float(sb32) / float(sy32)
-    d_bits = max(signed_width(a_type.lo - za, a_type.hi - za),
-                 signed_width(b_type.lo - zb, b_type.hi - zb))
+    ta, tb = a.qtype, b.qtype
+    d_bits = max(signed_width(ta.lo - za, ta.hi - za), signed_width(tb.lo - zb, tb.hi - zb))
     exp_max = math.floor(math.log2(max(ra, rb)))
     shift = max(mult_bits - 1 - exp_max, d_bits + ACC_GUARD_BITS, 0)
     ma, mb = (int(round(r * 2.0 ** shift)) for r in (ra, rb))
@@ -244,59 +232,19 @@ def make_add_requant(sa, sb, sy, zy: int, za: int, zb: int, lo: int | None, hi: 
 
 # ---------------------------------------------------------------------------- golden
 
-def _rhe(a: int, k: int) -> int:
-    """round_half_even(a / 2**k) for any integer a (k >= 0)."""
-    if k == 0:
-        return a
-    q, r = a >> k, a & ((1 << k) - 1)
-    half = 1 << (k - 1)
-    return q + (1 if r > half or (r == half and q & 1) else 0)
-
-
-def _r24(v: int) -> int:
-    """``v`` with its magnitude rounded to 24 significant bits, half to even."""
-    a = -v if v < 0 else v
-    d = max(0, a.bit_length() - F32_BITS)
-    a = _rhe(a, d) << d
-    return -a if v < 0 else a
-
-
 def _one(p: AddParams, a: int, b: int) -> int:
     if p.ort:
-        t = _r24(a * p.ma + _r24(b * p.mb + p.fixed))
-        y = _rhe(t, p.shift) if t >= 0 else -_rhe(-t, p.shift)
+        y = round24_shift(a * p.ma + round24(b * p.mb + p.fixed), p.shift)
     else:
-        y = _rhe((a - p.za) * p.ma + (b - p.zb) * p.mb, p.shift) + p.zy
+        y = rhe((a - p.za) * p.ma + (b - p.zb) * p.mb, p.shift) + p.zy
     return min(max(y, p.lo), p.hi)
 
 
 def golden(p: AddParams, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Elementwise integer semantics (any shape; ``a`` and ``b`` broadcast)."""
+    """Elementwise integer semantics (frames, or any shape; ``a`` and ``b`` broadcast)."""
     a, b = np.broadcast_arrays(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
     f = np.vectorize(lambda x, y: _one(p, int(x), int(y)), otypes=[np.int64])
     return f(a, b) if a.size else np.zeros(a.shape, dtype=np.int64)
-
-
-def exact_reference(sa, sb, sy, zy, za, zb, lo, hi, a, b):
-    """The real formula in exact rational arithmetic (float32 scales taken as exact), with
-    round half to even. Returns (y, tie) where ``tie`` marks exact halfway cases. For tests."""
-    fa, fb, fy = (Fraction(float(np.float32(s))) for s in (sa, sb, sy))
-    ra, rb = fa / fy, fb / fy
-    a = np.asarray(a, dtype=np.int64).reshape(-1)
-    b = np.asarray(b, dtype=np.int64).reshape(-1)
-    y = np.empty(a.shape, dtype=np.int64)
-    tie = np.zeros(a.shape, dtype=bool)
-    for k, (x0, x1) in enumerate(zip(a.tolist(), b.tolist())):
-        v = (x0 - za) * ra + (x1 - zb) * rb
-        fl = v.numerator // v.denominator
-        frac = v - fl
-        if frac == Fraction(1, 2):
-            tie[k] = True
-            r = fl + (fl & 1)
-        else:
-            r = fl + (frac > Fraction(1, 2))
-        y[k] = min(max(r + zy, lo), hi)
-    return y, tie
 
 
 # ---------------------------------------------------------------------------- cost
@@ -312,10 +260,9 @@ def timing(p: AddParams, in_first: int, in_last: int) -> tuple[int, int]:
     return in_first + p.pipeline_depth, in_last + p.pipeline_depth
 
 
-def cost(p: AddParams, elements: int | None = None) -> Cost:
-    """``elements`` per frame (per input; default ``p.elements``): one beat of ``pe``
-    elements per cycle."""
-    elements = p.elements if elements is None else elements
+def cost(p: AddParams) -> Cost:
+    """``p.elements`` per frame (per input): one beat of ``pe`` elements per cycle."""
+    elements = p.elements
     if elements < 1:
         raise ValueError("the adder's elements per frame are not set")
     if elements % p.pe:
@@ -354,54 +301,6 @@ def _times_const(x, m: int):
     return (x * Const(odd, unsigned(max(1, odd.bit_length())))) << tz
 
 
-def _lanes(word, qt: QType, n: int):
-    b = qt.bits
-    return [word[k * b:(k + 1) * b].as_signed() if qt.signed else word[k * b:(k + 1) * b]
-            for k in range(n)]
-
-
-def _rhe_const(x, k: int):
-    """round_half_even(x / 2**k) of an unsigned value, constant k."""
-    if k == 0:
-        return x
-    q = x >> k
-    r = x[:k]
-    half = 1 << (k - 1)
-    return q + ((r > half) | ((r == half) & q[0]))
-
-
-def _magnitude(m: Module, v, name: str):
-    neg = Signal(name=f"{name}_neg")
-    mag = Signal(unsigned(len(v)), name=f"{name}_mag")
-    m.d.comb += [neg.eq(v < 0), mag.eq(Mux(neg, -v, v))]
-    return neg, mag
-
-
-def _round24_mag(m: Module, mag, name: str):
-    """Unsigned ``mag`` rounded to 24 significant bits, half to even (one float32 rounding):
-    the highest set bit selects a constant rounding position."""
-    w = len(mag)
-    out = Signal(unsigned(w + 1), name=f"{name}_r24")
-    if w <= F32_BITS:
-        m.d.comb += out.eq(mag)
-        return out
-    with m.If(mag[w - 1]):
-        m.d.comb += out.eq(_rhe_const(mag, w - F32_BITS) << (w - F32_BITS))
-    for k in range(w - 2, F32_BITS - 1, -1):
-        with m.Elif(mag[k]):
-            d = k - F32_BITS + 1
-            m.d.comb += out.eq(_rhe_const(mag[:k + 1], d) << d)
-    with m.Else():
-        m.d.comb += out.eq(mag)
-    return out
-
-
-def _clamp(m: Module, v, lo: int, hi: int, name: str):
-    y = Signal(signed(signed_width(lo, hi)), name=name)
-    m.d.comb += y.eq(Mux(v < lo, lo, Mux(v > hi, hi, v)))
-    return y
-
-
 class AddBlock(wiring.Component):
     """The two-input adder. See the module documentation for the contract."""
 
@@ -418,25 +317,16 @@ class AddBlock(wiring.Component):
         m = Module()
         PE = p.pe
 
-        depth = _fifo_depth(p)
-        m.submodules.ofifo = ofifo = SyncFIFOBuffered(width=PE * p.out_type.bits, depth=depth)
-        m.d.comb += [
-            self.o.payload.eq(ofifo.r_data),
-            self.o.valid.eq(ofifo.r_rdy),
-            ofifo.r_en.eq(self.o.ready),
-        ]
-        credits = Signal(range(depth + 1), init=depth)
-        room = credits != 0
+        out = OutputCredits(m, self.o, PE * p.out_type.bits, _fifo_depth(p))
 
         # --- join -------------------------------------------------------------------------
         take = Signal()
         m.d.comb += [
-            take.eq(self.i0.valid & self.i1.valid & room),
-            self.i0.ready.eq(self.i1.valid & room),
-            self.i1.ready.eq(self.i0.valid & room),
+            take.eq(self.i0.valid & self.i1.valid & out.room),
+            self.i0.ready.eq(self.i1.valid & out.room),
+            self.i1.ready.eq(self.i0.valid & out.room),
         ]
-        out_taken = self.o.valid & self.o.ready
-        m.d.sync += credits.eq(credits - take + out_taken)
+        out.spend(take)
 
         # --- t+1: operands ----------------------------------------------------------------
         v1 = Signal()
@@ -452,7 +342,8 @@ class AddBlock(wiring.Component):
         m.d.sync += v2.eq(v1)
         pa = [Signal(signed(signed_width(pa_lo, pa_hi)), name=f"pa_{k}") for k in range(PE)]
         pb = [Signal(signed(signed_width(pb_lo, pb_hi)), name=f"pb_{k}") for k in range(PE)]
-        for k, (x, y) in enumerate(zip(_lanes(a1, p.a_type, PE), _lanes(b1, p.b_type, PE))):
+        for k, (x, y) in enumerate(zip(lanes(a1, PE, p.a_type.bits, p.a_type.signed),
+                                       lanes(b1, PE, p.b_type.bits, p.b_type.signed))):
             da = Signal(signed(p.da_bits), name=f"da_{k}")
             db = Signal(signed(p.db_bits), name=f"db_{k}")
             if p.ort:
@@ -471,8 +362,8 @@ class AddBlock(wiring.Component):
             pa3 = [Signal.like(x, name=f"pa3_{k}") for k, x in enumerate(pa)]
             t3 = [Signal(signed(len(x) + 2), name=f"t3_{k}") for k, x in enumerate(pb)]
             for k in range(PE):
-                neg, mag = _magnitude(m, pb[k], f"t_{k}")
-                r = _round24_mag(m, mag, f"t_{k}")
+                neg, mag = sign_magnitude(m, pb[k], f"t_{k}")
+                r = round24_hw(m, mag, f"t_{k}")
                 m.d.sync += [pa3[k].eq(pa[k]), t3[k].eq(Mux(neg, -r, r))]
             pa, pb, v_last = pa3, t3, v3
 
@@ -481,21 +372,16 @@ class AddBlock(wiring.Component):
         m.d.sync += vs.eq(v_last)
         s = [Signal(signed(p.sum_bits), name=f"s_{k}") for k in range(PE)]
         m.d.sync += [x.eq(a + b) for x, a, b in zip(s, pa, pb)]
+        # "ort": the requantizer's rounding of the sum with multiplier 1 and zero point 0
+        rq = Requant(mult=(1,), shift=p.shift, zero_point=0, lo=p.lo, hi=p.hi)
         outs = []
         for k in range(PE):
             if p.ort:
-                neg, mag = _magnitude(m, s[k], f"s_{k}")
-                ymag = _rhe_const(_round24_mag(m, mag, f"s_{k}"), p.shift)
-                y0 = Mux(neg, -ymag, ymag)
+                y = round_clamp(m, s[k], rq, f"y_{k}")
             else:
-                q = s[k] >> p.shift if p.shift else s[k]
-                if p.shift:
-                    r = s[k][:p.shift]
-                    half = 1 << (p.shift - 1)
-                    q = q + ((r > half) | ((r == half) & q[0]))
-                y0 = q + p.zy
-            outs.append(_clamp(m, y0, p.lo, p.hi, f"y_{k}")[:p.out_type.bits])
-        m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(vs)]
+                y = clamp(m, rhe_const(s[k], p.shift) + p.zy, p.lo, p.hi, f"y_{k}")
+            outs.append(y[:p.out_type.bits])
+        out.write(Cat(*outs), vs)
         return m
 
 

@@ -43,14 +43,15 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.quant import QType, Quantized, Requant, make_requant, signed_width
 from hwgen.rtl_templates.requant import round_clamp
+from hwgen.rtl_templates.words import lanes
 
 #: cycles from an input transfer to that beat's output transfer
 PASS_LATENCY = 2
@@ -167,39 +168,39 @@ def float32_table(t: QType, s, z: int, sy, zy: int, lo: int, hi: int) -> tuple[i
     return tuple(int(y) for y in np.clip(q, lo, hi))
 
 
-def make_concat(c0: int, c1: int, pe: int, t0: QType, s0, z0: int, t1: QType, s1, z1: int,
-                ty: QType, sy, zy: int, lo: int | None = None, hi: int | None = None,
+def make_concat(x0: Quantized, x1: Quantized, y: Quantized, *, c0: int, c1: int, pe: int = 1,
+                lo: int | None = None, hi: int | None = None,
                 mode: str | None = None) -> ConcatParams:
-    """Parameters of a QDQ channel Concat: inputs ``(type, scale, zero point)`` and output
-    scale/zero point; ``lo``/``hi`` clamp bounds (default the output type's range). Equal
+    """Parameters of a QDQ channel Concat of ``x0`` (``c0`` channels) and ``x1`` (``c1``)
+    into ``y``; ``lo``/``hi`` clamp bounds (default the output type's range). Equal
     parameters everywhere give a pure pass; otherwise ``mode`` (default: ``"table"`` when
     both inputs have at most ``TABLE_MAX_BITS`` bits, else ``"requant"``)."""
+    ty, sy, zy = y.qtype, y.scale, y.zero_point
     lo = ty.lo if lo is None else int(lo)
     hi = ty.hi if hi is None else int(hi)
     f32 = np.float32
-    same = [(t, f32(s), int(z)) == (ty, f32(sy), int(zy)) for t, s, z in
-            ((t0, s0, z0), (t1, s1, z1))]
+    ins = (x0, x1)
+    types = (x0.qtype, x1.qtype)
+    zps = (int(x0.zero_point), int(x1.zero_point))
+    same = all((x.qtype, f32(x.scale), int(x.zero_point)) == (ty, f32(sy), int(zy)) for x in ins)
     if mode is None:
-        if all(same) and (lo, hi) == (ty.lo, ty.hi):
+        if same and (lo, hi) == (ty.lo, ty.hi):
             mode = "pass"
         else:
-            mode = "table" if max(t0.bits, t1.bits) <= TABLE_MAX_BITS else "requant"
+            mode = "table" if max(t.bits for t in types) <= TABLE_MAX_BITS else "requant"
     if mode == "pass":
-        if not (all(same) and (lo, hi) == (ty.lo, ty.hi)):
+        if not (same and (lo, hi) == (ty.lo, ty.hi)):
             raise ValueError("a pass-through concat needs equal input and output parameters")
-        return ConcatParams(c0, c1, pe, (t0, t1), ty)
+        return ConcatParams(c0, c1, pe, types, ty)
     if mode == "table":
-        tables = tuple(float32_table(t, s, z, sy, zy, lo, hi)
-                       for t, s, z in ((t0, s0, z0), (t1, s1, z1)))
-        return ConcatParams(c0, c1, pe, (t0, t1), ty, tables=tables,
-                            zero_points=(int(z0), int(z1)))
+        tables = tuple(float32_table(x.qtype, x.scale, x.zero_point, sy, zy, lo, hi)
+                       for x in ins)
+        return ConcatParams(c0, c1, pe, types, ty, tables=tables, zero_points=zps)
     if mode != "requant":
         raise ValueError(f"unknown concat mode {mode!r}")
-    rqs = []
-    for t, s, z in ((t0, s0, z0), (t1, s1, z1)):
-        ratio = np.float64(f32(s)) / np.float64(f32(sy))
-        rqs.append(make_requant(ratio, zy, lo, hi, acc_bits=signed_width(t.lo - z, t.hi - z)))
-    return ConcatParams(c0, c1, pe, (t0, t1), ty, tuple(rqs), (int(z0), int(z1)))
+    rqs = tuple(make_requant(np.float64(f32(x.scale)) / np.float64(f32(sy)), zy, lo, hi)
+                for x in ins)
+    return ConcatParams(c0, c1, pe, types, ty, rqs, zps)
 
 
 # ---------------------------------------------------------------------------- golden
@@ -214,12 +215,16 @@ def requantize_input(p: ConcatParams, k: int, x: np.ndarray) -> np.ndarray:
 
 
 def golden(p: ConcatParams, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
-    """``x0`` [..., c0] and ``x1`` [..., c1] (channels last) → [..., c0 + c1]."""
+    """Frames ``x0`` [N, pixels·c0] and ``x1`` [N, pixels·c1] (channels last; any shape
+    [N, ..., c] is accepted) → [N, pixels·(c0 + c1)]."""
     x0, x1 = np.asarray(x0), np.asarray(x1)
-    if x0.shape[-1] != p.c0 or x1.shape[-1] != p.c1 or x0.shape[:-1] != x1.shape[:-1]:
+    n = x0.shape[0]
+    if x0[0].size % p.c0 or x1[0].size % p.c1 or x0[0].size // p.c0 != x1[0].size // p.c1:
         raise ValueError(f"shapes {x0.shape} and {x1.shape} do not match c0={p.c0}, "
                          f"c1={p.c1}")
-    return np.concatenate([requantize_input(p, 0, x0), requantize_input(p, 1, x1)], axis=-1)
+    x0, x1 = x0.reshape(n, -1, p.c0), x1.reshape(n, -1, p.c1)
+    y = np.concatenate([requantize_input(p, 0, x0), requantize_input(p, 1, x1)], axis=-1)
+    return y.reshape(n, -1)
 
 
 # ---------------------------------------------------------------------------- cost
@@ -236,8 +241,8 @@ def timing(p: ConcatParams, in_first: int, in_last: int) -> tuple[int, int]:
     return in_first + p.latency, in_last + p.latency
 
 
-def cost(p: ConcatParams, pixels: int | None = None) -> Cost:
-    pixels = p.pixels if pixels is None else pixels
+def cost(p: ConcatParams) -> Cost:
+    pixels = p.pixels
     if pixels < 1:
         raise ValueError("the concat's pixels per frame are not set")
     beats = pixels * p.beats_per_pixel
@@ -263,12 +268,6 @@ def cost(p: ConcatParams, pixels: int | None = None) -> Cost:
 
 # ---------------------------------------------------------------------------- hardware
 
-def _lanes(word, qt: QType, n: int):
-    b = qt.bits
-    return [word[k * b:(k + 1) * b].as_signed() if qt.signed else word[k * b:(k + 1) * b]
-            for k in range(n)]
-
-
 class Concat(wiring.Component):
     """Channel concat of ``i0`` and ``i1`` into ``o``. See the module documentation."""
 
@@ -285,13 +284,7 @@ class Concat(wiring.Component):
         p = self.p
         m = Module()
         PE, ob = p.pe, p.out_type.bits
-        depth = _fifo_depth(p)
-        m.submodules.ofifo = ofifo = SyncFIFOBuffered(width=PE * ob, depth=depth)
-        m.d.comb += [
-            self.o.payload.eq(ofifo.r_data),
-            self.o.valid.eq(ofifo.r_rdy),
-            ofifo.r_en.eq(self.o.ready),
-        ]
+        out = OutputCredits(m, self.o, PE * ob, _fifo_depth(p))
 
         # position within the pixel: beats 0..b0-1 from i0, then b1 beats from i1
         bpp = p.beats_per_pixel
@@ -300,11 +293,8 @@ class Concat(wiring.Component):
         m.d.comb += sel0.eq(k < p.b0)
         valid = Mux(sel0, self.i0.valid, self.i1.valid)
 
-        if p.passthrough:
-            room = ofifo.w_rdy
-        else:
-            credits = Signal(range(depth + 1), init=depth)
-            room = credits != 0
+        # a pass writes in the cycle it takes a beat: the FIFO's own w_rdy is the room
+        room = out.fifo.w_rdy if p.passthrough else out.room
         take = Signal()
         m.d.comb += [
             take.eq(valid & room),
@@ -315,14 +305,10 @@ class Concat(wiring.Component):
             m.d.sync += k.eq(Mux(k == bpp - 1, 0, k + 1))
 
         if p.passthrough:
-            m.d.comb += [
-                ofifo.w_data.eq(Mux(sel0, self.i0.payload, self.i1.payload)),
-                ofifo.w_en.eq(take),
-            ]
+            out.write(Mux(sel0, self.i0.payload, self.i1.payload), take)
             return m
 
-        out_taken = self.o.valid & self.o.ready
-        m.d.sync += credits.eq(credits - take + out_taken)
+        out.spend(take)
         t0, t1 = p.in_types
 
         if p.mode == "table":
@@ -331,17 +317,16 @@ class Concat(wiring.Component):
             mask = (1 << ob) - 1
             init = [v & mask for v in p.tables[0]] + [v & mask for v in p.tables[1]]
             outs = []
+            raw0, raw1 = lanes(self.i0.payload, PE, t0.bits), lanes(self.i1.payload, PE, t1.bits)
             for j in range(PE):
                 rom = Memory(shape=unsigned(ob), depth=len(init), init=init)
                 m.submodules[f"rom{j}"] = rom
                 rd = rom.read_port()
-                x0 = self.i0.payload[j * t0.bits:(j + 1) * t0.bits]
-                x1 = self.i1.payload[j * t1.bits:(j + 1) * t1.bits]
-                m.d.comb += rd.addr.eq(Mux(sel0, x0, n0 + x1))
+                m.d.comb += rd.addr.eq(Mux(sel0, raw0[j], n0 + raw1[j]))
                 outs.append(rd.data)
             v1 = Signal()
             m.d.sync += v1.eq(take)
-            m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v1)]
+            out.write(Cat(*outs), v1)
             return m
 
         # --- t+1: operands (x - z_i), selected input ---------------------------------------
@@ -352,8 +337,8 @@ class Concat(wiring.Component):
         m.d.sync += v1.eq(take)
         with m.If(take):
             m.d.sync += sel1.eq(sel0)
-            for j, (x0, x1) in enumerate(zip(_lanes(self.i0.payload, t0, PE),
-                                             _lanes(self.i1.payload, t1, PE))):
+            for j, (x0, x1) in enumerate(zip(lanes(self.i0.payload, PE, t0.bits, t0.signed),
+                                             lanes(self.i1.payload, PE, t1.bits, t1.signed))):
                 m.d.sync += d1[j].eq(Mux(sel0, x0 - z0, x1 - z1))
 
         # --- t+2: product; round, zero point, clamp → FIFO ----------------------------------
@@ -368,18 +353,11 @@ class Concat(wiring.Component):
         r0 = p.requant[0]
         rq = Requant(mult=(1,), shift=p.shift, zero_point=r0.zero_point, lo=r0.lo, hi=r0.hi)
         outs = [round_clamp(m, p2[j], rq, name=f"y_{j}")[:ob] for j in range(PE)]
-        m.d.comb += [ofifo.w_data.eq(Cat(*outs)), ofifo.w_en.eq(v2)]
+        out.write(Cat(*outs), v2)
         return m
 
 
 # ---------------------------------------------------------------------------- registration
-
-def frame_golden(p: ConcatParams, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
-    """[N, pixels·c0], [N, pixels·c1] → [N, pixels·(c0 + c1)]."""
-    n = x0.shape[0]
-    return golden(p, np.asarray(x0).reshape(n, -1, p.c0),
-                  np.asarray(x1).reshape(n, -1, p.c1)).reshape(n, -1)
-
 
 def manifest(p: ConcatParams) -> dict:
     return {"folding": {"pe": p.pe}}
@@ -390,5 +368,5 @@ def fold_space(p: ConcatParams) -> FoldSpace:
     return FoldSpace(divisors(c), (1,), lambda pe, simd: p.pixels * (p.c0 + p.c1) // pe)
 
 
-register_block("concat", params=ConcatParams, component=Concat, golden=frame_golden,
+register_block("concat", params=ConcatParams, component=Concat, golden=golden,
                cost=cost, timing=timing, manifest=manifest, fold_space=fold_space)

@@ -26,7 +26,6 @@ at ``max(in_last + ceil(in/out), in_first + F/out)``.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,82 +33,96 @@ from amaranth.hdl import Cat, Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hwgen.rtl_templates.block import fixed_fold, register_block
+from hwgen.rtl_templates.block import FoldSpace, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.words import lanes
+
+
+@dataclass(frozen=True)
+class DWCParams:
+    bits: int                # bits per element
+    in_elems: int            # elements per input beat
+    out_elems: int           # elements per output beat
+    frame: int               # elements per frame
+    #: element slots of the shift buffer; ``None``: :func:`capacity` (for experiments: smaller
+    #: loses rate, below ``in + out - gcd`` it can deadlock)
+    capacity: int | None = None
+
+    def __post_init__(self):
+        if self.in_elems < 1 or self.out_elems < 1:
+            raise ValueError("elements per beat must be positive")
+        if self.frame % self.in_elems or self.frame % self.out_elems:
+            raise ValueError(f"{self.in_elems} and {self.out_elems} elements per beat must "
+                             f"both divide the {self.frame} elements of a frame")
+        n = self.slots
+        if self.in_elems != self.out_elems and n < max(self.in_elems, self.out_elems):
+            raise ValueError(f"capacity {n} below one beat")
+
+    @property
+    def slots(self) -> int:
+        """Element slots of the shift buffer."""
+        return capacity(self.in_elems, self.out_elems) if self.capacity is None \
+            else self.capacity
 
 
 def capacity(in_elems: int, out_elems: int) -> int:
-    """Element slots of the shift buffer."""
+    """Element slots of the shift buffer that sustain the maximal rate."""
     if in_elems == out_elems:
         return 0
     return in_elems + out_elems + min(in_elems, out_elems) - math.gcd(in_elems, out_elems)
 
 
-_capacity = capacity
-
-
-def golden(x: np.ndarray) -> np.ndarray:
+def golden(p: DWCParams, x: np.ndarray) -> np.ndarray:
     """Identity on the element sequence."""
     return np.asarray(x)
 
 
-def _check(in_elems: int, out_elems: int, frame: int):
-    if in_elems < 1 or out_elems < 1:
-        raise ValueError("elements per beat must be positive")
-    if frame % in_elems or frame % out_elems:
-        raise ValueError(f"{in_elems} and {out_elems} elements per beat must both divide the "
-                         f"{frame} elements of a frame")
-
-
-def timing(in_elems: int, out_elems: int, frame: int, in_first: int,
-           in_last: int) -> tuple[int, int]:
-    """First and last output transfer of a frame (``frame`` elements) whose first and last
-    input beats were offered/taken at ``in_first`` and ``in_last``."""
-    _check(in_elems, out_elems, frame)
-    if in_elems == out_elems:
+def timing(p: DWCParams, in_first: int, in_last: int) -> tuple[int, int]:
+    """First and last output transfer of a frame whose first and last input beats were
+    offered/taken at ``in_first`` and ``in_last``."""
+    if p.in_elems == p.out_elems:
         return in_first, in_last
-    first = in_first + math.ceil(out_elems / in_elems)
-    last = max(in_last + math.ceil(in_elems / out_elems), in_first + frame // out_elems)
+    first = in_first + math.ceil(p.out_elems / p.in_elems)
+    last = max(in_last + math.ceil(p.in_elems / p.out_elems), in_first + p.frame // p.out_elems)
     return first, last
 
 
-def cost(bits: int, in_elems: int, out_elems: int, frame: int) -> Cost:
+def cost(p: DWCParams) -> Cost:
     """Busy cycles per frame: the beats of the side with more beats."""
-    _check(in_elems, out_elems, frame)
-    beats_in, beats_out = frame // in_elems, frame // out_elems
-    n = _capacity(in_elems, out_elems)
+    beats_in, beats_out = p.frame // p.in_elems, p.frame // p.out_elems
+    n = p.slots
     return Cost(cycles=max(beats_in, beats_out),
-                latency=timing(in_elems, out_elems, frame, 0, beats_in - 1)[1] + 1,
-                registers=n * bits + n.bit_length() if n else 0)
+                latency=timing(p, 0, beats_in - 1)[1] + 1,
+                registers=n * p.bits + n.bit_length() if n else 0)
+
+
+def manifest(p: DWCParams) -> dict:
+    return {"bits": p.bits, "in_elements": p.in_elems, "out_elements": p.out_elems}
+
+
+def fold_space(p: DWCParams) -> FoldSpace:
+    return fixed_fold(max(p.frame // p.in_elems, p.frame // p.out_elems))
 
 
 class DWC(wiring.Component):
-    """Re-packs a stream of ``bits``-bit elements from ``in_elems`` to ``out_elems`` per beat;
-    ``total_elems_per_frame`` must be a multiple of both. ``capacity`` overrides the shift
-    buffer's size (element slots; for experiments: smaller than :func:`capacity` loses rate,
-    below ``in + out - gcd`` it can deadlock)."""
+    """Re-packs a stream of ``bits``-bit elements from ``in_elems`` to ``out_elems`` per beat
+    (see the module documentation)."""
 
-    def __init__(self, bits: int, in_elems: int, out_elems: int, total_elems_per_frame: int,
-                 capacity: int | None = None):
-        _check(in_elems, out_elems, total_elems_per_frame)
-        self.bits, self.in_elems, self.out_elems = bits, in_elems, out_elems
-        self.frame = total_elems_per_frame
-        self.capacity = _capacity(in_elems, out_elems) if capacity is None else capacity
-        if in_elems != out_elems and self.capacity < max(in_elems, out_elems):
-            raise ValueError(f"capacity {self.capacity} below one beat")
+    def __init__(self, p: DWCParams):
+        self.p = p
         super().__init__({
-            "i": In(stream.Signature(unsigned(bits * in_elems))),
-            "o": Out(stream.Signature(unsigned(bits * out_elems))),
+            "i": In(stream.Signature(unsigned(p.bits * p.in_elems))),
+            "o": Out(stream.Signature(unsigned(p.bits * p.out_elems))),
         })
 
     def elaborate(self, platform):
         m = Module()
-        B, I, O = self.bits, self.in_elems, self.out_elems
+        B, I, O = self.p.bits, self.p.in_elems, self.p.out_elems
         if I == O:
             m.d.comb += [self.o.payload.eq(self.i.payload), self.o.valid.eq(self.i.valid),
                          self.i.ready.eq(self.o.ready)]
             return m
-        N = self.capacity
+        N = self.p.slots
         slots = [Signal(B, name=f"slot{j}") for j in range(N)]
         level = Signal(range(N + 1))
         m.d.comb += [
@@ -127,7 +140,7 @@ class DWC(wiring.Component):
         with m.If(pop):
             for j in range(N - O):
                 m.d.sync += slots[j].eq(slots[j + O])
-        elems = [self.i.payload[k * B:(k + 1) * B] for k in range(I)]
+        elems = lanes(self.i.payload, I, B)
         with m.If(push):
             with m.Switch(base):
                 for b in range(N - I + 1):
@@ -136,23 +149,5 @@ class DWC(wiring.Component):
         return m
 
 
-# ---------------------------------------------------------------------------- registration
-
-@dataclass(frozen=True)
-class DWCParams:
-    bits: int                # bits per element
-    in_elems: int            # elements per input beat
-    out_elems: int           # elements per output beat
-    frame: int               # elements per frame
-
-
-register_block("dwc", params=DWCParams,
-               component=lambda p: DWC(p.bits, p.in_elems, p.out_elems, p.frame),
-               golden=lambda p, x: golden(x),
-               cost=lambda p: cost(p.bits, p.in_elems, p.out_elems, p.frame),
-               timing=lambda p, first, last: timing(p.in_elems, p.out_elems, p.frame, first,
-                                                     last),
-               manifest=lambda p: {"bits": p.bits, "in_elements": p.in_elems,
-                                   "out_elements": p.out_elems},
-               fold_space=lambda p: fixed_fold(max(p.frame // p.in_elems,
-                                                   p.frame // p.out_elems)))
+register_block("dwc", params=DWCParams, component=DWC, golden=golden, cost=cost,
+               timing=timing, manifest=manifest, fold_space=fold_space)

@@ -13,35 +13,50 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from hwgen.rtl_templates.block import fixed_fold, register_block
+from hwgen.rtl_templates.block import FoldSpace, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
 
 LATENCY = 2
 
 
-def golden(x: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True)
+class FIFOParams:
+    width: int               # bits per beat
+    depth: int               # beats held
+    beats: int               # beats per frame
+
+
+def golden(p: FIFOParams, x: np.ndarray) -> np.ndarray:
     return np.asarray(x)
 
 
-def timing(in_first: int, in_last: int) -> tuple[int, int]:
+def timing(p: FIFOParams, in_first: int, in_last: int) -> tuple[int, int]:
     """First and last output transfer given the first and last input transfer."""
     return in_first + LATENCY, in_last + LATENCY
 
 
-def cost(width: int, depth: int, beats: int) -> Cost:
-    return Cost(cycles=beats, latency=timing(0, beats - 1)[1] + 1, memory_bits=width * depth,
-                registers=width + 2 * depth.bit_length() + 4)
+def cost(p: FIFOParams) -> Cost:
+    return Cost(cycles=p.beats, latency=timing(p, 0, p.beats - 1)[1] + 1,
+                memory_bits=p.width * p.depth, registers=p.width + 2 * p.depth.bit_length() + 4)
+
+
+def manifest(p: FIFOParams) -> dict:
+    return {"width": p.width, "depth": p.depth}
+
+
+def fold_space(p: FIFOParams) -> FoldSpace:
+    return fixed_fold(p.beats)
 
 
 class StreamFIFO(wiring.Component):
-    def __init__(self, width: int, depth: int):
-        self.width, self.depth = width, depth
-        super().__init__({"i": In(stream.Signature(unsigned(width))),
-                          "o": Out(stream.Signature(unsigned(width)))})
+    def __init__(self, p: FIFOParams):
+        self.p = p
+        super().__init__({"i": In(stream.Signature(unsigned(p.width))),
+                          "o": Out(stream.Signature(unsigned(p.width)))})
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.fifo = fifo = SyncFIFOBuffered(width=self.width, depth=self.depth)
+        m.submodules.fifo = fifo = SyncFIFOBuffered(width=self.p.width, depth=self.p.depth)
         m.d.comb += [
             fifo.w_data.eq(self.i.payload), fifo.w_en.eq(self.i.valid),
             self.i.ready.eq(fifo.w_rdy),
@@ -51,19 +66,5 @@ class StreamFIFO(wiring.Component):
         return m
 
 
-# ---------------------------------------------------------------------------- registration
-
-@dataclass(frozen=True)
-class FIFOParams:
-    width: int               # bits per beat
-    depth: int               # beats held
-    beats: int               # beats per frame
-
-
-register_block("fifo", params=FIFOParams,
-               component=lambda p: StreamFIFO(p.width, p.depth),
-               golden=lambda p, x: golden(x),
-               cost=lambda p: cost(p.width, p.depth, p.beats),
-               timing=lambda p, first, last: timing(first, last),
-               manifest=lambda p: {"width": p.width, "depth": p.depth},
-               fold_space=lambda p: fixed_fold(p.beats))
+register_block("fifo", params=FIFOParams, component=StreamFIFO, golden=golden, cost=cost,
+               timing=timing, manifest=manifest, fold_space=fold_space)

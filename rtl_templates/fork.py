@@ -33,40 +33,57 @@ from amaranth.hdl import Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hwgen.rtl_templates.block import fixed_fold, register_block
+from hwgen.rtl_templates.block import FoldSpace, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
 
 #: cycles from an input transfer to the same beat's output transfer (outputs ready)
 LATENCY = 0
 
 
-def golden(x: np.ndarray, n_outputs: int = 2) -> list[np.ndarray]:
+@dataclass(frozen=True)
+class ForkParams:
+    width: int               # bits per beat
+    n_outputs: int
+    beats: int               # beats per frame
+
+
+def golden(p: ForkParams, x: np.ndarray) -> list[np.ndarray]:
     """The input, once per output."""
     x = np.asarray(x)
-    return [x.copy() for _ in range(n_outputs)]
+    return [x.copy() for _ in range(p.n_outputs)]
 
 
-def timing(in_first: int, in_last: int) -> tuple[int, int]:
+def timing(p: ForkParams, in_first: int, in_last: int) -> tuple[int, int]:
     """First and last output transfer (every output ready) of a frame whose first and last
     input beats arrived at ``in_first`` and ``in_last``."""
     return in_first + LATENCY, in_last + LATENCY
 
 
-def cost(width: int, n_outputs: int, beats: int) -> Cost:
-    """``beats`` per frame: one per cycle; only the per-output taken flags are state."""
-    return Cost(cycles=beats, latency=timing(0, beats - 1)[1] + 1, registers=n_outputs)
+def cost(p: ForkParams) -> Cost:
+    """``p.beats`` per frame: one per cycle; only the per-output taken flags are state."""
+    return Cost(cycles=p.beats, latency=timing(p, 0, p.beats - 1)[1] + 1,
+                registers=p.n_outputs)
+
+
+def manifest(p: ForkParams) -> dict:
+    return {"width": p.width, "n_outputs": p.n_outputs}
+
+
+def fold_space(p: ForkParams) -> FoldSpace:
+    return fixed_fold(p.beats)
 
 
 class Fork(wiring.Component):
     """Duplicates stream ``i`` onto ``o0`` ... ``o{n_outputs-1}``."""
 
-    def __init__(self, width: int, n_outputs: int = 2):
-        if n_outputs < 1:
+    def __init__(self, p: ForkParams):
+        if p.n_outputs < 1:
             raise ValueError("a fork needs at least one output")
-        self.width, self.n_outputs = width, n_outputs
-        members = {"i": In(stream.Signature(unsigned(width)))}
-        members.update({f"o{k}": Out(stream.Signature(unsigned(width)))
-                        for k in range(n_outputs)})
+        self.p = p
+        self.n_outputs = p.n_outputs
+        members = {"i": In(stream.Signature(unsigned(p.width)))}
+        members.update({f"o{k}": Out(stream.Signature(unsigned(p.width)))
+                        for k in range(p.n_outputs)})
         super().__init__(members)
 
     @property
@@ -97,19 +114,5 @@ class Fork(wiring.Component):
         return m
 
 
-# ---------------------------------------------------------------------------- registration
-
-@dataclass(frozen=True)
-class ForkParams:
-    width: int               # bits per beat
-    n_outputs: int
-    beats: int               # beats per frame
-
-
-register_block("fork", params=ForkParams,
-               component=lambda p: Fork(p.width, p.n_outputs),
-               golden=lambda p, x: golden(x, p.n_outputs),
-               cost=lambda p: cost(p.width, p.n_outputs, p.beats),
-               timing=lambda p, first, last: timing(first, last),
-               manifest=lambda p: {"width": p.width, "n_outputs": p.n_outputs},
-               fold_space=lambda p: fixed_fold(p.beats))
+register_block("fork", params=ForkParams, component=Fork, golden=golden, cost=cost,
+               timing=timing, manifest=manifest, fold_space=fold_space)

@@ -9,7 +9,7 @@ Stream contract
 Semantics (ONNX QDQ: DequantizeLinear → GlobalAveragePool → QuantizeLinear)::
 
     acc[c] = sum_pixels q[pixel, c] - pixels * z_in
-    y[c]   = requant(acc[c]),   multiplier float32(s_in / s_out / pixels)   (:func:`gap_requant`)
+    y[c]   = requant(acc[c]),   multiplier float32(s_in / s_out / pixels)   
 
 The requantizer may also be per channel (C multipliers).
 
@@ -39,11 +39,12 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
+from hwgen.rtl_templates.quant import QType, Requant, signed_width
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.requant import round_clamp
+from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.words import lanes, pack_word
 
 #: cycles from taking the last input beat of a channel block to its output transfer
 PIPELINE_DEPTH = 6
@@ -90,7 +91,8 @@ class GAPParams:
 
     @property
     def acc_bounds(self) -> tuple[int, int]:
-        return _acc_bounds(self.pixels, self.in_type, self.in_zero_point)
+        n, t, z = self.pixels, self.in_type, self.in_zero_point
+        return min(n * t.lo, n * (t.lo - z), 0), max(n * t.hi, n * (t.hi - z), 0)
 
     @property
     def acc_bits(self) -> int:
@@ -99,25 +101,6 @@ class GAPParams:
     def mult_per_channel(self) -> list[int]:
         m = list(self.requant.mult)
         return m * self.channels if len(m) == 1 else m
-
-
-def _acc_bounds(pixels: int, t: QType, z: int) -> tuple[int, int]:
-    return min(pixels * t.lo, pixels * (t.lo - z), 0), max(pixels * t.hi, pixels * (t.hi - z), 0)
-
-
-def gap_requant(pixels: int, in_type: QType, in_scale: float, in_zero_point: int,
-                out_scale: float, out_zero_point: int, out_type: QType, lo: int | None = None,
-                hi: int | None = None) -> Requant:
-    """The requantizer of ``DequantizeLinear(s_in, z_in) → GlobalAveragePool →
-    QuantizeLinear(s_out, z_out)``: multiplier the float32 value of ``s_in / s_out / pixels``,
-    the scales taken as float32 as ONNX stores them (``in_scale``/``out_scale`` may be per
-    channel)."""
-    s_in = np.asarray(in_scale, np.float32).astype(np.float64)
-    s_out = np.asarray(out_scale, np.float32).astype(np.float64)
-    acc_bits = signed_width(*_acc_bounds(pixels, in_type, in_zero_point))
-    return make_requant(s_in / s_out / pixels, out_zero_point,
-                        out_type.lo if lo is None else lo, out_type.hi if hi is None else hi,
-                        acc_bits)
 
 
 # ---------------------------------------------------------------------------- golden
@@ -213,9 +196,8 @@ class GAP(wiring.Component):
         x1 = Signal(PE * ib)
         m.d.sync += [v1.eq(issue), first1.eq(px == 0), last1.eq(last_px), cb1.eq(cb),
                      x1.eq(self.i.payload)]
-        xs = [x1[ci * ib:(ci + 1) * ib].as_signed() if p.in_type.signed
-              else x1[ci * ib:(ci + 1) * ib] for ci in range(PE)]
-        olds = [acc_rd.data[ci * acc_w:(ci + 1) * acc_w].as_signed() for ci in range(PE)]
+        xs = lanes(x1, PE, ib, p.in_type.signed)
+        olds = lanes(acc_rd.data, PE, acc_w, signed=True)
         sums = [Signal(signed(acc_w), name=f"sum_{ci}") for ci in range(PE)]
         m.d.comb += [s.eq(Mux(first1, 0, o) + x) for s, o, x in zip(sums, olds, xs)]
         m.d.comb += [acc_wr.addr.eq(cb1), acc_wr.data.eq(Cat(*sums)), acc_wr.en.eq(v1)]
@@ -223,15 +205,14 @@ class GAP(wiring.Component):
         # per-channel multipliers: ROM read at t+1, data at t+2
         if len(rq.mult) > 1:
             mults = p.mult_per_channel()
-            words = [sum(mults[cb_ * PE + ci] << (ci * mult_w) for ci in range(PE))
-                     for cb_ in range(NB)]
+            words = [pack_word(mults[cb_ * PE:(cb_ + 1) * PE], mult_w) for cb_ in range(NB)]
             m.submodules.mrom = mrom = Memory(shape=unsigned(PE * mult_w), depth=NB,
                                               init=words)
             m_rd = mrom.read_port()
             m.d.comb += m_rd.addr.eq(cb1)
-            mult2 = [m_rd.data[ci * mult_w:(ci + 1) * mult_w] for ci in range(PE)]
+            mult2 = lanes(m_rd.data, PE, mult_w)
         else:
-            mult2 = [Const(rq.mult[0], unsigned(mult_w))] * PE
+            mult2 = Const(rq.mult[0], unsigned(mult_w))
 
         # --- stage 2: the sum moves on --------------------------------------------------
         v2 = Signal()
@@ -239,23 +220,9 @@ class GAP(wiring.Component):
         m.d.sync += v2.eq(v1 & last1)
         m.d.sync += [s.eq(n) for s, n in zip(s2, sums)]
 
-        # --- stage 3: bias, multiplier ------------------------------------------------------
-        v3 = Signal()
-        s3 = [Signal(signed(acc_w), name=f"s3_{ci}") for ci in range(PE)]
-        m3 = [Signal(unsigned(mult_w), name=f"m3_{ci}") for ci in range(PE)]
-        m.d.sync += v3.eq(v2)
-        m.d.sync += [s.eq(x + p.bias) for s, x in zip(s3, s2)]
-        m.d.sync += [a.eq(b) for a, b in zip(m3, mult2)]
-
-        # --- stage 4: product --------------------------------------------------------------
-        v4 = Signal()
-        p4 = [Signal(signed(acc_w + mult_w + 1), name=f"p4_{ci}") for ci in range(PE)]
-        m.d.sync += v4.eq(v3)
-        m.d.sync += [x.eq(s * mm) for x, s, mm in zip(p4, s3, m3)]
-
-        # --- round half to even, zero point, clamp → FIFO ---------------------------------
-        outs = [round_clamp(m, p4[ci], rq, name=f"y_{ci}")[:ob] for ci in range(PE)]
-        out.write(Cat(*outs), v4)
+        # --- stages 3, 4: bias, product; round half to even, zero point, clamp → FIFO ------
+        rqp = RequantPipeline(m, v2, s2, [p.bias] * PE, mult2, rq, acc_w, ob)
+        out.write(rqp.data, rqp.valid)
         return m
 
 

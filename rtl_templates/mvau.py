@@ -34,7 +34,7 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -43,10 +43,10 @@ from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.words import pack_word
-from hwgen.rtl_templates.requant import round_clamp
+from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.words import lanes, pack_word
 from hwgen.rtl_templates.xnor_mvau import (check_sign_requant, is_bipolar, is_pm1, select_term,
-                                     sign_bit, xnor_dot)
+                                           xnor_dot)
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
 PIPELINE_DEPTH = 7
@@ -130,25 +130,26 @@ class MVAUParams:
 # ---------------------------------------------------------------------------- golden
 
 def golden(p: MVAUParams, x: np.ndarray) -> np.ndarray:
-    """Integer semantics: ``x`` is [..., MW] ints in ``in_type``; returns [..., MH]."""
+    """Integer semantics on frames: ``x`` [N, vectors·MW] ints in ``in_type`` → [N,
+    vectors·MH]."""
     x = np.asarray(x, dtype=np.int64)
-    acc = x @ p.weights.astype(np.int64).T + p.bias.astype(np.int64)
-    return p.requant.apply(acc, channel_axis=-1)
+    n = x.shape[0]
+    acc = x.reshape(n, p.vectors, p.mw) @ p.weights.astype(np.int64).T \
+        + p.bias.astype(np.int64)
+    return p.requant.apply(acc, channel_axis=-1).reshape(n, -1)
 
 
 # ---------------------------------------------------------------------------- cost
 
-def cost(p: MVAUParams, vectors: int | None = None) -> Cost:
-    """Cycles for ``vectors`` (default ``p.vectors``) input vectors per frame, latency, and
-    resources."""
-    vectors = p.vectors if vectors is None else vectors
+def cost(p: MVAUParams) -> Cost:
+    """Cycles for the ``p.vectors`` input vectors of a frame, latency, and resources."""
     steps = p.nf * p.sf
     rq_bits = p.acc_bits + p.requant.mult_bits
     # ±1 operands need no multiplier; a bipolar output is a sign test, not a requantizer
     n_dot = p.pe * p.simd if p.datapath == "mul" else 0
     n_rq = 0 if is_bipolar(p.out_type) else p.pe
     return Cost(
-        cycles=steps * vectors,
+        cycles=steps * p.vectors,
         latency=timing(p, 0, p.sf - 1)[1] + 1,
         multipliers=n_dot + n_rq,
         multiplier_widths=[(p.in_type.bits, p.w_bits)] * n_dot
@@ -163,13 +164,12 @@ def cost(p: MVAUParams, vectors: int | None = None) -> Cost:
     )
 
 
-def timing(p: MVAUParams, in_first: int, in_last: int,
-           vectors: int | None = None) -> tuple[int, int]:
-    """Cycles of the first and last output transfer of a frame of ``vectors`` vectors whose
+def timing(p: MVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
+    """Cycles of the first and last output transfer of a frame of ``p.vectors`` vectors whose
     first and last input beats were taken at ``in_first`` and ``in_last`` (output never
     stalled). A vector's fold 0 ends when its last input beat is in (for several vectors the
     first one is taken to arrive as a burst); every fold then takes SF cycles."""
-    vectors = p.vectors if vectors is None else vectors
+    vectors = p.vectors
     first_in_done = in_last if vectors == 1 else in_first + p.sf - 1
     out_first = max(first_in_done, in_first + p.sf - 1) + PIPELINE_DEPTH
     out_last = max(in_last + (p.nf - 1) * p.sf,
@@ -201,7 +201,6 @@ class MVAU(wiring.Component):
         acc_w = p.acc_bits
         rq = p.requant
         mult_w = rq.mult_bits
-        in_shape = signed(ib) if p.in_type.signed else unsigned(ib)
 
         # --- memories -------------------------------------------------------------
         wwords = []
@@ -218,12 +217,11 @@ class MVAU(wiring.Component):
         mults = p.mult_per_channel()
         pwords = []
         for nf in range(NF):
-            lanes = []
+            entries = []
             for pe in range(PE):
                 ch = nf * PE + pe
-                lanes.append((int(p.bias[ch]) & ((1 << acc_w) - 1))
-                             | (mults[ch] << acc_w))
-            pwords.append(pack_word(lanes, acc_w + mult_w))
+                entries.append((int(p.bias[ch]) & ((1 << acc_w) - 1)) | (mults[ch] << acc_w))
+            pwords.append(pack_word(entries, acc_w + mult_w))
         m.submodules.pmem = pmem = Memory(shape=unsigned(PE * (acc_w + mult_w)), depth=NF,
                                           init=pwords)
         p_rd = pmem.read_port()
@@ -277,11 +275,10 @@ class MVAU(wiring.Component):
             use_stream1.eq(first_nf), x_reg.eq(self.i.payload),
         ]
         x_word = Mux(use_stream1, x_reg, ib_rd.data) if NF > 1 else x_reg
-        xs = [x_word[s * ib:(s + 1) * ib].as_signed() if p.in_type.signed
-              else x_word[s * ib:(s + 1) * ib] for s in range(SIMD)]
+        xs = lanes(x_word, SIMD, ib, p.in_type.signed)
         dots = []
         for pe in range(PE):
-            wl = [w_rd.data[(pe * SIMD + s) * wb:(pe * SIMD + s + 1) * wb] for s in range(SIMD)]
+            wl = lanes(w_rd.data[pe * SIMD * wb:(pe + 1) * SIMD * wb], SIMD, wb)
             if p.datapath == "xnor":
                 dots.append(xnor_dot(m, x_word[:SIMD], w_rd.data[pe * SIMD:(pe + 1) * SIMD],
                                      f"xnor_{pe}"))
@@ -306,43 +303,18 @@ class MVAU(wiring.Component):
             m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]
         m.d.comb += p_rd.addr.eq(nf2)
 
-        # --- stage 3: bias ---------------------------------------------------------------
+        # --- stage 3: the sum moves on; the channels' bias and multiplier arrive -----------
         v3 = Signal()
         s3 = [Signal(signed(acc_w), name=f"s3_{pe}") for pe in range(PE)]
         m.d.sync += v3.eq(v2 & last2)
         m.d.sync += [s.eq(n) for s, n in zip(s3, acc_next)]
-        lane_w = acc_w + mult_w
-        bias3 = [p_rd.data[pe * lane_w:pe * lane_w + acc_w].as_signed() for pe in range(PE)]
-        mult3 = [p_rd.data[pe * lane_w + acc_w:(pe + 1) * lane_w] for pe in range(PE)]
+        params3 = lanes(p_rd.data, PE, acc_w + mult_w)
 
-        # --- stage 4: multiply -----------------------------------------------------------
-        v4 = Signal()
-        s4 = [Signal(signed(acc_w), name=f"s4_{pe}") for pe in range(PE)]
-        m4 = [Signal(unsigned(mult_w), name=f"m4_{pe}") for pe in range(PE)]
-        m.d.sync += v4.eq(v3)
-        m.d.sync += [s.eq(a + b) for s, a, b in zip(s4, s3, bias3)]
-        m.d.sync += [x.eq(y) for x, y in zip(m4, mult3)]
-
-        # --- stage 5: product -----------------------------------------------------------
-        v5 = Signal()
-        prod_w = acc_w + mult_w + 1
-        p5 = [Signal(signed(prod_w), name=f"p5_{pe}") for pe in range(PE)]
-        m.d.sync += v5.eq(v4)
-        if is_bipolar(p.out_type):  # the sign requantizer as a comparison (no multiplier)
-            b5 = [Signal(name=f"b5_{pe}") for pe in range(PE)]
-            m.d.sync += [b.eq(sign_bit(s, mm, rq.zero_point)) for b, s, mm in zip(b5, s4, m4)]
-        else:
-            m.d.sync += [x.eq(s * mm) for x, s, mm in zip(p5, s4, m4)]
-
-        # --- round half to even, zero point, clamp → FIFO --------------------------------
-        outs = []
-        for pe in range(PE):
-            if is_bipolar(p.out_type):
-                outs.append(b5[pe])
-                continue
-            y = round_clamp(m, p5[pe], rq, name=f"y_{pe}")
-            outs.append(y[:ob])
-        out.write(Cat(*outs), v5)
+        # --- stages 4, 5: bias, product; round half to even, zero point, clamp → FIFO ------
+        rqp = RequantPipeline(m, v3, s3, [w[:acc_w].as_signed() for w in params3],
+                              [w[acc_w:] for w in params3], rq, acc_w, ob,
+                              sign=is_bipolar(p.out_type))
+        out.write(rqp.data, rqp.valid)
         return m
 
 
@@ -358,12 +330,6 @@ def _tree_sum(terms):
 
 # ---------------------------------------------------------------------------- registration
 
-def frame_golden(p: MVAUParams, x: np.ndarray) -> np.ndarray:
-    """[N, vectors·MW] → [N, vectors·MH]."""
-    n = x.shape[0]
-    return golden(p, np.asarray(x).reshape(n, p.vectors, p.mw)).reshape(n, -1)
-
-
 def manifest(p: MVAUParams) -> dict:
     return {"matrix": {"rows_mh": p.mh, "cols_mw": p.mw}, "vectors_per_frame": p.vectors,
             "folding": {"pe": p.pe, "simd": p.simd},
@@ -378,5 +344,5 @@ def fold_space(p: MVAUParams) -> FoldSpace:
                      lambda pe, simd: p.vectors * (p.mh // pe) * (p.mw // simd))
 
 
-register_block("mvau", params=MVAUParams, component=MVAU, golden=frame_golden, cost=cost,
+register_block("mvau", params=MVAUParams, component=MVAU, golden=golden, cost=cost,
                timing=timing, manifest=manifest, fold_space=fold_space)

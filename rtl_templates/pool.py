@@ -33,8 +33,7 @@ Average pooling (``kind="avg"``)
     ``count_include_pad=0``. ``counts`` (int [pixels], None = all K) gives it per output
     pixel. Its distinct values, ascending, are ``count_values``; ``requant.mult[j]`` is the
     multiplier for ``count_values[j]``, the float32 value of ``s_in / s_out / count`` (one
-    shared shift, zero point and clamp; :func:`avg_requant` builds it from the scales,
-    :func:`merge_requants` from the importer's one-Requant-per-count dictionary). Rounding is
+    shared shift, zero point and clamp; the importer builds it). Rounding is
     :class:`rtl_templates.quant.Requant`'s: the float32 product, then half to even. In hardware, a
     ROM of ``pixels`` entries holds each pixel's index ``j`` (left out when there is one
     distinct count) and a small table the multipliers.
@@ -64,12 +63,13 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
+from hwgen.rtl_templates.quant import QType, Requant, signed_width
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.requant import round_clamp
+from hwgen.rtl_templates.requant import RequantPipeline
 from hwgen.rtl_templates.vvau import stream_to_windows
+from hwgen.rtl_templates.words import lanes
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
 PIPELINE_DEPTH = {"max": 3, "avg": 6}
@@ -172,40 +172,6 @@ class PoolParams:
         return (len(self.count_values) - 1).bit_length()
 
 
-def avg_requant(kernel: int, in_type: QType, in_scale: float, in_zero_point: int,
-                out_scale: float, out_zero_point: int, out_type: QType,
-                counts: np.ndarray | None = None, lo: int | None = None,
-                hi: int | None = None) -> Requant:
-    """The requantizer of ``DequantizeLinear(s_in, z_in) → AveragePool → QuantizeLinear(s_out,
-    z_out)``: one multiplier, the float32 value of ``s_in / s_out / n``, per distinct count
-    ``n`` (ascending); the scales are taken as float32 as ONNX stores them. ``lo``/``hi``
-    default to the output type's range (a folded Relu raises ``lo``)."""
-    cnt = np.unique(np.full(1, kernel) if counts is None else np.asarray(counts))
-    real = np.float64(np.float32(in_scale)) / np.float64(np.float32(out_scale))
-    k, qlo, qhi = kernel, in_type.lo, in_type.hi
-    acc_bits = signed_width(min(k * qlo, k * (qlo - in_zero_point), 0),
-                            max(k * qhi, k * (qhi - in_zero_point), 0))
-    return make_requant(real / cnt.astype(np.float64), out_zero_point,
-                        out_type.lo if lo is None else lo, out_type.hi if hi is None else hi,
-                        acc_bits)
-
-
-def merge_requants(requants: dict[int, Requant]) -> Requant:
-    """One requantizer per count (``{count: Requant}``, as the importer's ``Pool`` op holds
-    them) → the single :class:`Requant` of :class:`PoolParams`, ``mult[j]`` for the j-th
-    smallest count. The shifts are aligned to the largest; that changes no result (the
-    float32 rounding of the product is scale invariant, and ``round(x·2**d / 2**(s+d)) =
-    round(x / 2**s)``)."""
-    items = sorted((int(c), rq) for c, rq in requants.items())
-    first = items[0][1]
-    for _, rq in items:
-        if (rq.zero_point, rq.lo, rq.hi) != (first.zero_point, first.lo, first.hi):
-            raise ValueError("the per-count requantizers differ in zero point or clamp")
-    shift = max(rq.shift for _, rq in items)
-    mult = tuple(int(rq.mult[0]) << (shift - rq.shift) for _, rq in items)
-    return dataclasses.replace(first, mult=mult, shift=shift)
-
-
 # ---------------------------------------------------------------------------- golden
 
 def golden(p: PoolParams, x: np.ndarray) -> np.ndarray:
@@ -305,8 +271,7 @@ class Pool(wiring.Component):
         v1, first1, last1 = Signal(), Signal(), Signal()
         x1 = Signal(PE * ib)
         m.d.sync += [v1.eq(issue), first1.eq(k == 0), last1.eq(last_k), x1.eq(self.i.payload)]
-        xs = [x1[ci * ib:(ci + 1) * ib].as_signed() if p.in_type.signed
-              else x1[ci * ib:(ci + 1) * ib] for ci in range(PE)]
+        xs = lanes(x1, PE, ib, p.in_type.signed)
 
         if p.kind == "max":
             shape = signed(ib) if p.in_type.signed else unsigned(ib)
@@ -350,22 +315,9 @@ class Pool(wiring.Component):
         else:
             mult_sel = Const(mults[0], unsigned(mult_w))
 
-        # --- stage 3: bias, multiplier ------------------------------------------------------
-        v3 = Signal()
-        s3 = [Signal(signed(acc_w), name=f"s3_{ci}") for ci in range(PE)]
-        m3 = Signal(unsigned(mult_w))
-        m.d.sync += [v3.eq(v2), m3.eq(mult_sel)]
-        m.d.sync += [s.eq(x + p.bias) for s, x in zip(s3, s2)]
-
-        # --- stage 4: product --------------------------------------------------------------
-        v4 = Signal()
-        p4 = [Signal(signed(acc_w + mult_w + 1), name=f"p4_{ci}") for ci in range(PE)]
-        m.d.sync += v4.eq(v3)
-        m.d.sync += [x.eq(s * m3) for x, s in zip(p4, s3)]
-
-        # --- round half to even, zero point, clamp → FIFO ---------------------------------
-        outs = [round_clamp(m, p4[ci], rq, name=f"y_{ci}")[:ob] for ci in range(PE)]
-        out.write(Cat(*outs), v4)
+        # --- stages 3, 4: bias, product; round half to even, zero point, clamp → FIFO ------
+        rqp = RequantPipeline(m, v2, s2, [p.bias] * PE, mult_sel, rq, acc_w, ob)
+        out.write(rqp.data, rqp.valid)
         return m
 
 

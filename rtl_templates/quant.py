@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 
 
-
 @dataclass(frozen=True)
 class QType:
     """An integer element type: ``bits`` wide, two's complement when ``signed``."""
@@ -51,6 +50,15 @@ class QType:
         if self.signed:
             v = np.where(v >= (1 << (self.bits - 1)), v - (1 << self.bits), v)
         return v
+
+
+@dataclass(frozen=True)
+class Quantized:
+    """How a quantized tensor's integers map to reals: ``real = (q - zero_point) · scale``
+    with ``q`` of type ``qtype`` (``None`` where a block chooses the type itself)."""
+    qtype: QType | None
+    scale: float
+    zero_point: int
 
 
 INT8 = QType(8, True)
@@ -127,10 +135,6 @@ class Requant:
     zp_first: bool = False
 
     @property
-    def mult_array(self) -> np.ndarray:
-        return np.array(self.mult, dtype=object)
-
-    @property
     def mult_bits(self) -> int:
         return max(1, max(int(m) for m in self.mult).bit_length())
 
@@ -145,10 +149,10 @@ class Requant:
         p = acc.astype(object) * mult
         if self.zp_first:
             zs = self.zero_point << self.shift
-            y = np.vectorize(lambda v: _requant_one(_round24(_round24(v) + zs), self.shift),
+            y = np.vectorize(lambda v: round24_shift(round24(v) + zs, self.shift),
                              otypes=[object])(p)
         else:
-            y = np.vectorize(lambda v: _requant_one(v, self.shift), otypes=[object])(p)
+            y = np.vectorize(lambda v: round24_shift(v, self.shift), otypes=[object])(p)
             y = y + self.zero_point
         y = np.minimum(np.maximum(y, self.lo), self.hi)
         return y.astype(np.int64)
@@ -162,41 +166,28 @@ MULT_BITS = 24
 ACC_GUARD_BITS = 12
 
 
-def round_shift_half_even(p, shift: int):
-    """round_half_even(p / 2**shift) for integer (object or int64) arrays."""
-    if shift == 0:
-        return p
-    q = p >> shift  # floor
-    r = p - (q << shift)
-    half = 1 << (shift - 1)
-    up = (r > half) | ((r == half) & ((q & 1) == 1))
-    return q + up.astype(np.int64) if not isinstance(up, bool) else q + int(up)
-
-
-def _round24(p: int) -> int:
-    """``p`` rounded to 24 significant bits, half to even (a float32 value, scaled)."""
-    a = -p if p < 0 else p
-    d = max(0, a.bit_length() - F32_BITS)
-    a = _rhe(a, d) << d
-    return -a if p < 0 else a
-
-
-def _requant_one(p: int, shift: int) -> int:
-    """round_half_even(round24(p) / 2**shift) for one Python int (sign-symmetric)."""
-    a = -p if p < 0 else p
-    d = max(0, a.bit_length() - F32_BITS)
-    a = _rhe(a, d) << d
-    y = _rhe(a, shift)
-    return -y if p < 0 else y
-
-
-def _rhe(a: int, k: int) -> int:
-    """round_half_even(a / 2**k) for a >= 0."""
+def rhe(a: int, k: int) -> int:
+    """round_half_even(a / 2**k) for any integer ``a`` (a left shift for k <= 0)."""
     if k <= 0:
         return a << -k
     q, r = a >> k, a & ((1 << k) - 1)
     half = 1 << (k - 1)
     return q + (1 if r > half or (r == half and q & 1) else 0)
+
+
+def round24(p: int) -> int:
+    """``p`` with its magnitude rounded to 24 significant bits, half to even: one float32
+    rounding of an integer (scaled) value."""
+    a = -p if p < 0 else p
+    d = max(0, a.bit_length() - F32_BITS)
+    a = rhe(a, d) << d
+    return -a if p < 0 else a
+
+
+def round24_shift(p: int, shift: int) -> int:
+    """round_half_even(round24(p) / 2**shift) for one Python int: the requantizer's rounding
+    (half to even is sign symmetric)."""
+    return rhe(round24(p), shift)
 
 
 def make_requant(real_multiplier, zero_point: int, lo: int, hi: int,
@@ -205,7 +196,7 @@ def make_requant(real_multiplier, zero_point: int, lo: int, hi: int,
 
     Each channel's float32 multiplier is exactly ``m · 2**-s`` with a 24-bit mantissa m; one
     shift serves all channels (the largest s), the others' mantissas are shifted up to it.
-    ``acc_bits`` is recorded for the hardware's widths only.
+    ``acc_bits`` is ignored (kept while callers in the importer still pass it).
     """
     m32 = np.atleast_1d(np.asarray(real_multiplier, dtype=np.float32))
     if not np.all(np.isfinite(m32)) or np.any(m32 < 0):

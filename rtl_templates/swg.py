@@ -78,13 +78,14 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.hdl import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.words import pack_word
 
 #: cycles from issuing a beat to its earliest output transfer
 PIPELINE_DEPTH = 4
@@ -200,11 +201,13 @@ class SWGParams:
 # ---------------------------------------------------------------------------- golden
 
 def golden(p: SWGParams, x: np.ndarray) -> np.ndarray:
-    """``x`` [N, H, W, C] ints → [N, OH, OW, KH*KW*C] windows in the stream's order."""
+    """Frames ``x`` [N, H·W·C] (channel-last; [N, H, W, C] also accepted) → [N, window
+    elements]: for each output pixel its window in the stream's order."""
     x = np.asarray(x, dtype=np.int64)
     H, W, C = p.in_shape
-    if x.shape[1:] != (H, W, C):
-        raise ValueError(f"input shape {x.shape[1:]} is not {(H, W, C)}")
+    if x[0].size != H * W * C:
+        raise ValueError(f"a frame of {x[0].size} elements is not {(H, W, C)}")
+    x = x.reshape(-1, H, W, C)
     KH, KW = p.kernel
     SH, SW = p.stride
     t, l, b, r = p.pads
@@ -218,7 +221,7 @@ def golden(p: SWGParams, x: np.ndarray) -> np.ndarray:
         n = x.shape[0]
         win = win.reshape(n, OH, OW, KH, KW, C // p.simd, p.simd)
         win = win.transpose(0, 1, 2, 5, 3, 4, 6)          # (cb, kh, kw, ci)
-    return win.reshape(x.shape[0], OH, OW, KH * KW * C)
+    return win.reshape(x.shape[0], -1)
 
 
 # ---------------------------------------------------------------------------- schedule
@@ -386,13 +389,7 @@ class SWG(wiring.Component):
         rd = buf.read_port()
 
         # --- output FIFO and credits ---------------------------------------------------
-        m.submodules.ofifo = ofifo = SyncFIFOBuffered(width=SIMD * bits, depth=FIFO_DEPTH)
-        m.d.comb += [
-            self.o.payload.eq(ofifo.r_data),
-            self.o.valid.eq(ofifo.r_rdy),
-            ofifo.r_en.eq(self.o.ready),
-        ]
-        credits = Signal(range(FIFO_DEPTH + 1), init=FIFO_DEPTH)
+        out = OutputCredits(m, self.o, SIMD * bits, FIFO_DEPTH)
 
         # --- reader state -----------------------------------------------------------------
         oh, ow = _counter(OH), _counter(OW)
@@ -411,7 +408,8 @@ class SWG(wiring.Component):
         win_first = (kh == 0) & (kw == 0) & (cb == 0)
         row_first = win_first & (ow == 0)
         issue = Signal()
-        m.d.comb += issue.eq((credits != 0) & (~row_first | (wrel > need)))
+        m.d.comb += issue.eq(out.room & (~row_first | (wrel > need)))
+        out.spend(issue)
 
         carry = Const(1)
         for sig, n in inner:
@@ -453,14 +451,8 @@ class SWG(wiring.Component):
         m.d.sync += [v2.eq(v1), pad2.eq(pad1)]
 
         # --- stage 2: data or padding → FIFO -----------------------------------------------
-        pad_raw = p.pad_value & ((1 << bits) - 1)
-        pad_word = sum(pad_raw << (k * bits) for k in range(SIMD))
-        m.d.comb += [
-            ofifo.w_data.eq(Mux(pad2, pad_word, rd.data)),
-            ofifo.w_en.eq(v2),
-        ]
-        out_taken = self.o.valid & self.o.ready
-        m.d.sync += credits.eq(credits - issue + out_taken)
+        pad_word = pack_word([p.pad_value] * SIMD, bits)
+        out.write(Mux(pad2, pad_word, rd.data), v2)
 
         # --- writer ----------------------------------------------------------------------
         waddr = Signal(range(max(depth, 2)))
@@ -480,12 +472,6 @@ class SWG(wiring.Component):
 
 # ---------------------------------------------------------------------------- registration
 
-def frame_golden(p: SWGParams, x: np.ndarray) -> np.ndarray:
-    """[N, H·W·C] (channel-last) → [N, window elements] in output order."""
-    n = x.shape[0]
-    return golden(p, np.asarray(x).reshape(n, *p.in_shape)).reshape(n, -1)
-
-
 def manifest(p: SWGParams) -> dict:
     return {"window": {"in_hwc": list(p.in_shape), "kernel": list(p.kernel),
                        "stride": list(p.stride), "pads": list(p.pads),
@@ -497,5 +483,5 @@ def fold_space(p: SWGParams) -> FoldSpace:
                      lambda pe, simd: cost(dataclasses.replace(p, simd=simd)).cycles)
 
 
-register_block("swg", params=SWGParams, component=SWG, golden=frame_golden, cost=cost,
+register_block("swg", params=SWGParams, component=SWG, golden=golden, cost=cost,
                timing=timing, manifest=manifest, fold_space=fold_space)

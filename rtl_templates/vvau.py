@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -48,8 +48,8 @@ from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.words import pack_word
-from hwgen.rtl_templates.requant import round_clamp
+from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.words import lanes, pack_word
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
 PIPELINE_DEPTH = 7
@@ -262,9 +262,8 @@ class VVAU(wiring.Component):
         x1 = Signal(PE * ib)
         m.d.sync += [v1.eq(issue), first1.eq(k == 0), last1.eq(last_k), cb1.eq(cb),
                      x1.eq(self.i.payload)]
-        xs = [x1[ci * ib:(ci + 1) * ib].as_signed() if p.in_type.signed
-              else x1[ci * ib:(ci + 1) * ib] for ci in range(PE)]
-        prods = [xs[ci] * w_rd.data[ci * wb:(ci + 1) * wb].as_signed() for ci in range(PE)]
+        xs = lanes(x1, PE, ib, p.in_type.signed)
+        prods = [x * w for x, w in zip(xs, lanes(w_rd.data, PE, wb, signed=True))]
 
         # --- stage 2: accumulate --------------------------------------------------------
         v2, first2, last2 = Signal(), Signal(), Signal()
@@ -278,31 +277,17 @@ class VVAU(wiring.Component):
             m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]
         m.d.comb += p_rd.addr.eq(cb2)
 
-        # --- stage 3: bias ----------------------------------------------------------------
+        # --- stage 3: the sum moves on; the channels' bias and multiplier arrive -----------
         v3 = Signal()
         s3 = [Signal(signed(acc_w), name=f"s3_{ci}") for ci in range(PE)]
         m.d.sync += v3.eq(v2 & last2)
         m.d.sync += [s.eq(n) for s, n in zip(s3, acc_next)]
-        bias3 = [p_rd.data[ci * lane_w:ci * lane_w + acc_w].as_signed() for ci in range(PE)]
-        mult3 = [p_rd.data[ci * lane_w + acc_w:(ci + 1) * lane_w] for ci in range(PE)]
+        params3 = lanes(p_rd.data, PE, lane_w)
 
-        # --- stage 4: multiply ------------------------------------------------------------
-        v4 = Signal()
-        s4 = [Signal(signed(acc_w), name=f"s4_{ci}") for ci in range(PE)]
-        m4 = [Signal(unsigned(mult_w), name=f"m4_{ci}") for ci in range(PE)]
-        m.d.sync += v4.eq(v3)
-        m.d.sync += [s.eq(a + b) for s, a, b in zip(s4, s3, bias3)]
-        m.d.sync += [x.eq(y) for x, y in zip(m4, mult3)]
-
-        # --- stage 5: product --------------------------------------------------------------
-        v5 = Signal()
-        p5 = [Signal(signed(acc_w + mult_w + 1), name=f"p5_{ci}") for ci in range(PE)]
-        m.d.sync += v5.eq(v4)
-        m.d.sync += [x.eq(s * mm) for x, s, mm in zip(p5, s4, m4)]
-
-        # --- round half to even, zero point, clamp → FIFO ---------------------------------
-        outs = [round_clamp(m, p5[ci], rq, name=f"y_{ci}")[:ob] for ci in range(PE)]
-        out.write(Cat(*outs), v5)
+        # --- stages 4, 5: bias, product; round half to even, zero point, clamp → FIFO ------
+        rqp = RequantPipeline(m, v3, s3, [w[:acc_w].as_signed() for w in params3],
+                              [w[acc_w:] for w in params3], rq, acc_w, ob)
+        out.write(rqp.data, rqp.valid)
         return m
 
 

@@ -9,10 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from amaranth.back import verilog
 
+from hwgen.rtl_templates.axis_top import AxisTop, Chain
 from hwgen.rtl_templates.quant import QType
+from hwgen.sim.amaranth_sim import run_amaranth
 from hwgen.sim.base import StreamJob, StreamResult
 from hwgen.sim.packing import beats_to_frames, frames_to_beats
+from hwgen.sim.verilator import run_verilator
 
 
 @dataclass
@@ -45,8 +49,6 @@ def run_block(block, frames: np.ndarray, in_type: QType, in_per_beat: int, out_t
               max_cycles: int = 0, name: str = "dut") -> BlockRun:
     """Simulate ``block`` (a component with stream members ``i`` and ``o``, or a list of such
     blocks to chain) on ``frames`` [N, in_elements] in stream order."""
-    from hwgen.rtl_templates.axis_top import AxisTop, Chain
-
     blocks = block if isinstance(block, list) else [block]
     frames = np.asarray(frames, dtype=np.int64)
     n = frames.shape[0]
@@ -55,12 +57,8 @@ def run_block(block, frames: np.ndarray, in_type: QType, in_per_beat: int, out_t
     job = StreamJob(top.in_width, top.out_width, beats, last,
                     n * (out_elements // out_per_beat), stall_in, stall_out, seed, max_cycles)
     if simulator == "amaranth":
-        from hwgen.sim.amaranth_sim import run_amaranth
         res = run_amaranth(top, job)
     elif simulator == "verilator":
-        from amaranth.back import verilog
-
-        from hwgen.sim.verilator import run_verilator
         res = run_verilator(verilog.convert(top, name=name, emit_src=False), name, job)
     else:
         raise ValueError(f"unknown simulator {simulator}")

@@ -1,9 +1,11 @@
-"""Frames of integers ⇄ stream beats (element k of a beat in bits [k*bits, (k+1)*bits))."""
+"""Frames of integers ⇄ stream beats (element k of a beat in bits [k*bits, (k+1)*bits)), with
+the block library's one packing (:mod:`rtl_templates.words`)."""
 from __future__ import annotations
 
 import numpy as np
 
 from hwgen.rtl_templates.quant import QType
+from hwgen.rtl_templates.words import pack_word, unpack_word
 
 
 def frames_to_beats(frames: np.ndarray, qtype: QType, per_beat: int) -> tuple[list[int], list[bool]]:
@@ -12,23 +14,16 @@ def frames_to_beats(frames: np.ndarray, qtype: QType, per_beat: int) -> tuple[li
     n, elems = frames.shape
     if elems % per_beat:
         raise ValueError(f"{elems} elements do not split into beats of {per_beat}")
-    raw = qtype.to_unsigned(frames).reshape(n, elems // per_beat, per_beat)
-    beats, last = [], []
-    b = qtype.bits
-    for f in range(n):
-        for j in range(raw.shape[1]):
-            word = 0
-            for k, v in enumerate(raw[f, j]):
-                word |= int(v) << (k * b)
-            beats.append(word)
-            last.append(j == raw.shape[1] - 1)
+    per_frame = elems // per_beat
+    raw = qtype.to_unsigned(frames).reshape(n * per_frame, per_beat).tolist()
+    beats = [pack_word(values, qtype.bits) for values in raw]
+    last = [j == per_frame - 1 for _ in range(n) for j in range(per_frame)]
     return beats, last
 
 
 def beats_to_frames(beats: list[int], qtype: QType, per_beat: int, elements: int) -> np.ndarray:
     """Inverse of :func:`frames_to_beats`: → [N, elements] int64."""
-    b, mask = qtype.bits, (1 << qtype.bits) - 1
-    vals = [(w >> (k * b)) & mask for w in beats for k in range(per_beat)]
+    vals = [v for w in beats for v in unpack_word(w, per_beat, qtype.bits)]
     raw = np.array(vals, dtype=np.int64)
     if raw.size % elements:
         raise ValueError(f"{len(beats)} beats do not make whole frames of {elements} elements")

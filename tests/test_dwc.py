@@ -23,7 +23,7 @@ import pytest
 
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates import dwc
-from hwgen.rtl_templates.dwc import DWC
+from hwgen.rtl_templates.dwc import DWC, DWCParams
 from hwgen.sim.harness import run_block
 
 
@@ -72,20 +72,20 @@ def _frames(cfg: Cfg, n: int, seed: int) -> np.ndarray:
 
 
 def _run(cfg: Cfg, x: np.ndarray, sim: str = "amaranth", capacity=None, **kw):
-    blk = DWC(cfg.bits, cfg.i, cfg.o, cfg.frame, capacity=capacity)
+    blk = DWC(DWCParams(cfg.bits, cfg.i, cfg.o, cfg.frame, capacity=capacity))
     return run_block(blk, x, cfg.qtype, cfg.i, cfg.qtype, cfg.o, cfg.frame, simulator=sim,
                      name="dwc", **kw)
 
 
 def _check(cfg: Cfg, x: np.ndarray, r):
-    assert np.array_equal(r.frames, dwc.golden(x)), "element sequence changed"
+    assert np.array_equal(r.frames, dwc.golden(DWCParams(cfg.bits, cfg.i, cfg.o, cfg.frame), x)), "element sequence changed"
     per = cfg.frame // cfg.o
     assert r.result.out_last == [(k % per) == per - 1 for k in range(len(x) * per)]
     assert len(r.result.in_times) == len(x) * cfg.frame // cfg.i
 
 
 def _check_cycles(cfg: Cfg, r):
-    c = dwc.cost(cfg.bits, cfg.i, cfg.o, cfg.frame)
+    c = dwc.cost(DWCParams(cfg.bits, cfg.i, cfg.o, cfg.frame))
     assert c.cycles == max(cfg.frame // cfg.i, cfg.frame // cfg.o)
     assert abs(r.interval - c.cycles) <= 0.02 * c.cycles, \
         f"interval {r.interval}, cost model {c.cycles}"
@@ -157,7 +157,7 @@ def test_capacity_is_minimal_hardware(cfg: Cfg):
     x = _frames(cfg, N_FRAMES, seed=4)
     r = _run(cfg, x, capacity=n - 1)
     _check(cfg, x, r)
-    assert r.interval > dwc.cost(cfg.bits, cfg.i, cfg.o, cfg.frame).cycles * 1.02
+    assert r.interval > dwc.cost(DWCParams(cfg.bits, cfg.i, cfg.o, cfg.frame)).cycles * 1.02
 
 
 @pytest.mark.parametrize("chain", [(4, 6, 4), (3, 2, 5), (1, 12, 4)])
@@ -167,19 +167,19 @@ def test_dwc_chain(chain):
     t = QType(bits, True)
     x = np.random.default_rng(len(chain)).integers(t.lo, t.hi + 1, size=(6, frame))
     for kw in ({}, dict(stall_in=0.4, stall_out=0.4, seed=7)):
-        blocks = [DWC(bits, a, b, frame) for a, b in zip(chain, chain[1:])]
+        blocks = [DWC(DWCParams(bits, a, b, frame)) for a, b in zip(chain, chain[1:])]
         r = run_block(blocks, x, t, chain[0], t, chain[-1], frame, **kw)
         assert np.array_equal(r.frames, x)
 
 
 def test_dwc_rejects_bad_sizes():
     with pytest.raises(ValueError):
-        DWC(8, 4, 6, 20)        # 6 does not divide 20
+        DWC(DWCParams(8, 4, 6, 20))      # 6 does not divide 20
     with pytest.raises(ValueError):
-        DWC(8, 0, 2, 4)
+        DWC(DWCParams(8, 0, 2, 4))
     with pytest.raises(ValueError):
-        DWC(8, 4, 6, 24, capacity=5)
+        DWC(DWCParams(8, 4, 6, 24, capacity=5))
     assert dwc.capacity(4, 6) == 4 + 6 + 4 - 2
     assert dwc.capacity(5, 5) == 0
-    c = dwc.cost(8, 5, 5, 10)
+    c = dwc.cost(DWCParams(8, 5, 5, 10))
     assert (c.cycles, c.latency, c.registers) == (2, 2, 0)

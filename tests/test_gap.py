@@ -25,13 +25,26 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from hwgen.rtl_templates.quant import INT8, UINT8, QType
-from hwgen.rtl_templates.gap import GAP, GAPParams, cost, gap_requant, golden, timing
+from hwgen.rtl_templates.quant import INT8, UINT8, QType, Requant, make_requant
+from hwgen.rtl_templates.gap import GAP, GAPParams, cost, golden, timing
 from hwgen.sim.harness import run_block
 
 N_FRAMES = 4
 #: float32 arithmetic may round either way this close to a tie (in output steps)
 TIE = 1e-4
+
+
+def gap_requant(pixels: int, in_type: QType, in_scale: float, in_zero_point: int,
+                out_scale: float, out_zero_point: int, out_type: QType, lo: int | None = None,
+                hi: int | None = None) -> Requant:
+    """The requantizer of ``DequantizeLinear(s_in, z_in) → GlobalAveragePool →
+    QuantizeLinear(s_out, z_out)``: multiplier the float32 value of ``s_in / s_out / pixels``,
+    the scales taken as float32 as ONNX stores them (``in_scale``/``out_scale`` may be per
+    channel)."""
+    s_in = np.asarray(in_scale, np.float32).astype(np.float64)
+    s_out = np.asarray(out_scale, np.float32).astype(np.float64)
+    return make_requant(s_in / s_out / pixels, out_zero_point,
+                        out_type.lo if lo is None else lo, out_type.hi if hi is None else hi)
 
 
 @dataclasses.dataclass(frozen=True)

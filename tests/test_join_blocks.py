@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -39,14 +40,45 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from hwgen.rtl_templates.quant import INT8, UINT8, QType
+from hwgen.rtl_templates.quant import INT8, UINT8, QType, Quantized
 from hwgen.rtl_templates import add, concat, fifo, fork
 from hwgen.rtl_templates.add import AddBlock, AddParams, make_add_requant
 from hwgen.rtl_templates.concat import Concat, make_concat
-from hwgen.rtl_templates.fifo import StreamFIFO
-from hwgen.rtl_templates.fork import Fork
+from hwgen.rtl_templates.fifo import FIFOParams, StreamFIFO
+from hwgen.rtl_templates.fork import Fork, ForkParams
 from hwgen.sim.base import SimTimeout
 from hwgen.sim.harness import run_block
+
+
+def _fifo(width: int, depth: int) -> StreamFIFO:
+    """A stream FIFO (its beats per frame only matter for the cost model)."""
+    return StreamFIFO(FIFOParams(width, depth, beats=1))
+
+
+def _fork(width: int, n_outputs: int = 2) -> Fork:
+    return Fork(ForkParams(width, n_outputs, beats=1))
+
+
+def exact_reference(sa, sb, sy, zy, za, zb, lo, hi, a, b):
+    """The real formula in exact rational arithmetic (float32 scales taken as exact), with
+    round half to even. Returns (y, tie) where ``tie`` marks exact halfway cases. For tests."""
+    fa, fb, fy = (Fraction(float(np.float32(s))) for s in (sa, sb, sy))
+    ra, rb = fa / fy, fb / fy
+    a = np.asarray(a, dtype=np.int64).reshape(-1)
+    b = np.asarray(b, dtype=np.int64).reshape(-1)
+    y = np.empty(a.shape, dtype=np.int64)
+    tie = np.zeros(a.shape, dtype=bool)
+    for k, (x0, x1) in enumerate(zip(a.tolist(), b.tolist())):
+        v = (x0 - za) * ra + (x1 - zb) * rb
+        fl = v.numerator // v.denominator
+        frac = v - fl
+        if frac == Fraction(1, 2):
+            tie[k] = True
+            r = fl + (fl & 1)
+        else:
+            r = fl + (frac > Fraction(1, 2))
+        y[k] = min(max(r + zy, lo), hi)
+    return y, tie
 
 INT4 = QType(4, True)
 UINT4 = QType(4, False)
@@ -225,8 +257,9 @@ class AddCfg:
     @functools.cached_property
     def params(self) -> AddParams:
         lo = self.zy if self.relu else None
-        return make_add_requant(self.sa, self.sb, self.sy, self.zy, self.za, self.zb, lo, None,
-                                self.a_type, self.b_type, self.out_type, pe=self.pe,
+        return make_add_requant(Quantized(self.a_type, self.sa, self.za),
+                                Quantized(self.b_type, self.sb, self.zb),
+                                Quantized(self.out_type, self.sy, self.zy), lo=lo, pe=self.pe,
                                 semantics=self.semantics)
 
     @property
@@ -258,7 +291,7 @@ def add_net(cfg: AddCfg, *, short: str = "fifo", depth: int = 4, long_extra=(),
     p = cfg.params
     wa, wb = p.pe * p.a_type.bits, p.pe * p.b_type.bits
     scr = Scramble(p.a_type, p.b_type, p.pe)
-    blocks = {"fork": Fork(wa), "scr": scr, "lfifo": StreamFIFO(wb, depth), "add": AddBlock(p)}
+    blocks = {"fork": _fork(wa), "scr": scr, "lfifo": _fifo(wb, depth), "add": AddBlock(p)}
     edges = [("in", "fork.i"), ("fork.o0", "scr.i")]
     prev = "scr.o"
     for k, mk in enumerate(long_extra):
@@ -276,7 +309,7 @@ def add_net(cfg: AddCfg, *, short: str = "fifo", depth: int = 4, long_extra=(),
         edges.append((prev, "g1.i"))
         prev = "g1.o"
     if short == "fifo":
-        blocks["sfifo"] = StreamFIFO(wa, depth)
+        blocks["sfifo"] = _fifo(wa, depth)
         edges += [(prev, "sfifo.i"), ("sfifo.o", "add.i0")]
     else:
         edges.append((prev, "add.i0"))
@@ -328,11 +361,12 @@ def test_add_golden_and_cycles_amaranth(cfg: AddCfg):
         inside = (y > cfg.params.lo) & (y < cfg.params.hi)
         assert inside.mean() >= 0.3 and len(np.unique(y)) >= min(5, y.size // 4)
     # cost model: one beat per cycle; latency through fork → FIFO → add
-    c = add.cost(cfg.params, cfg.elems)
+    c = add.cost(dataclasses.replace(cfg.params, elements=cfg.elems))
     assert c.cycles == cfg.beats
     _within(r.interval, c.cycles, "frame interval")
     t = (0, cfg.beats - 1)
-    t = add.timing(cfg.params, *fifo.timing(*fork.timing(*t)))
+    fp, kp = FIFOParams(1, 1, cfg.beats), ForkParams(1, 2, cfg.beats)
+    t = add.timing(cfg.params, *fifo.timing(fp, *fork.timing(kp, *t)))
     _within(r.latency, t[1] + 1, "latency")
     assert r.latency == c.latency + fifo.LATENCY + fork.LATENCY
 
@@ -351,7 +385,7 @@ def test_add_verilator(cfg: AddCfg):
     x = add_frames(cfg, 8, seed=1)
     r, want = run_add(cfg, x, sim="verilator")
     _assert_equal(r.frames, want)
-    c = add.cost(cfg.params, cfg.elems)
+    c = add.cost(dataclasses.replace(cfg.params, elements=cfg.elems))
     _within(r.interval, c.cycles, "frame interval")
     assert r.latency == c.latency + fifo.LATENCY
     x = add_frames(cfg, 24, seed=5)
@@ -410,14 +444,16 @@ def test_fork_three_outputs_cascaded_joins():
     outputs accept at different times."""
     t = INT8
     pe, elems = 2, 16
-    p1 = make_add_requant(0.02, 0.03, 0.04, 3, 1, -1, None, None, t, t, t, pe=pe)
-    p2 = make_add_requant(0.04, 0.05, 0.06, -2, 3, 4, None, None, t, t, t, pe=pe)
+    p1 = make_add_requant(Quantized(t, 0.02, 1), Quantized(t, 0.03, -1), Quantized(t, 0.04, 3),
+                          pe=pe)
+    p2 = make_add_requant(Quantized(t, 0.04, 3), Quantized(t, 0.05, 4), Quantized(t, 0.06, -2),
+                          pe=pe)
     w = pe * 8
 
     def net():
-        blocks = {"fork": Fork(w, 3), "g0": Gate(w, 1), "g1": Gate(w, 2), "g2": Gate(w, 3),
+        blocks = {"fork": _fork(w, 3), "g0": Gate(w, 1), "g1": Gate(w, 2), "g2": Gate(w, 3),
                   "s1": Scramble(t, t, pe, 37, 11), "s2": Scramble(t, t, pe, 91, 5),
-                  "f0": StreamFIFO(w, 4), "f1": StreamFIFO(w, 4), "f2": StreamFIFO(w, 16),
+                  "f0": _fifo(w, 4), "f1": _fifo(w, 4), "f2": _fifo(w, 16),
                   "add1": AddBlock(p1), "add2": AddBlock(p2)}
         edges = [("in", "fork.i"),
                  ("fork.o0", "g0.i"), ("g0.o", "f0.i"), ("f0.o", "add1.i0"),
@@ -439,10 +475,11 @@ def test_fork_into_concat_duplicates_pixels(pe, c):
     """in → Fork → Concat(pass): every pixel twice, full rate (Concat reads its inputs in
     turn, so one branch runs a pixel ahead: it needs a FIFO of c/pe beats + margin)."""
     t = UINT8
-    p = make_concat(c, c, pe, t, 0.1, 5, t, 0.1, 5, t, 0.1, 5)
+    p = make_concat(Quantized(t, 0.1, 5), Quantized(t, 0.1, 5), Quantized(t, 0.1, 5), c0=c, c1=c,
+                    pe=pe)
     assert p.passthrough
     w = pe * 8
-    blocks = {"fork": Fork(w), "f1": StreamFIFO(w, c // pe + 3), "cat": Concat(p)}
+    blocks = {"fork": _fork(w), "f1": _fifo(w, c // pe + 3), "cat": Concat(p)}
     edges = [("in", "fork.i"), ("fork.o0", "cat.i0"), ("fork.o1", "f1.i"), ("f1.o", "cat.i1"),
              ("cat.o", "out")]
     pixels = 4
@@ -450,15 +487,15 @@ def test_fork_into_concat_duplicates_pixels(pe, c):
     r = run_block(Net(blocks, edges), x, t, pe, t, pe, 2 * pixels * c)
     want = concat.golden(p, x.reshape(6, pixels, c), x.reshape(6, pixels, c)).reshape(6, -1)
     _assert_equal(r.frames, want)
-    _within(r.interval, concat.cost(p, pixels).cycles, "frame interval")
-    _within(r.interval, fork.cost(w, 2, pixels * c // pe).cycles * 2, "fork rate")
+    _within(r.interval, concat.cost(dataclasses.replace(p, pixels=pixels)).cycles, "frame interval")
+    _within(r.interval, fork.cost(ForkParams(w, 2, pixels * c // pe)).cycles * 2, "fork rate")
 
 
 def test_fork_cost():
-    c = fork.cost(16, 3, 10)
+    c = fork.cost(ForkParams(16, 3, 10))
     assert (c.cycles, c.latency, c.multipliers, c.memory_bits) == (10, 10, 0, 0)
     x = np.arange(6)
-    assert all(np.array_equal(y, x) for y in fork.golden(x, 3))
+    assert all(np.array_equal(y, x) for y in fork.golden(ForkParams(16, 3, 10), x))
 
 
 # ============================================================================ concat graphs
@@ -491,8 +528,10 @@ class CatCfg:
 
     @functools.cached_property
     def params(self):
-        return make_concat(self.c0, self.c1, self.pe, self.t_in, self.s0, self.z0, self.t1,
-                           self.s1, self.z1, self.out, self.sy, self.zy, mode=self.mode)
+        return make_concat(Quantized(self.t_in, self.s0, self.z0),
+                           Quantized(self.t1, self.s1, self.z1),
+                           Quantized(self.out, self.sy, self.zy), c0=self.c0, c1=self.c1,
+                           pe=self.pe, mode=self.mode)
 
     @property
     def beats(self) -> int:
@@ -525,8 +564,8 @@ def cat_net(cfg: CatCfg, depth: int | None = None) -> tuple[Net, Scramble | None
     g_first, g_second = (cfg.c1, cfg.c0) if cfg.swap else (cfg.c0, cfg.c1)
     # the branch read second per pixel must hold a pixel's worth of the branch read first
     d = depth or max(g_first, g_second) // pe + 3
-    blocks = {"split": Split(w, g_first // pe, g_second // pe), "fa": StreamFIFO(w, d),
-              "fb": StreamFIFO(w, d), "cat": Concat(p)}
+    blocks = {"split": Split(w, g_first // pe, g_second // pe), "fa": _fifo(w, d),
+              "fb": _fifo(w, d), "cat": Concat(p)}
     edges = [("in", "split.i"), ("split.o0", "fa.i"), ("split.o1", "fb.i")]
     to_i0, to_i1 = ("fb.o", "fa.o") if cfg.swap else ("fa.o", "fb.o")
     scr = None
@@ -575,12 +614,12 @@ def test_concat_golden_and_cycles_amaranth(cfg: CatCfg):
     r, want = run_cat(cfg, x)
     _assert_equal(r.frames, want)
     p = cfg.params
-    c = concat.cost(p, cfg.pixels)
+    c = concat.cost(dataclasses.replace(p, pixels=cfg.pixels))
     assert c.cycles == cfg.beats
     _within(r.interval, c.cycles, "frame interval")
     if not cfg.swap:
         # split (0) → FIFO (2) → concat: the concat's inputs arrive at the input's pace
-        t = concat.timing(p, *fifo.timing(0, cfg.beats - 1))
+        t = concat.timing(p, *fifo.timing(FIFOParams(1, 1, cfg.beats), 0, cfg.beats - 1))
         _within(r.latency, t[1] + 1, "latency")
         assert r.latency == c.latency + fifo.LATENCY
     else:
@@ -603,7 +642,7 @@ def test_concat_verilator(cfg: CatCfg):
     x = cat_frames(cfg, 6, seed=1)
     r, want = run_cat(cfg, x, sim="verilator")
     _assert_equal(r.frames, want)
-    _within(r.interval, concat.cost(cfg.params, cfg.pixels).cycles, "frame interval")
+    _within(r.interval, concat.cost(dataclasses.replace(cfg.params, pixels=cfg.pixels)).cycles, "frame interval")
     x = cat_frames(cfg, 20, seed=7)
     r, want = run_cat(cfg, x, sim="verilator", stall_in=0.3, stall_out=0.5, seed=5)
     _assert_equal(r.frames, want)
@@ -621,32 +660,39 @@ def test_concat_split_deadlocks_without_buffer():
 
 
 def test_concat_params():
-    p = make_concat(4, 8, 4, INT8, 0.1, 0, INT8, 0.1, 0, INT8, 0.1, 0)
+    p = make_concat(Quantized(INT8, 0.1, 0), Quantized(INT8, 0.1, 0), Quantized(INT8, 0.1, 0), c0=4,
+                    c1=8, pe=4)
     assert p.mode == "pass" and p.beats_per_pixel == 3
-    q = make_concat(4, 4, 4, INT8, 0.1, 0, INT8, 0.1, 0, INT8, 0.1, 0, lo=0)  # relu-ish clamp
+    q = make_concat(Quantized(INT8, 0.1, 0), Quantized(INT8, 0.1, 0), Quantized(INT8, 0.1, 0), c0=4,
+                    c1=4, pe=4, lo=0)  # relu-ish clamp
     assert q.mode == "table"
     x = np.arange(-128, 128).reshape(32, 8)
     assert np.array_equal(concat.golden(q, x[:, :4], x[:, 4:]), np.maximum(x, 0))
-    r = make_concat(4, 8, 4, INT8, 0.1, 0, UINT8, 0.2, 128, INT8, 0.1, 0, mode="requant")
+    r = make_concat(Quantized(INT8, 0.1, 0), Quantized(UINT8, 0.2, 128), Quantized(INT8, 0.1, 0),
+                    c0=4, c1=8, pe=4, mode="requant")
     assert r.mode == "requant" and r.mults[0] == 1 << r.shift and r.mults[1] == 2 << r.shift
     x0 = np.arange(-128, 128).reshape(64, 4)
     x1 = np.arange(0, 512).reshape(64, 8) % 256
     for mode in ("requant", "table"):
         y = concat.golden(dataclasses.replace(r) if mode == "requant" else
-                          make_concat(4, 8, 4, INT8, 0.1, 0, UINT8, 0.2, 128, INT8, 0.1, 0),
+                          make_concat(Quantized(INT8, 0.1, 0), Quantized(UINT8, 0.2, 128),
+                                      Quantized(INT8, 0.1, 0), c0=4, c1=8, pe=4),
                           x0, x1)
         assert np.array_equal(y[:, :4], x0)
         assert np.array_equal(y[:, 4:], np.clip(2 * (x1 - 128), -128, 127))
-    assert make_concat(2, 2, 1, INT16, 0.1, 0, INT16, 0.2, 0, INT16, 0.1, 0).mode == "requant"
+    assert make_concat(Quantized(INT16, 0.1, 0), Quantized(INT16, 0.2, 0), Quantized(INT16, 0.1, 0),
+                       c0=2, c1=2, pe=1).mode == "requant"
     with pytest.raises(ValueError):
-        make_concat(4, 6, 4, INT8, 0.1, 0, INT8, 0.1, 0, INT8, 0.1, 0)
+        make_concat(Quantized(INT8, 0.1, 0), Quantized(INT8, 0.1, 0), Quantized(INT8, 0.1, 0), c0=4,
+                    c1=6, pe=4)
     with pytest.raises(ValueError):
         concat.ConcatParams(4, 4, 2, (INT8, UINT8), INT8)
     with pytest.raises(ValueError):
-        make_concat(4, 4, 2, INT8, 0.1, 0, INT8, 0.2, 0, INT8, 0.1, 0, mode="pass")
-    c = concat.cost(q, 10)
+        make_concat(Quantized(INT8, 0.1, 0), Quantized(INT8, 0.2, 0), Quantized(INT8, 0.1, 0), c0=4,
+                    c1=4, pe=2, mode="pass")
+    c = concat.cost(dataclasses.replace(q, pixels=10))
     assert c.memory_bits >= 4 * 512 * 8 and c.multipliers == 0 and c.cycles == 20
-    c = concat.cost(r, 10)
+    c = concat.cost(dataclasses.replace(r, pixels=10))
     assert c.multipliers == 4 and c.cycles == 30
 
 
@@ -656,13 +702,12 @@ def test_add_requant_precision():
     """≥ 24 significant bits for the larger multiplier; the fixed-point sum is within
     2**-13 of a step of the exact real value for every input pair (checked exhaustively
     against exact rationals on int8 × uint8)."""
-    from fractions import Fraction
     rng = np.random.default_rng(0)
     for _ in range(20):
         sa, sb, sy = (float(np.float32(v)) for v in 10.0 ** rng.uniform(-3, 0, size=3))
         za, zb = int(rng.integers(-20, 20)), int(rng.integers(100, 156))
-        p = make_add_requant(sa, sb, sy, 0, za, zb, None, None, INT8, UINT8, INT8,
-                             semantics="exact")
+        p = make_add_requant(Quantized(INT8, sa, za), Quantized(UINT8, sb, zb),
+                             Quantized(INT8, sy, 0), semantics="exact")
         assert max(p.ma, p.mb).bit_length() >= 24
         ra, rb = Fraction(sa) / Fraction(sy), Fraction(sb) / Fraction(sy)
         ea = abs(Fraction(p.ma, 1 << p.shift) - ra)
@@ -672,7 +717,7 @@ def test_add_requant_precision():
         assert worst <= Fraction(1, 1 << 13)
     # degenerate and bad inputs
     with pytest.raises(ValueError):
-        make_add_requant(0.0, 0.1, 0.1, 0, 0, 0, None, None, INT8, INT8, INT8)
+        make_add_requant(Quantized(INT8, 0.0, 0), Quantized(INT8, 0.1, 0), Quantized(INT8, 0.1, 0))
     with pytest.raises(ValueError):
         AddParams(1, 1, 0, 0, 0, 0, -200, 0, INT8, INT8, INT8)
 
@@ -680,12 +725,11 @@ def test_add_requant_precision():
 def test_add_golden_matches_exact_rational():
     """Exhaustive int8 × int8: golden = exact rational rounding (half to even) except within
     the documented 2**-13 of a step from a tie."""
-    from fractions import Fraction
     for cfg in (ADD_GRID[0], ADD_GRID[2], ADD_GRID[4]):
         p = dataclasses.replace(cfg, semantics="exact", pe=1).params
         a, b = _all_pairs(p.a_type, p.b_type)
         g = add.golden(p, a, b)
-        ex, tie = add.exact_reference(cfg.sa, cfg.sb, cfg.sy, p.zy, p.za, p.zb, p.lo, p.hi, a, b)
+        ex, tie = exact_reference(cfg.sa, cfg.sb, cfg.sy, p.zy, p.za, p.zb, p.lo, p.hi, a, b)
         bad = np.nonzero(g != ex)[0]
         fa, fb, fy = (Fraction(float(np.float32(s))) for s in (cfg.sa, cfg.sb, cfg.sy))
         for k in bad:
@@ -787,7 +831,6 @@ NEAR_TIE = 1e-4
 
 def _tie_report(y, g, tie, a, b, case) -> dict:
     """Where ``y`` and ``g`` differ: at exact ties, or how close to one (steps)."""
-    from fractions import Fraction
     sa, za, sb, zb, sy, _zy = case[:6]
     fa, fb, fy = (Fraction(float(np.float32(s))) for s in (sa, sb, sy))
     bad = np.nonzero(y != g)[0]
@@ -819,9 +862,10 @@ def test_add_golden_vs_onnxruntime(case, record_property):
     g = {sem: None for sem in ("ort", "exact")}
     a, b = _all_pairs(ta, tb)
     for sem in g:
-        p = make_add_requant(sa, sb, sy, zy, za, zb, lo, None, ta, tb, ty, semantics=sem)
+        p = make_add_requant(Quantized(ta, sa, za), Quantized(tb, sb, zb), Quantized(ty, sy, zy),
+                             lo=lo, semantics=sem)
         g[sem] = add.golden(p, a, b)
-    _, tie = add.exact_reference(sa, sb, sy, zy, za, zb, lo if relu else ty.lo, ty.hi, a, b)
+    _, tie = exact_reference(sa, sb, sy, zy, za, zb, lo if relu else ty.lo, ty.hi, a, b)
     feeds = {"A": a.astype(_np_dtype(ta)), "B": b.astype(_np_dtype(tb))}
     qdq = _qdq_add_model(sa, za, sb, zb, sy, zy, ta, tb, ty, relu)
     ort = {"qdq_float": _ort(qdq, feeds, False), "qdq_optimized": _ort(qdq, feeds, True)}
@@ -837,7 +881,7 @@ def test_add_golden_vs_onnxruntime(case, record_property):
         for name, y in ort.items():
             report[f"{sem}_vs_{name}"] = _tie_report(y, g[sem], tie, a, b, case)
     report["exact_vs_exact_rational"] = _tie_report(
-        add.exact_reference(sa, sb, sy, zy, za, zb, lo if relu else ty.lo, ty.hi, a, b)[0],
+        exact_reference(sa, sb, sy, zy, za, zb, lo if relu else ty.lo, ty.hi, a, b)[0],
         g["exact"], tie, a, b, case)
     record_property("ort", report)
     print(case[:6], {k: (v if not isinstance(v, dict) else
@@ -855,7 +899,8 @@ def test_add_ort_semantics_random_scales():
         a, b = _all_pairs(t, t)
         idx = rng.choice(a.size, 6000, replace=False)
         a, b = a[idx], b[idx]
-        p = make_add_requant(sa, sb, sy, zy, za, zb, None, None, t, t, t, semantics="ort")
+        p = make_add_requant(Quantized(t, sa, za), Quantized(t, sb, zb), Quantized(t, sy, zy),
+                             semantics="ort")
         feeds = {"A": a.astype(_np_dtype(t)), "B": b.astype(_np_dtype(t))}
         want = _ort(_qlinear_add_model(sa, za, sb, zb, sy, zy, t), feeds, False)
         assert np.array_equal(add.golden(p, a, b), want), (sa, za, sb, zb, sy, zy)
@@ -893,12 +938,14 @@ def test_concat_golden_vs_onnxruntime(record_property):
         b = np.arange(t1.lo, t1.hi + 1).reshape(256, 1)
         m = _qdq_concat_model(s0, z0, t0, s1, z1, t1, sy, zy, ty)
         feeds = {"A": a.astype(_np_dtype(t0)), "B": b.astype(_np_dtype(t1))}
-        table = make_concat(1, 1, 1, t0, s0, z0, t1, s1, z1, ty, sy, zy)
+        table = make_concat(Quantized(t0, s0, z0), Quantized(t1, s1, z1), Quantized(ty, sy, zy),
+                            c0=1, c1=1, pe=1)
         assert table.mode == "table"
         want = concat.golden(table, a, b)
         for opt in (False, True):
             assert np.array_equal(_ort(m, feeds, opt), want)
-        rq = make_concat(1, 1, 1, t0, s0, z0, t1, s1, z1, ty, sy, zy, mode="requant")
+        rq = make_concat(Quantized(t0, s0, z0), Quantized(t1, s1, z1), Quantized(ty, sy, zy), c0=1,
+                         c1=1, pe=1, mode="requant")
         y = concat.golden(rq, a, b)
         assert np.abs(y - want).max() <= 1
         requant_diffs += int(np.sum(y != want))

@@ -122,7 +122,7 @@ def random_params(mh: int, mw: int, pe: int, simd: int, in_type: QType, out_type
                 t = max(0, min(22, int(np.floor(np.log2(tc))) - 1))
                 snapped.append((2 ** 23 + 2 ** t) / 2 ** 24 * 2.0 ** (e + 1))
         mult = np.array(snapped) if per_channel else snapped[0]
-    rq = make_requant(mult, zp, lo, hi, acc_bits=p0.acc_bits)
+    rq = make_requant(mult, zp, lo, hi)
     return dataclasses.replace(p0, requant=rq)
 
 
@@ -413,7 +413,7 @@ def critical_params() -> tuple[MVAUParams, np.ndarray]:
     dummy = Requant(mult=(1,), shift=0, zero_point=0, lo=INT8.lo, hi=INT8.hi)
     p0 = MVAUParams(weights=weights.astype(np.int64), bias=np.array(bias, dtype=np.int64),
                     requant=dummy, in_type=INT8, out_type=INT8, pe=4, simd=2)
-    rq = make_requant(np.array(mults), 0, INT8.lo, INT8.hi, acc_bits=p0.acc_bits)
+    rq = make_requant(np.array(mults), 0, INT8.lo, INT8.hi)
     return dataclasses.replace(p0, requant=rq), np.array(zero_out, dtype=np.int64)
 
 

@@ -35,12 +35,44 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from hwgen.rtl_templates.quant import INT8, UINT8, QType
-from hwgen.rtl_templates.pool import Pool, PoolParams, avg_requant, cost, golden, timing
+from hwgen.rtl_templates.quant import INT8, UINT8, QType, Requant, make_requant
+from hwgen.rtl_templates.pool import Pool, PoolParams, cost, golden, timing
 from hwgen.rtl_templates.vvau import windows_to_stream
 from hwgen.sim.harness import run_block
 
 N_FRAMES = 4
+
+
+# ---------------------------------------------------------------------------- requantizers
+
+def avg_requant(kernel: int, in_type: QType, in_scale: float, in_zero_point: int,
+                out_scale: float, out_zero_point: int, out_type: QType,
+                counts: np.ndarray | None = None, lo: int | None = None,
+                hi: int | None = None) -> Requant:
+    """The requantizer of ``DequantizeLinear(s_in, z_in) → AveragePool → QuantizeLinear(s_out,
+    z_out)``: one multiplier, the float32 value of ``s_in / s_out / n``, per distinct count
+    ``n`` (ascending); the scales are taken as float32 as ONNX stores them. ``lo``/``hi``
+    default to the output type's range (a folded Relu raises ``lo``)."""
+    cnt = np.unique(np.full(1, kernel) if counts is None else np.asarray(counts))
+    real = np.float64(np.float32(in_scale)) / np.float64(np.float32(out_scale))
+    return make_requant(real / cnt.astype(np.float64), out_zero_point,
+                        out_type.lo if lo is None else lo, out_type.hi if hi is None else hi)
+
+
+def merge_requants(requants: dict[int, Requant]) -> Requant:
+    """One requantizer per count (``{count: Requant}``, as the importer's ``Pool`` op holds
+    them) → the single :class:`Requant` of :class:`rtl_templates.pool.PoolParams`, ``mult[j]`` for the j-th
+    smallest count. The shifts are aligned to the largest; that changes no result (the
+    float32 rounding of the product is scale invariant, and ``round(x·2**d / 2**(s+d)) =
+    round(x / 2**s)``)."""
+    items = sorted((int(c), rq) for c, rq in requants.items())
+    first = items[0][1]
+    for _, rq in items:
+        if (rq.zero_point, rq.lo, rq.hi) != (first.zero_point, first.lo, first.hi):
+            raise ValueError("the per-count requantizers differ in zero point or clamp")
+    shift = max(rq.shift for _, rq in items)
+    mult = tuple(int(rq.mult[0]) << (shift - rq.shift) for _, rq in items)
+    return dataclasses.replace(first, mult=mult, shift=shift)
 
 
 # ---------------------------------------------------------------------------- windows
@@ -426,8 +458,6 @@ def test_params_reject_bad_values():
 def test_merge_requants_equals_avg_requant():
     """The importer's {count: Requant} form, merged, computes exactly what avg_requant's
     shared-shift form computes."""
-    from hwgen.rtl_templates.quant import make_requant
-    from hwgen.rtl_templates.pool import merge_requants
     cfg = GRID[8]                                        # counts 9 .. 25
     p = cfg.params
     s_in, z_in, s_out, z_out = cfg.quant

@@ -121,6 +121,11 @@ def _frames(p: SWGParams, n: int, seed: int) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- references
 
+def windows(p: SWGParams, x: np.ndarray) -> np.ndarray:
+    """The golden frames as [N, OH, OW, window elements]."""
+    return golden(p, x).reshape(len(x), *p.out_shape, -1)
+
+
 def ref_windows(p: SWGParams, x: np.ndarray) -> np.ndarray:
     """Independent reference: np.pad, then slice every window with explicit loops."""
     (t, l, b, r), (KH, KW), (SH, SW) = p.pads, p.kernel, p.stride
@@ -176,7 +181,7 @@ def direct_conv(p: SWGParams, x: np.ndarray, wt: np.ndarray) -> np.ndarray:
 def test_golden_vs_reference(cfg: Cfg):
     p = cfg.params
     x = _frames(p, 2, seed=3)
-    g = golden(p, x)
+    g = windows(p, x)
     assert g.shape == (2,) + p.out_shape + (p.window_elems,)
     assert np.array_equal(g, ref_windows(p, x))
 
@@ -197,7 +202,7 @@ def test_golden_random_params_vs_reference():
         except ValueError:
             continue
         x = _frames(p, 2, seed=checked)
-        assert np.array_equal(golden(p, x), ref_windows(p, x)), p
+        assert np.array_equal(windows(p, x), ref_windows(p, x)), p
         checked += 1
 
 
@@ -208,7 +213,7 @@ def test_golden_window_matrix_is_a_convolution(cfg: Cfg):
     p = cfg.params
     x = _frames(p, 2, seed=5)
     wt = np.random.default_rng(6).normal(size=(3,) + p.kernel + (p.in_shape[2],))
-    y = golden(p, x).astype(float) @ wt.reshape(3, -1).T
+    y = windows(p, x).astype(float) @ wt.reshape(3, -1).T
     assert np.allclose(y, direct_conv(p, x, wt))
 
 
@@ -221,7 +226,7 @@ def test_golden_depthwise_order(cfg: Cfg):
     (t, l, _, _), (KH, KW), (SH, SW) = p.pads, p.kernel, p.stride
     C, S = p.in_shape[2], p.simd
     x = _frames(p, 2, seed=7)
-    g = golden(p, x).reshape(2, *p.out_shape, C // S, KH * KW, S)   # (cb, k, ci)
+    g = windows(p, x).reshape(2, *p.out_shape, C // S, KH * KW, S)   # (cb, k, ci)
     per_ch = np.swapaxes(g, -1, -2).reshape(2, *p.out_shape, C, KH * KW)
     wt = np.random.default_rng(8).normal(size=(C, KH * KW))
     dw = (per_ch * wt).sum(axis=-1)
@@ -236,16 +241,16 @@ def test_golden_depthwise_order(cfg: Cfg):
                     assert np.isclose(dw[n, oh, ow, c], np.dot(wt[c], vals))
                     assert mx[n, oh, ow, c] == max(vals)
     # and it is a permutation of the standard order
-    std = golden(dataclasses.replace(p, depthwise=False), x)
+    std = windows(dataclasses.replace(p, depthwise=False), x)
     std = std.reshape(2, *p.out_shape, KH * KW, C // S, S).transpose(0, 1, 2, 4, 3, 5)
-    assert np.array_equal(std.reshape(2, *p.out_shape, -1), golden(p, x))
+    assert np.array_equal(std.reshape(2, *p.out_shape, -1), windows(p, x))
 
 
 def test_golden_one_by_one_is_subsampling():
     p = SWGParams((7, 6, 2), (1, 1), (2, 2), (0, 0, 1, 1), 5, INT8)
     x = _frames(p, 2, seed=9)
     xp = np.pad(x, ((0, 0), (0, 1), (0, 1), (0, 0)), constant_values=5)
-    assert np.array_equal(golden(p, x), xp[:, ::2, ::2, :])
+    assert np.array_equal(windows(p, x), xp[:, ::2, ::2, :])
 
 
 # ---------------------------------------------------------------------------- params / cost

@@ -161,8 +161,7 @@ def random_params(cfg: Cfg) -> VVAUParams:
         mult = room / (np.percentile(np.abs(acc), 75, axis=0) + 1.0) * spread
     else:
         mult = room / (float(np.percentile(np.abs(acc), 75)) + 1.0)
-    return dataclasses.replace(p0, requant=make_requant(mult, zp, lo, hi,
-                                                        acc_bits=p0.acc_bits))
+    return dataclasses.replace(p0, requant=make_requant(mult, zp, lo, hi))
 
 
 GRID = [
