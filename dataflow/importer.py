@@ -47,14 +47,12 @@ import numpy as np
 import onnx
 
 from hwgen.dataflow import loader
-from hwgen.dataflow.context import (INT_TYPES, ImportContext, Unsupported, op_name,
-                                    sample_shape)
+from hwgen.dataflow.context import INT_TYPES, ImportContext, Unsupported, op_name, sample_shape
 from hwgen.dataflow.intgraph import IntGraph
 from hwgen.dataflow.loader import Graph, Node
 from hwgen.dataflow.operators import REGISTRY, handler_versions, is_quantization_op
 from hwgen.dataflow.ops_qdq import close, out_params, qtype_of
-from hwgen.dataflow.values import (Const, Deq, DeqConst, FloatInput, Int, Pending,
-                                   channel_last_order)
+from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, Pending, channel_last_order
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.quant import UINT8, compact
 

@@ -15,7 +15,6 @@ import numpy as np
 
 from hwgen.rtl_templates.quant import QType
 
-
 _OP_CLASSES: dict[str, type] = {}
 
 

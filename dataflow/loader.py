@@ -45,8 +45,8 @@ hardware).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -55,11 +55,19 @@ import onnx.checker
 import onnx.defs
 import onnx.external_data_helper
 import onnx.inliner
-import onnx.version_converter
 import onnx.shape_inference
+import onnx.version_converter
 from google.protobuf.message import DecodeError
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto, TensorProto
-from onnx import helper, numpy_helper
+from onnx import (
+    AttributeProto,
+    GraphProto,
+    ModelProto,
+    NodeProto,
+    SparseTensorProto,
+    TensorProto,
+    helper,
+    numpy_helper,
+)
 
 from hwgen.dataflow.registry import display_domain, normalize_domain
 from hwgen.errors import HwgenError
@@ -238,7 +246,12 @@ def _attr_value(attr: AttributeProto) -> Any:
         return _decode(value)
     if t == AttributeProto.STRINGS:
         return [_decode(v) for v in value]
-    if t in (AttributeProto.INTS, AttributeProto.FLOATS, AttributeProto.GRAPHS, AttributeProto.TYPE_PROTOS):
+    if t in (
+        AttributeProto.INTS,
+        AttributeProto.FLOATS,
+        AttributeProto.GRAPHS,
+        AttributeProto.TYPE_PROTOS,
+    ):
         return list(value)
     return value
 
@@ -273,7 +286,9 @@ def _constant_value(node: NodeProto, where: str, label: str) -> np.ndarray:
 # ------------------------------------------------------------ file reading
 
 
-def load_model(path: str | os.PathLike, handled: Mapping[str, Sequence[int]] | None = None) -> Graph:
+def load_model(
+    path: str | os.PathLike, handled: Mapping[str, Sequence[int]] | None = None
+) -> Graph:
     """Read, validate and convert the ONNX model file at ``path``.
 
     External tensor data is read relative to the model's folder (and only from
@@ -304,7 +319,8 @@ def load_model(path: str | os.PathLike, handled: Mapping[str, Sequence[int]] | N
         model.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
         raise HwgenError(
-            f"{where}: not a valid ONNX model file (not an ONNX protobuf, or corrupt/truncated): {_one_line(e, 120)}"
+            f"{where}: not a valid ONNX model file (not an ONNX protobuf, or corrupt/truncated): "
+            f"{_one_line(e, 120)}"
         ) from e
     abs_path = os.path.abspath(p)
     return _build(model, os.path.dirname(abs_path), where, abs_path, handled)
@@ -318,7 +334,9 @@ def load_model_proto(model: onnx.ModelProto, base_dir: str | None = None,
     model uses external data and ``base_dir`` is None). ``model`` is not modified.
     """
     if not isinstance(model, ModelProto):
-        raise HwgenError(f"<in-memory model>: expected an onnx.ModelProto, got {type(model).__name__}")
+        raise HwgenError(
+            f"<in-memory model>: expected an onnx.ModelProto, got {type(model).__name__}"
+        )
     copy = ModelProto()
     copy.CopyFrom(model)
     return _build(copy, base_dir, "<in-memory model>", None, handled)
@@ -360,11 +378,15 @@ def _check_opsets(model: ModelProto, where: str) -> dict[str, int]:
                 f"versions ({opsets[dom]} and {ver}); '' and 'ai.onnx' are the same domain"
             )
         if ver < 1:
-            raise HwgenError(f"{where}: opset_import for domain '{display_domain(dom)}' has invalid version {ver}")
+            raise HwgenError(
+                f"{where}: opset_import for domain '{display_domain(dom)}' "
+                f"has invalid version {ver}"
+            )
         if dom in _ONNX_DOMAINS and ver > _ONNX_DOMAINS[dom]:
             raise HwgenError(
-                f"{where}: model imports opset {ver} for domain '{display_domain(dom)}', newer than the installed "
-                f"onnx {onnx.__version__} supports (up to opset {_ONNX_DOMAINS[dom]})"
+                f"{where}: model imports opset {ver} for domain '{display_domain(dom)}', "
+                f"newer than the installed onnx {onnx.__version__} supports "
+                f"(up to opset {_ONNX_DOMAINS[dom]})"
             )
         opsets[dom] = ver
     return opsets
@@ -420,15 +442,18 @@ def _load_external_data(model: ModelProto, base_dir: str | None, where: str) -> 
         info = {e.key: e.value for e in t.external_data}
         location = info.get("location", "")
         if not location:
-            raise HwgenError(f"{where}: {desc} (tensor '{name}') uses external data but has no location")
+            raise HwgenError(
+                f"{where}: {desc} (tensor '{name}') uses external data but has no location"
+            )
         if base_dir is None:
             raise HwgenError(
-                f"{where}: tensor '{name}' uses external data '{location}' but no base directory was given"
+                f"{where}: tensor '{name}' uses external data '{location}' "
+                "but no base directory was given"
             )
         if _is_absolute(location):
             raise HwgenError(
-                f"{where}: tensor '{name}' external data location '{location}' is an absolute path; "
-                "only paths relative to the model's folder are allowed"
+                f"{where}: tensor '{name}' external data location '{location}' "
+                "is an absolute path; only paths relative to the model's folder are allowed"
             )
         parts = location.replace("\\", "/").split("/")
         if ".." in parts:
@@ -441,18 +466,25 @@ def _load_external_data(model: ModelProto, base_dir: str | None, where: str) -> 
         real = os.path.realpath(full)
         if os.path.commonpath([base_real, real]) != base_real:
             raise HwgenError(
-                f"{where}: tensor '{name}' external data location '{location}' resolves outside the model's "
-                f"folder ({real}); external data must be inside the model's folder"
+                f"{where}: tensor '{name}' external data location '{location}' resolves outside "
+                f"the model's folder ({real}); external data must be inside the model's folder"
             )
         if not os.path.exists(real):
-            raise HwgenError(f"{where}: external data file '{location}' for tensor '{name}' not found in {base_dir}")
+            raise HwgenError(
+                f"{where}: external data file '{location}' for tensor '{name}' "
+                f"not found in {base_dir}"
+            )
         if not os.path.isfile(real):
-            raise HwgenError(f"{where}: external data location '{location}' for tensor '{name}' is not a regular file")
+            raise HwgenError(
+                f"{where}: external data location '{location}' for tensor '{name}' "
+                "is not a regular file"
+            )
         try:
             onnx.external_data_helper.load_external_data_for_tensor(t, base_dir)
         except Exception as e:  # ValueError (offset/length), OSError, onnx C++ errors
             raise HwgenError(
-                f"{where}: cannot read external data '{location}' for tensor '{name}': {_one_line(e, 200)}"
+                f"{where}: cannot read external data '{location}' for tensor '{name}': "
+                f"{_one_line(e, 200)}"
             ) from e
         _check_raw_size(t, name, location, where)
 
@@ -511,7 +543,9 @@ def _inline_functions(model: ModelProto, where: str) -> ModelProto:
     return inlined
 
 
-def _resolve_versions(graph: GraphProto, opsets: dict[str, int], where: str) -> list[tuple[int, int]]:
+def _resolve_versions(
+    graph: GraphProto, opsets: dict[str, int], where: str
+) -> list[tuple[int, int]]:
     """(since_version, opset_version) for every node of the main graph."""
     out = []
     for i, node in enumerate(graph.node):
@@ -522,8 +556,8 @@ def _resolve_versions(graph: GraphProto, opsets: dict[str, int], where: str) -> 
         if dom not in opsets:
             imported = ", ".join(f"'{display_domain(d)}'" for d in sorted(opsets)) or "none"
             raise HwgenError(
-                f"{where}: node {label} (op '{node.op_type}') uses domain '{display_domain(dom)}' which the model "
-                f"does not import in opset_import (imported domains: {imported})"
+                f"{where}: node {label} (op '{node.op_type}') uses domain '{display_domain(dom)}' "
+                f"which the model does not import in opset_import (imported domains: {imported})"
             )
         opset = opsets[dom]
         if dom not in _ONNX_DOMAINS:
@@ -539,12 +573,14 @@ def _resolve_versions(graph: GraphProto, opsets: dict[str, int], where: str) -> 
                 later = None
             if later is not None:
                 raise HwgenError(
-                    f"{where}: {what} does not exist at this opset; it was introduced in opset {later}"
+                    f"{where}: {what} does not exist at this opset; "
+                    f"it was introduced in opset {later}"
                 ) from None
             raise HwgenError(f"{where}: {what} is not a known operator") from None
         if schema.deprecated:
             raise HwgenError(
-                f"{where}: {what} is deprecated at this opset (operator version {schema.since_version})"
+                f"{where}: {what} is deprecated at this opset "
+                f"(operator version {schema.since_version})"
             )
         out.append((int(schema.since_version), opset))
     return out
@@ -598,7 +634,8 @@ def _check_ssa_and_order(graph: GraphProto, where: str) -> None:
                 )
             if j == i:
                 raise HwgenError(
-                    f"{where}: cycle: node {labels[i]} (op '{node.op_type}') consumes its own output '{v}'"
+                    f"{where}: cycle: node {labels[i]} (op '{node.op_type}') "
+                    f"consumes its own output '{v}'"
                 )
             path = _find_path(graph, i, j, producer_idx)
             if path is not None:
@@ -607,8 +644,8 @@ def _check_ssa_and_order(graph: GraphProto, where: str) -> None:
                     f"{where}: cycle in the graph: {steps}{labels[i]}; ONNX graphs must be acyclic"
                 )
             raise HwgenError(
-                f"{where}: node {labels[i]} (op '{node.op_type}') uses value '{v}' before it is defined by "
-                f"later node {labels[j]}; nodes must be in topological order"
+                f"{where}: node {labels[i]} (op '{node.op_type}') uses value '{v}' before it is "
+                f"defined by later node {labels[j]}; nodes must be in topological order"
             )
         for o in node.output:
             if o:
@@ -616,7 +653,8 @@ def _check_ssa_and_order(graph: GraphProto, where: str) -> None:
     for vi in graph.output:
         if vi.name not in definer:
             raise HwgenError(
-                f"{where}: graph output '{vi.name}' is not defined: no graph input, initializer or node output has that name"
+                f"{where}: graph output '{vi.name}' is not defined: "
+                "no graph input, initializer or node output has that name"
             )
 
 
@@ -649,7 +687,9 @@ def _find_path(graph: GraphProto, start: int, goal: int, producer_idx: dict[str,
 
 
 def _check_io_types(graph: GraphProto, where: str) -> None:
-    init_names = {t.name for t in graph.initializer} | {sp.values.name for sp in graph.sparse_initializer}
+    init_names = {t.name for t in graph.initializer} | {
+        sp.values.name for sp in graph.sparse_initializer
+    }
     for kind, vis in (("input", graph.input), ("output", graph.output)):
         for vi in vis:
             if kind == "input" and vi.name in init_names:
@@ -695,7 +735,9 @@ def _run_checker(model: ModelProto, where: str) -> None:
 
 def _run_shape_inference(model: ModelProto, where: str) -> ModelProto:
     try:
-        return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        return onnx.shape_inference.infer_shapes(
+            model, check_type=True, strict_mode=True, data_prop=True
+        )
     except (onnx.shape_inference.InferenceError, ValueError, RuntimeError) as e:
         raise HwgenError(f"{where}: shape inference failed: {_one_line(e)}") from e
 
@@ -715,7 +757,9 @@ def _converter_reason(e: Exception) -> str:
     return _one_line(s, 200)
 
 
-def upgrade_opset(model: ModelProto, target: int = UPGRADE_OPSET, where: str = "<model>") -> ModelProto:
+def upgrade_opset(
+    model: ModelProto, target: int = UPGRADE_OPSET, where: str = "<model>"
+) -> ModelProto:
     """``model`` brought forward to ai.onnx opset ``target`` with ``onnx.version_converter``.
 
     The conversion goes one opset at a time with shape inference in between (the
@@ -750,9 +794,11 @@ def upgrade_opset(model: ModelProto, target: int = UPGRADE_OPSET, where: str = "
         try:
             work = onnx.version_converter.convert_version(shaped, v + 1)
         except Exception as e:
-            raise HwgenError(f"{where}: {_step_culprit(shaped, v, start)} cannot be brought forward "
-                             f"to opset {target}: onnx.version_converter fails from opset {v} to "
-                             f"{v + 1} ({_converter_reason(e)})") from None
+            raise HwgenError(
+                f"{where}: {_step_culprit(shaped, v, start)} cannot be brought forward "
+                f"to opset {target}: onnx.version_converter fails from opset {v} to "
+                f"{v + 1} ({_converter_reason(e)})"
+            ) from None
     del work.graph.value_info[:]
     work.graph.value_info.extend(original_vi)
     try:
@@ -772,13 +818,22 @@ def _step_culprit(model: ModelProto, v: int, start: int) -> str:
         if normalize_domain(node.domain) != "" or node.op_type == "Constant":  # (converter-made)
             continue
         try:
-            old = onnx.defs.get_schema(node.op_type, max_inclusive_version=v, domain="").since_version
-            new = onnx.defs.get_schema(node.op_type, max_inclusive_version=v + 1, domain="").since_version
-            orig = onnx.defs.get_schema(node.op_type, max_inclusive_version=start, domain="").since_version
+            old = onnx.defs.get_schema(
+                node.op_type, max_inclusive_version=v, domain=""
+            ).since_version
+            new = onnx.defs.get_schema(
+                node.op_type, max_inclusive_version=v + 1, domain=""
+            ).since_version
+            orig = onnx.defs.get_schema(
+                node.op_type, max_inclusive_version=start, domain=""
+            ).since_version
         except onnx.defs.SchemaError:
             continue
         if new != old:
-            return f"node {_proto_label(node, i)}: op '{node.op_type}' version {orig} (model opset {start})"
+            return (
+                f"node {_proto_label(node, i)}: op '{node.op_type}' version {orig} "
+                f"(model opset {start})"
+            )
     return f"the model (opset {start})"
 
 
@@ -791,7 +846,9 @@ def _upgrade_if_needed(model: ModelProto, opsets: dict[str, int], versions, wher
     if opsets.get("", UPGRADE_OPSET) >= UPGRADE_OPSET:
         return model, opsets, versions
     if not any(
-        normalize_domain(n.domain) == "" and handled.get(n.op_type) and since not in handled[n.op_type]
+        normalize_domain(n.domain) == ""
+        and handled.get(n.op_type)
+        and since not in handled[n.op_type]
         for n, (since, _) in zip(model.graph.node, versions)
     ):
         return model, opsets, versions
@@ -831,14 +888,18 @@ def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None
         for sp in g.sparse_initializer:
             constants[sp.values.name] = _sparse_to_array(sp)
     except Exception as e:
-        raise HwgenError(f"{where}: cannot convert initializer to an array: {_one_line(e, 200)}") from e
+        raise HwgenError(
+            f"{where}: cannot convert initializer to an array: {_one_line(e, 200)}"
+        ) from e
 
     for vi in list(g.input) + list(g.value_info) + list(g.output):
         info = _tensor_info_from_value_info(vi)
         if info.dtype is not None or info.shape is not None:
             value_info[vi.name] = info
     for t in g.initializer:
-        value_info[t.name] = TensorInfo(t.name, _np_dtype(t.data_type), tuple(int(d) for d in t.dims))
+        value_info[t.name] = TensorInfo(
+            t.name, _np_dtype(t.data_type), tuple(int(d) for d in t.dims)
+        )
     for sp in g.sparse_initializer:
         value_info[sp.values.name] = TensorInfo(
             sp.values.name, _np_dtype(sp.values.data_type), tuple(int(d) for d in sp.dims)
@@ -854,11 +915,15 @@ def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None
             except HwgenError:
                 raise
             except Exception as e:
-                raise HwgenError(f"{where}: Constant node {label}: cannot read its value: {_one_line(e, 200)}") from e
+                raise HwgenError(
+                    f"{where}: Constant node {label}: cannot read its value: {_one_line(e, 200)}"
+                ) from e
             out = node.output[0]
             constants[out] = arr
             if out not in value_info:
-                value_info[out] = TensorInfo(out, arr.dtype if arr.dtype != object else None, tuple(arr.shape))
+                value_info[out] = TensorInfo(
+                    out, arr.dtype if arr.dtype != object else None, tuple(arr.shape)
+                )
             continue
         attrs: dict[str, Any] = {}
         for a in node.attribute:
@@ -866,7 +931,8 @@ def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None
                 attrs[a.name] = _attr_value(a)
             except Exception as e:
                 raise HwgenError(
-                    f"{where}: node {label} (op '{node.op_type}'): cannot read attribute '{a.name}': {_one_line(e, 200)}"
+                    f"{where}: node {label} (op '{node.op_type}'): "
+                    f"cannot read attribute '{a.name}': {_one_line(e, 200)}"
                 ) from e
         nodes.append(
             Node(

@@ -2,7 +2,8 @@
 
 Every integer op adds its own blocks (its ``lower()`` method, with the op in its
 ``dataflow/ops_*.py`` module; a convolution is a sliding-window generator and a matrix–vector
-unit, a depthwise convolution or pooling a window generator and a per-channel unit). A tensor read by several ops is duplicated by a fork; a stream whose elements per beat
+unit, a depthwise convolution or pooling a window generator and a per-channel unit). A tensor
+read by several ops is duplicated by a fork; a stream whose elements per beat
 differ between producer and consumer passes a width converter; every consumer reads through a
 FIFO whose depth comes from the cost models (see :func:`_size_join_fifos`).
 
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-
 
 from hwgen.dataflow.intgraph import IntGraph, QTensor, op_inputs
 from hwgen.errors import HwgenError
@@ -172,7 +172,7 @@ def choose_folding(ig: IntGraph, requested: dict[str, Folding] | None = None,
         if target_cycles is None:
             out[op.name] = Folding()
             continue
-        def rank(c, target=target_cycles):
+        def rank(c, target=target_cycles, cycles=cycles):
             size, pe, simd = c
             n = cycles(pe, simd)
             # meeting the target first; then fewest cycles if it cannot; then smallest
@@ -223,8 +223,8 @@ class Builder:
         s = self.streams[stream]
         outs = [self.stream(f"{tensor}_fork{k}", s.qtype, s.per_beat, s.elements)
                 for k in range(n_readers)]
-        self.add(Block(f"fork_{short_name(tensor)}", "fork", ForkParams(s.width, n_readers, s.beats),
-                       [stream], outs))
+        self.add(Block(f"fork_{short_name(tensor)}", "fork",
+                       ForkParams(s.width, n_readers, s.beats), [stream], outs))
         self.pending[tensor] = list(outs)  # read() pops from it
 
     def read(self, tensor: str, per_beat: int, fifo_depth: int = FIFO_MARGIN) -> tuple[str, Block]:
@@ -323,8 +323,8 @@ def lower(ig: IntGraph, folding: dict[str, Folding] | None = None,
             errors[op.name] = str(err)
             after.setdefault(op.output, op.name)
             source(op.output, f"standin_{short_name(op.output)}", ig.ops[k + 1:])
-    complete = bool(ig.output) and not errors and not unreached and not sources and bool(ig.ops) and \
-        bool(b.pending.get(ig.output))
+    complete = bool(ig.output) and not errors and not unreached and not sources and \
+        bool(ig.ops) and bool(b.pending.get(ig.output))
     if complete:
         out_stream = b.pending[ig.output].pop(0)
     elif not partial:
@@ -365,7 +365,7 @@ def _size_join_fifos(dfg: DataflowGraph, joins: list[tuple[Block, list[Block], i
     """
     for _ in range(2 if joins else 0):  # a depth changes no FIFO's timing; a second pass
         times = dfg.stream_times()
-        for join, fifos, beats_per_pixel in joins:
+        for _join, fifos, beats_per_pixel in joins:
             firsts = [times[f.inputs[0]][0] for f in fifos]
             latest = max(firsts)
             for f, first in zip(fifos, firsts):

@@ -10,15 +10,26 @@ used by ``hwgen compile``, ``hwgen quantize`` and ``hwgen inspect`` alike.
 """
 from __future__ import annotations
 
-from hwgen.dataflow import (ops_clip, ops_conv, ops_fold, ops_join, ops_linear,  # noqa: F401
-                            ops_pool, ops_qdq, ops_qonnx, ops_qop, ops_shape)
+from hwgen.dataflow import (
+    ops_clip,
+    ops_conv,
+    ops_fold,
+    ops_join,
+    ops_linear,
+    ops_pool,
+    ops_qdq,
+    ops_qonnx,
+    ops_qop,
+    ops_shape,
+    ops_table,
+)
 from hwgen.dataflow.context import REGISTRY
 from hwgen.dataflow.intgraph import op_class
 from hwgen.dataflow.loader import Graph, Node
 
 #: every operator module, in dependency order (each imports only those before it)
 MODULES = (ops_qdq, ops_join, ops_linear, ops_clip, ops_conv, ops_pool, ops_shape, ops_fold,
-           ops_qop, ops_qonnx)
+           ops_qop, ops_qonnx, ops_table)
 
 #: ai.onnx / com.microsoft ops whose presence makes a model quantized (besides every
 #: ``QLinear*`` op and every op of a QONNX domain)

@@ -8,10 +8,9 @@ zero point (real zero), so the input zero-point correction of the bias holds eve
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
-
-from dataclasses import dataclass
 
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.intgraph import IntGraph, Window, int_op
@@ -172,7 +171,8 @@ def conv_linear(ctx: ImportContext, node: Node, x, w, b) -> Linear:
     win = window_from_attrs(node, x.shape, (kh, kw))
     t = ctx.ig.tensors[x.tensor]
     lin = Linear(src=x.tensor, weights=wm,
-                 acc_scale=(np.float32(t.scale) * s_w.astype(np.float32)).astype(np.float64), bias=-t.zero_point * wm.sum(axis=1),
+                 acc_scale=(np.float32(t.scale) * s_w.astype(np.float32)).astype(np.float64),
+                 bias=-t.zero_point * wm.sum(axis=1),
                  nodes=[node.label], shape=(oc,) + win.out_hw, window=win,
                  depthwise=depthwise, op=Conv)
     if b is not None:

@@ -18,11 +18,10 @@ from hwgen.dataflow.loader import Node
 from hwgen.dataflow.lower import FIFO_MARGIN, Block, Builder, Folding, short_name
 from hwgen.dataflow.ops_join import add_tensors
 from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes
-from hwgen.dataflow.values import (Const, Deq, DeqConst, FloatInput, Int, Pending,
-                                   channel_last_order)
+from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, Pending, channel_last_order
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.mvau import MVAUParams
-from hwgen.rtl_templates.quant import Requant, compact, dot_range, make_requant, signed_width
+from hwgen.rtl_templates.quant import Requant, compact, make_requant
 
 
 @dataclass
@@ -48,11 +47,7 @@ class Linear(Pending):
         # the multiplier in float32, (input scale · weight scale) / output scale, as ORT forms it
         mult = self.acc_scale.astype(np.float32) / np.float32(s)
         out = ctx.new_tensor(name, self.shape, qtype, s, zp)
-        t_in = ctx.ig.tensors[self.src].qtype
-        a_lo, a_hi = dot_range(self.weights, t_in.lo, t_in.hi)
-        acc_bits = signed_width(int(min(a_lo.min(), (a_lo + self.bias).min(), 0)),
-                                int(max(a_hi.max(), (a_hi + self.bias).max(), 0)))
-        rq = make_requant(mult, zp, lo, hi, acc_bits)
+        rq = make_requant(mult, zp, lo, hi)
         nodes = closed_nodes(self.nodes, closing)
         ctx.ig.ops.append((self.op or MatVec).from_linear(self, nodes, out, rq))
         return Int(out, self.shape, channel_last_order(self.shape))

@@ -19,7 +19,7 @@ from hwgen.dataflow.values import Int, Pending, channel_last_order
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.gap import GAPParams
 from hwgen.rtl_templates.pool import PoolParams
-from hwgen.rtl_templates.quant import Requant, make_requant, signed_width
+from hwgen.rtl_templates.quant import Requant, make_requant
 from hwgen.rtl_templates.swg import SWGParams
 
 
@@ -126,19 +126,16 @@ class Pooled(Pending):
         real = np.float64(np.float32(t.scale)) / np.float64(s)
         if self.kind == "gap":
             hw = int(np.prod(t.shape[1:]))
-            acc_bits = signed_width(hw * (t.qtype.lo - t.zero_point),
-                                    hw * (t.qtype.hi - t.zero_point))
             ctx.ig.ops.append(GlobalAvgPool(self.nodes[0], nodes, self.tensor, out,
-                                            make_requant(real / hw, zp, lo, hi, acc_bits)))
+                                            make_requant(real / hw, zp, lo, hi)))
             return result
         win = self.window
         k = win.kernel[0] * win.kernel[1]
         counts = np.full(int(np.prod(win.out_hw)), k) if self.count_include_pad \
             else win.counts()
-        acc_bits = signed_width(k * (t.qtype.lo - t.zero_point), k * (t.qtype.hi - t.zero_point))
         # onnxruntime's (Q)LinearAveragePool adds the zero point before rounding, in float32
         rq = dataclasses.replace(make_requant(real / np.unique(counts).astype(np.float64), zp,
-                                              lo, hi, acc_bits), zp_first=True)
+                                              lo, hi), zp_first=True)
         ctx.ig.ops.append(Pool(self.nodes[0], nodes, self.tensor, out, "avg", win, counts, rq))
         return result
 

@@ -64,18 +64,16 @@ import onnx
 
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.intgraph import Window
-from hwgen.dataflow.ops_conv import Conv
-from hwgen.dataflow.ops_linear import MatVec
-from hwgen.dataflow.ops_pool import GlobalAvgPool, Pool
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.ops_clip import Clipped
+from hwgen.dataflow.ops_conv import Conv
 from hwgen.dataflow.ops_join import Joined
-from hwgen.dataflow.ops_linear import Linear
-from hwgen.dataflow.ops_pool import Pooled
+from hwgen.dataflow.ops_linear import Linear, MatVec
+from hwgen.dataflow.ops_pool import GlobalAvgPool, Pool, Pooled
 from hwgen.dataflow.ops_qdq import close
 from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, channel_last_order
 from hwgen.errors import HwgenError
-from hwgen.rtl_templates.quant import QType, Requant, make_requant, range_type, signed_width
+from hwgen.rtl_templates.quant import QType, Requant, make_requant, range_type
 from hwgen.rtl_templates.xnor_mvau import BIPOLAR, is_bipolar, sign_requant
 
 DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas")
@@ -427,10 +425,7 @@ def _pool_op(ctx, p: Pooled, out: str, nodes: list[str], ratios: np.ndarray, cou
              zp: int, lo: int, hi: int):
     """The pooling op writing ``out`` = clamp(round_half_even(acc · ratio[count]) + zp):
     ``ratios`` per distinct count (ascending), acc = Σ q − K·z_in."""
-    t = ctx.ig.tensors[p.tensor]
-    kmax = int(counts.max())
-    acc_bits = signed_width(kmax * (t.qtype.lo - t.zero_point), kmax * (t.qtype.hi - t.zero_point))
-    rq = make_requant(ratios, zp, lo, hi, acc_bits)
+    rq = make_requant(ratios, zp, lo, hi)
     if p.kind == "gap":
         ctx.ig.ops.append(GlobalAvgPool(p.nodes[0], nodes, p.tensor, out, rq))
     else:
@@ -519,8 +514,7 @@ def _trunc(ctx: ImportContext, node: Node):
         w, b, e = _trunc_requant_form(mode, t)
         c = x.shape[0]
         out = ctx.new_tensor(node.outputs[0], x.shape, qtype, s_out, 0)
-        acc_bits = signed_width(w * r_type.lo + b, w * r_type.hi + b)
-        rq = make_requant(2.0 ** -(t + e), 0, lo, hi, acc_bits)
+        rq = make_requant(2.0 ** -(t + e), 0, lo, hi)
         win = Window(tuple(x.shape) if len(x.shape) == 3 else (c, 1, 1), (1, 1), (1, 1),
                      (0, 0, 0, 0))
         ctx.ig.ops.append(Conv(node.label, [node.label], r, out, np.full((c, 1), w, np.int64),

@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from hwgen.dataflow.context import (INT_TYPES, REGISTRY, ImportContext, Unsupported,
-                                    check_attrs)
+from hwgen.dataflow.context import INT_TYPES, REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.ops_conv import CONV_ATTRS, conv_linear
 from hwgen.dataflow.ops_join import Joined

@@ -54,14 +54,20 @@ class OpRegistry:
     def __init__(self) -> None:
         self._handlers: dict[Key, Handler] = {}
 
-    def register(self, domain: str, op_type: str, since_version: int) -> Callable[[Handler], Handler]:
+    def register(
+        self, domain: str, op_type: str, since_version: int
+    ) -> Callable[[Handler], Handler]:
         """Decorator registering a handler: ``@reg.register("", "Gemm", 13)``.
 
         Registering the same key twice is a programming error (``ValueError``).
         """
         if not isinstance(op_type, str) or not op_type:
             raise ValueError(f"op_type must be a non-empty string, got {op_type!r}")
-        if isinstance(since_version, bool) or not isinstance(since_version, int) or since_version < 1:
+        if (
+            isinstance(since_version, bool)
+            or not isinstance(since_version, int)
+            or since_version < 1
+        ):
             raise ValueError(f"since_version must be an int >= 1, got {since_version!r}")
         key = (normalize_domain(domain), op_type, since_version)
 
@@ -94,8 +100,8 @@ class OpRegistry:
         if versions:
             listed = ", ".join(str(v) for v in versions)
             raise HwgenError(
-                f"{where} is not supported in this version; supported versions of '{node.op_type}': "
-                f"since_version {listed}"
+                f"{where} is not supported in this version; "
+                f"supported versions of '{node.op_type}': since_version {listed}"
             )
         raise HwgenError(f"{where} is not supported (no handler for this op in any version)")
 

@@ -61,8 +61,13 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
-from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
-                                      QuantType, quantize_static)
+from onnxruntime.quantization import (
+    CalibrationDataReader,
+    CalibrationMethod,
+    QuantFormat,
+    QuantType,
+    quantize_static,
+)
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
 try:

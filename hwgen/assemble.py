@@ -5,7 +5,7 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hwgen.dataflow.lower import Block, DataflowGraph
+from hwgen.dataflow.lower import DataflowGraph
 from hwgen.rtl_templates.axis_top import AxisTop
 
 

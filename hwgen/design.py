@@ -7,19 +7,18 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import zipfile
 from pathlib import Path
 
-import dataclasses
-
 import numpy as np
 
 from hwgen import __version__
 from hwgen.dataflow.intgraph import IntGraph, QTensor, Window
-from hwgen.dataflow.operators import op_class
 from hwgen.dataflow.lower import DataflowGraph, Folding
+from hwgen.dataflow.operators import op_class
 from hwgen.dataflow.values import channel_last_order
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.quant import QType, Requant

@@ -28,8 +28,14 @@ from hwgen import __version__
 from hwgen.api import read_folding
 from hwgen.boards.devices import DEVICES, fmt_bits
 from hwgen.dataflow.estimate import Estimate, estimate
-from hwgen.dataflow.importer import (COLLECT, COLLECT_ASSUMED, ImportReport, Problem,
-                                     load_model, walk)
+from hwgen.dataflow.importer import (
+    COLLECT,
+    COLLECT_ASSUMED,
+    ImportReport,
+    Problem,
+    load_model,
+    walk,
+)
 from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, Folding
 from hwgen.dataflow.operators import is_float_model
 from hwgen.errors import HwgenError
@@ -218,7 +224,8 @@ def format_text(rep: InspectReport) -> str:
         table.append(["(plumbing)", f"{len(plumb)} blocks", "fifo/fork/dwc", "",
                       f"{max(b.cost.cycles for b in plumb):,}",
                       f"{sum(b.cost.multipliers for b in plumb):,}",
-                      f"{sum(b.cost.memory_bits for b in plumb):,}", "FIFOs, forks, width converters"])
+                      f"{sum(b.cost.memory_bits for b in plumb):,}",
+                      "FIFOs, forks, width converters"])
     widths = [min(max([len(_COLS[k])] + [len(row[k]) for row in table]), 40)
               for k in range(len(_COLS) - 1)]
     right = {4, 5, 6}

@@ -139,8 +139,13 @@ def _batches(x: np.ndarray, batch) -> list[np.ndarray]:
 
 def _run_ort(model: onnx.ModelProto, x: np.ndarray, work: Path, where: str, per_channel: bool,
              symmetric: bool, activation_type: str) -> onnx.ModelProto:
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod,
-                                          QuantFormat, QuantType, quantize_static)
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     inp = model.graph.input[0]

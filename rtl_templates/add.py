@@ -70,10 +70,19 @@ from amaranth.lib.wiring import In, Out
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.quant import (ACC_GUARD_BITS, MULT_BITS, QType, Quantized, Requant,
-                                       range_type, rhe, round24, round24_shift, signed_width)
-from hwgen.rtl_templates.requant import (clamp, rhe_const, round24_hw, round_clamp,
-                                         sign_magnitude)
+from hwgen.rtl_templates.quant import (
+    ACC_GUARD_BITS,
+    MULT_BITS,
+    QType,
+    Quantized,
+    Requant,
+    range_type,
+    rhe,
+    round24,
+    round24_shift,
+    signed_width,
+)
+from hwgen.rtl_templates.requant import clamp, rhe_const, round24_hw, round_clamp, sign_magnitude
 from hwgen.rtl_templates.words import lanes
 
 #: cycles from a (joined) input transfer to the output transfer of that beat, per semantics

@@ -9,7 +9,7 @@ Stream contract
 Semantics (ONNX QDQ: DequantizeLinear → GlobalAveragePool → QuantizeLinear)::
 
     acc[c] = sum_pixels q[pixel, c] - pixels * z_in
-    y[c]   = requant(acc[c]),   multiplier float32(s_in / s_out / pixels)   
+    y[c]   = requant(acc[c]),   multiplier float32(s_in / s_out / pixels)
 
 The requantizer may also be per channel (C multipliers).
 
@@ -39,10 +39,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hwgen.rtl_templates.quant import QType, Requant, signed_width
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.quant import QType, Requant, signed_width
 from hwgen.rtl_templates.requant import RequantPipeline
 from hwgen.rtl_templates.words import lanes, pack_word
 

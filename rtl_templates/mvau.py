@@ -39,14 +39,19 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
 from hwgen.rtl_templates.requant import RequantPipeline
 from hwgen.rtl_templates.words import lanes, pack_word
-from hwgen.rtl_templates.xnor_mvau import (check_sign_requant, is_bipolar, is_pm1, select_term,
-                                           xnor_dot)
+from hwgen.rtl_templates.xnor_mvau import (
+    check_sign_requant,
+    is_bipolar,
+    is_pm1,
+    select_term,
+    xnor_dot,
+)
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
 PIPELINE_DEPTH = 7

@@ -63,10 +63,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hwgen.rtl_templates.quant import QType, Requant, signed_width
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.quant import QType, Requant, signed_width
 from hwgen.rtl_templates.requant import RequantPipeline
 from hwgen.rtl_templates.vvau import stream_to_windows
 from hwgen.rtl_templates.words import lanes

@@ -190,13 +190,11 @@ def round24_shift(p: int, shift: int) -> int:
     return rhe(round24(p), shift)
 
 
-def make_requant(real_multiplier, zero_point: int, lo: int, hi: int,
-                 acc_bits: int = 0) -> Requant:
+def make_requant(real_multiplier, zero_point: int, lo: int, hi: int) -> Requant:
     """Requantizer for ``real_multiplier`` (scalar or per channel), taken as float32.
 
     Each channel's float32 multiplier is exactly ``m · 2**-s`` with a 24-bit mantissa m; one
     shift serves all channels (the largest s), the others' mantissas are shifted up to it.
-    ``acc_bits`` is ignored (kept while callers in the importer still pass it).
     """
     m32 = np.atleast_1d(np.asarray(real_multiplier, dtype=np.float32))
     if not np.all(np.isfinite(m32)) or np.any(m32 < 0):

@@ -71,8 +71,8 @@ Cost model
 """
 from __future__ import annotations
 
-import functools
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,10 +81,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import pack_word
 
 #: cycles from issuing a beat to its earliest output transfer

@@ -1,8 +1,8 @@
 """Run one stream block (or a chain of them) on integer frames, in either back end.
 
 Block tests and the dataflow flow use the same path: the block is wrapped in the AXI4-Stream
-top level (``rtl_templates.axis_top``), frames are packed into beats (``sim.packing``), simulated, and the
-output beats unpacked into frames.
+top level (``rtl_templates.axis_top``), frames are packed into beats (``sim.packing``),
+simulated, and the output beats unpacked into frames.
 """
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import pack_word, unpack_word
 
 
-def frames_to_beats(frames: np.ndarray, qtype: QType, per_beat: int) -> tuple[list[int], list[bool]]:
+def frames_to_beats(
+    frames: np.ndarray, qtype: QType, per_beat: int
+) -> tuple[list[int], list[bool]]:
     """``frames`` [N, elements] in stream order → (beats, tlast flags)."""
     frames = np.asarray(frames, dtype=np.int64)
     n, elems = frames.shape

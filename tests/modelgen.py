@@ -156,7 +156,8 @@ def float_mlp(weights: Sequence[np.ndarray], biases: Sequence[np.ndarray], *, st
                                           alpha=1.0, beta=1.0, transB=1))
         else:
             inits.append(numpy_helper.from_array(np.ascontiguousarray(w.T), w_name))
-            nodes.append(helper.make_node("MatMul", [x, w_name], [f"fc{i}_mm"], name=f"fc{i}_matmul"))
+            nodes.append(helper.make_node("MatMul", [x, w_name], [f"fc{i}_mm"],
+                                          name=f"fc{i}_matmul"))
             nodes.append(helper.make_node("Add", [f"fc{i}_mm", b_name], [y], name=f"fc{i}_add"))
         x = y
         if relu:
@@ -262,8 +263,12 @@ def quantize_qdq(model: onnx.ModelProto, calib: np.ndarray, *, per_channel: bool
     * Pre-processing saves the model through ORT, which adds opset imports for all ORT domains
       (``ai.onnx.ml``, ``com.microsoft``, ...) although no node uses them; IR version is kept.
     """
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
-                                          quantize_static)
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        quantize_static,
+    )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     act_q = _qtype(activation_type, "activation_type")

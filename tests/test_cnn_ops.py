@@ -42,23 +42,22 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from modelgen import op_sequence, quantize_qdq, run_model
 from onnx import TensorProto, helper, numpy_helper
 
+from hwgen.assemble import build_top
 from hwgen.dataflow import golden
 from hwgen.dataflow.importer import to_int_graph
+from hwgen.dataflow.loader import load_model_proto
+from hwgen.dataflow.lower import lower
 from hwgen.dataflow.ops_conv import Conv
 from hwgen.dataflow.ops_join import AddOp, ConcatOp
 from hwgen.dataflow.ops_linear import MatVec
 from hwgen.dataflow.ops_pool import GlobalAvgPool, Pool
-from hwgen.dataflow.loader import load_model_proto
-from hwgen.dataflow.lower import lower
-from hwgen.assemble import build_top
 from hwgen.errors import HwgenError
 from hwgen.sim.amaranth_sim import run_amaranth
 from hwgen.sim.base import StreamJob
 from hwgen.sim.packing import beats_to_frames, frames_to_beats
-
-from modelgen import op_sequence, quantize_qdq, run_model
 
 logging.getLogger("root").setLevel(logging.ERROR)
 
@@ -361,8 +360,13 @@ def ort_quantize(model: onnx.ModelProto, calib: np.ndarray, *, fmt: str = "qop",
     """Like :func:`modelgen.quantize_qdq` (ORT pre-processing, MinMax calibration, int8
     weights) in QOperator (``fmt="qop"``) or QDQ format, optionally with an explicit
     ``op_types_to_quantize``."""
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
-                                          QuantType, quantize_static)
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     name = model.graph.input[0].name

@@ -81,7 +81,10 @@ def test_simulate_writes_onnx_style_outputs(tmp_path):
     sim = hwgen.simulate(out, x, simulator="amaranth")
     assert sim.outputs.shape == (3, 10) and sim.outputs.dtype == np.float32
     o = m["output"]
-    assert np.array_equal(sim.outputs, ((sim.outputs_int - o["zero_point"]) * np.float32(o["scale"])).astype(np.float32))
+    assert np.array_equal(
+        sim.outputs,
+        ((sim.outputs_int - o["zero_point"]) * np.float32(o["scale"])).astype(np.float32),
+    )
 
 
 def test_unnamed_nodes_compile_and_verify(tmp_path):

@@ -21,9 +21,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates import dwc
 from hwgen.rtl_templates.dwc import DWC, DWCParams
+from hwgen.rtl_templates.quant import QType
 from hwgen.sim.harness import run_block
 
 
@@ -78,7 +78,9 @@ def _run(cfg: Cfg, x: np.ndarray, sim: str = "amaranth", capacity=None, **kw):
 
 
 def _check(cfg: Cfg, x: np.ndarray, r):
-    assert np.array_equal(r.frames, dwc.golden(DWCParams(cfg.bits, cfg.i, cfg.o, cfg.frame), x)), "element sequence changed"
+    assert np.array_equal(
+        r.frames, dwc.golden(DWCParams(cfg.bits, cfg.i, cfg.o, cfg.frame), x)
+    ), "element sequence changed"
     per = cfg.frame // cfg.o
     assert r.result.out_last == [(k % per) == per - 1 for k in range(len(x) * per)]
     assert len(r.result.in_times) == len(x) * cfg.frame // cfg.i

@@ -25,8 +25,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from hwgen.rtl_templates.quant import INT8, UINT8, QType, Requant, make_requant
 from hwgen.rtl_templates.gap import GAP, GAPParams, cost, golden, timing
+from hwgen.rtl_templates.quant import INT8, UINT8, QType, Requant, make_requant
 from hwgen.sim.harness import run_block
 
 N_FRAMES = 4

@@ -20,10 +20,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from hwgen import api
 from hwgen.boards.devices import DEVICES, check_memory, largest
 from hwgen.dataflow.importer import to_int_graph
 from hwgen.dataflow.loader import load_model, load_model_proto
-from hwgen import api
 from hwgen.errors import HwgenError
 from hwgen.inspect import format_text, inspect, to_json
 

@@ -40,12 +40,12 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from hwgen.rtl_templates.quant import INT8, UINT8, QType, Quantized
 from hwgen.rtl_templates import add, concat, fifo, fork
 from hwgen.rtl_templates.add import AddBlock, AddParams, make_add_requant
 from hwgen.rtl_templates.concat import Concat, make_concat
 from hwgen.rtl_templates.fifo import FIFOParams, StreamFIFO
 from hwgen.rtl_templates.fork import Fork, ForkParams
+from hwgen.rtl_templates.quant import INT8, UINT8, QType, Quantized
 from hwgen.sim.base import SimTimeout
 from hwgen.sim.harness import run_block
 
@@ -642,7 +642,8 @@ def test_concat_verilator(cfg: CatCfg):
     x = cat_frames(cfg, 6, seed=1)
     r, want = run_cat(cfg, x, sim="verilator")
     _assert_equal(r.frames, want)
-    _within(r.interval, concat.cost(dataclasses.replace(cfg.params, pixels=cfg.pixels)).cycles, "frame interval")
+    _within(r.interval, concat.cost(dataclasses.replace(cfg.params, pixels=cfg.pixels)).cycles,
+            "frame interval")
     x = cat_frames(cfg, 20, seed=7)
     r, want = run_cat(cfg, x, sim="verilator", stall_in=0.3, stall_out=0.5, seed=5)
     _assert_equal(r.frames, want)

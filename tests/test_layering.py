@@ -151,7 +151,7 @@ def test_no_import_cycles():
 
 def test_functions_import_only_optional_packages():
     bad = []
-    for mod, path, target, _, line, local in _edges():
+    for _mod, path, target, _, line, local in _edges():
         if not local:
             continue
         if _resolve(target) is not None or target.split(".")[0] == "hwgen":

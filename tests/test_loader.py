@@ -87,7 +87,9 @@ def test_valid_model_loads(tmp_path):
     assert g.value_info["w"].shape == (4, 3)
     assert {"x", "y", "m", "a", "w", "b"} <= set(g.value_info)
     for n in g.nodes:
-        expected = onnx.defs.get_schema(n.op_type, max_inclusive_version=OPSET, domain="").since_version
+        expected = onnx.defs.get_schema(
+            n.op_type, max_inclusive_version=OPSET, domain=""
+        ).since_version
         assert n.since_version == expected
         assert n.opset_version == OPSET
         assert n.domain == ""
@@ -103,7 +105,9 @@ def test_since_version_tracks_opset(tmp_path):
         m = mlp_model(opset=opset)
         g = load_model_proto(m)
         relu = g.nodes[2]
-        assert relu.since_version == onnx.defs.get_schema("Relu", max_inclusive_version=opset, domain="").since_version
+        assert relu.since_version == onnx.defs.get_schema(
+            "Relu", max_inclusive_version=opset, domain=""
+        ).since_version
         assert relu.opset_version == opset
 
 
@@ -170,7 +174,9 @@ def test_model_local_function_is_inlined():
         "g", [vi("x", ["N", 4])], [vi("y", ["N", 4])],
     )
     m = helper.make_model(
-        g, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("local.fn", 1)], functions=[f]
+        g,
+        opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("local.fn", 1)],
+        functions=[f],
     )
     gr = load_model_proto(m)
     assert [n.op_type for n in gr.nodes] == ["Relu", "Neg"]
@@ -188,7 +194,9 @@ def test_function_with_mismatched_opset_is_refused():
         "g", [vi("x", [4])], [vi("y", [4])],
     )
     m = helper.make_model(
-        g, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("local.fn", 1)], functions=[f]
+        g,
+        opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("local.fn", 1)],
+        functions=[f],
     )
     raises(load_model_proto, m, must_contain=("act", "MyAct", "14", "13"))
 
@@ -200,10 +208,17 @@ def test_custom_domain_since_version_1():
             rounding_mode="ROUND", signed=1, narrow=0,
         )
     ]
-    inits = [numpy_helper.from_array(np.float32(v), n) for n, v in (("s", 0.5), ("z", 0.0), ("bw", 8.0))]
+    inits = [
+        numpy_helper.from_array(np.float32(v), n)
+        for n, v in (("s", 0.5), ("z", 0.0), ("bw", 8.0))
+    ]
     g = helper.make_graph(nodes, "g", [vi("x", [1, 4])], [vi("y", [1, 4])], inits)
     m = helper.make_model(
-        g, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("qonnx.custom_op.general", 2)]
+        g,
+        opset_imports=[
+            helper.make_opsetid("", OPSET),
+            helper.make_opsetid("qonnx.custom_op.general", 2),
+        ],
     )
     gr = load_model_proto(m)
     q = gr.nodes[0]
@@ -321,7 +336,9 @@ def test_bytes_parsing_as_empty_model(tmp_path):
 
 
 def test_input_without_shape():
-    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [vi("x", None)], [vi("y", [4])])
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g", [vi("x", None)], [vi("y", [4])]
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
     raises(load_model_proto, m, must_contain=("input 'x'", "no shape"))
 
@@ -331,9 +348,13 @@ def test_ml_domain_since_version():
         [helper.make_node("Normalizer", ["x"], ["y"], domain="ai.onnx.ml", norm="MAX", name="nrm")],
         "g", [vi("x", [2, 4])], [vi("y", [2, 4])],
     )
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("ai.onnx.ml", 3)])
+    m = helper.make_model(
+        g, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("ai.onnx.ml", 3)]
+    )
     n = load_model_proto(m).nodes[0]
-    expected = onnx.defs.get_schema("Normalizer", max_inclusive_version=3, domain="ai.onnx.ml").since_version
+    expected = onnx.defs.get_schema(
+        "Normalizer", max_inclusive_version=3, domain="ai.onnx.ml"
+    ).since_version
     assert (n.domain, n.since_version, n.opset_version) == ("ai.onnx.ml", expected, 3)
 
 
@@ -346,16 +367,25 @@ def test_empty_model_proto():
 
 def test_ir_version_too_new(tmp_path):
     p = save(mlp_model(ir_version=MAX_IR_VERSION + 1), tmp_path / "new.onnx")
-    raises(load_model, p, must_contain=(p, f"IR version {MAX_IR_VERSION + 1}", f"3..{onnx.IR_VERSION}"))
+    raises(
+        load_model, p,
+        must_contain=(p, f"IR version {MAX_IR_VERSION + 1}", f"3..{onnx.IR_VERSION}"),
+    )
 
 
 def test_ir_version_too_old():
-    raises(load_model_proto, mlp_model(ir_version=2), must_contain=("IR version 2", f"3..{onnx.IR_VERSION}"))
+    raises(
+        load_model_proto, mlp_model(ir_version=2),
+        must_contain=("IR version 2", f"3..{onnx.IR_VERSION}"),
+    )
 
 
 def test_opset_too_new():
     newest = onnx.defs.onnx_opset_version()
-    raises(load_model_proto, mlp_model(opset=newest + 1), must_contain=(f"opset {newest + 1}", str(newest), "ai.onnx"))
+    raises(
+        load_model_proto, mlp_model(opset=newest + 1),
+        must_contain=(f"opset {newest + 1}", str(newest), "ai.onnx"),
+    )
 
 
 def test_unknown_op():
@@ -412,7 +442,10 @@ def test_cycle():
 
 
 def test_self_loop():
-    nodes = [helper.make_node("Add", ["x", "a"], ["a"], name="acc"), helper.make_node("Relu", ["a"], ["y"])]
+    nodes = [
+        helper.make_node("Add", ["x", "a"], ["a"], name="acc"),
+        helper.make_node("Relu", ["a"], ["y"]),
+    ]
     g = helper.make_graph(nodes, "g", [vi("x", [4])], [vi("y", [4])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
     raises(load_model_proto, m, must_contain=("cycle", "acc", "'a'"))
@@ -475,7 +508,10 @@ def test_registry_lookup_and_errors():
     assert reg.find(_node(since=9)) is None
     assert reg.supported() == [("", "Gemm", 11), ("", "Gemm", 13)]
     assert ("ai.onnx", "Gemm", 13) in reg
-    msg = raises(reg.lookup, _node(since=9), must_contain=("g1", "Gemm", "ai.onnx", "since_version 9", "11, 13"))
+    msg = raises(
+        reg.lookup, _node(since=9),
+        must_contain=("g1", "Gemm", "ai.onnx", "since_version 9", "11, 13"),
+    )
     assert "\n" not in msg
     raises(reg.lookup, _node(op="Foo", name=""), must_contain=("#3 (Foo)", "Foo", "not supported"))
     with pytest.raises(ValueError):
@@ -490,4 +526,7 @@ def test_registry_with_loaded_model():
     g = load_model_proto(mlp_model())
     assert [reg.lookup(n)(n) for n in g.nodes[:2]] == ["MatMul", "Add"]
     relu_v = onnx.defs.get_schema("Relu", max_inclusive_version=OPSET, domain="").since_version
-    raises(reg.lookup, g.nodes[2], must_contain=("relu", "Relu", f"since_version {relu_v}", "not supported"))
+    raises(
+        reg.lookup, g.nodes[2],
+        must_contain=("relu", "Relu", f"since_version {relu_v}", "not supported"),
+    )

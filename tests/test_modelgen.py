@@ -11,8 +11,14 @@ from onnx import numpy_helper
 try:  # tests/ on sys.path (pytest's default rootdir-less import) ...
     from modelgen import float_mlp, op_sequence, quantize_qdq, random_inputs, random_mlp, run_model
 except ImportError:  # ... or tests/ imported as a package
-    from tests.modelgen import (float_mlp, op_sequence, quantize_qdq, random_inputs, random_mlp,
-                                run_model)
+    from tests.modelgen import (
+        float_mlp,
+        op_sequence,
+        quantize_qdq,
+        random_inputs,
+        random_mlp,
+        run_model,
+    )
 
 # onnxruntime.quantization logs a "please run pre-processing" style warning per call
 logging.getLogger("root").setLevel(logging.ERROR)
@@ -111,7 +117,7 @@ def test_quantize_qdq(style, per_channel, act, sym):
     inits = _inits(qm)
     act_dtype = np.uint8 if act == "uint8" else np.int8
     assert inits["input_zero_point"].dtype == act_dtype
-    for i, (w, b) in enumerate(zip(ws, bs)):
+    for i, (w, _b) in enumerate(zip(ws, bs)):
         wq = inits[f"fc{i}.weight_quantized"]
         assert wq.dtype == np.int8
         assert wq.shape == (w.shape if style == "gemm" else w.T.shape)

@@ -30,9 +30,9 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 
-from hwgen.rtl_templates.quant import INT8, UINT8, QType, Requant, make_requant
 from hwgen.rtl_templates.axis_top import AxisTop, axis_width
 from hwgen.rtl_templates.mvau import MVAU, MVAUParams, cost, golden
+from hwgen.rtl_templates.quant import INT8, UINT8, QType, Requant, make_requant
 from hwgen.sim.amaranth_sim import run_amaranth
 from hwgen.sim.base import StreamJob
 from hwgen.sim.packing import beats_to_frames, frames_to_beats

@@ -35,8 +35,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from hwgen.rtl_templates.quant import INT8, UINT8, QType, Requant, make_requant
 from hwgen.rtl_templates.pool import Pool, PoolParams, cost, golden, timing
+from hwgen.rtl_templates.quant import INT8, UINT8, QType, Requant, make_requant
 from hwgen.rtl_templates.vvau import windows_to_stream
 from hwgen.sim.harness import run_block
 
@@ -61,8 +61,8 @@ def avg_requant(kernel: int, in_type: QType, in_scale: float, in_zero_point: int
 
 def merge_requants(requants: dict[int, Requant]) -> Requant:
     """One requantizer per count (``{count: Requant}``, as the importer's ``Pool`` op holds
-    them) → the single :class:`Requant` of :class:`rtl_templates.pool.PoolParams`, ``mult[j]`` for the j-th
-    smallest count. The shifts are aligned to the largest; that changes no result (the
+    them) → the single :class:`Requant` of :class:`rtl_templates.pool.PoolParams`, ``mult[j]``
+    for the j-th smallest count. The shifts are aligned to the largest; that changes no result (the
     float32 rounding of the product is scale invariant, and ``round(x·2**d / 2**(s+d)) =
     round(x / 2**s)``)."""
     items = sorted((int(c), rq) for c, rq in requants.items())

@@ -12,18 +12,17 @@ import logging
 
 import numpy as np
 import pytest
+from modelgen import float_mlp, quantize_qdq, random_inputs, random_mlp, run_model
 
+from hwgen.assemble import build_top
 from hwgen.dataflow import golden
 from hwgen.dataflow.importer import to_int_graph
-from hwgen.dataflow.ops_linear import MatVec
 from hwgen.dataflow.loader import load_model_proto
 from hwgen.dataflow.lower import Folding, lower
-from hwgen.assemble import build_top
+from hwgen.dataflow.ops_linear import MatVec
 from hwgen.sim.amaranth_sim import run_amaranth
 from hwgen.sim.base import StreamJob
 from hwgen.sim.packing import beats_to_frames, frames_to_beats
-
-from modelgen import float_mlp, quantize_qdq, random_inputs, random_mlp, run_model
 
 logging.getLogger("root").setLevel(logging.ERROR)
 

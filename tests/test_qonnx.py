@@ -25,29 +25,26 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from qonnx_models import DOMAIN, Builder, QModel, bipolar_mlp, cnn, inputs, mlp, run_qonnx
 
-from hwgen.dataflow import golden
-from hwgen.dataflow.importer import to_int_graph
-from hwgen.dataflow.ops_conv import Conv
-from hwgen.dataflow.ops_pool import GlobalAvgPool, Pool
-from hwgen.dataflow.loader import load_model_proto
-from hwgen.dataflow.lower import lower
-from hwgen.dataflow.ops_qonnx import compact_requant
-from hwgen.rtl_templates.quant import INT8, QType, make_requant
 from hwgen import api
 from hwgen.assemble import build_top
+from hwgen.dataflow import golden
+from hwgen.dataflow.importer import to_int_graph
+from hwgen.dataflow.loader import load_model_proto
+from hwgen.dataflow.lower import lower
+from hwgen.dataflow.ops_conv import Conv
+from hwgen.dataflow.ops_pool import GlobalAvgPool, Pool
+from hwgen.dataflow.ops_qonnx import compact_requant
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.axis_top import AxisTop, axis_width
 from hwgen.rtl_templates.mvau import MVAU, MVAUParams, cost
 from hwgen.rtl_templates.mvau import golden as mvau_golden
-from hwgen.rtl_templates.xnor_mvau import (BIPOLAR, check_sign_requant, sign_requant,
-                                     xnor_popcount)
+from hwgen.rtl_templates.quant import INT8, QType, make_requant
+from hwgen.rtl_templates.xnor_mvau import BIPOLAR, check_sign_requant, sign_requant, xnor_popcount
 from hwgen.sim.amaranth_sim import run_amaranth
 from hwgen.sim.base import StreamJob
 from hwgen.sim.packing import beats_to_frames, frames_to_beats
-
-from qonnx_models import (DOMAIN, Builder, QModel, bipolar_mlp, cnn, inputs, mlp,
-                          run_qonnx)
 
 pytest.importorskip("qonnx")
 
@@ -201,7 +198,7 @@ def test_manifest_multipliers_are_narrow(tmp_path):
     assert l3["estimate"]["multipliers"] == l3["folding"]["pe"]                  # requant only
     assert l3["estimate"]["multiplier_widths"] == [[l3["types"]["accumulator_bits"],
                                                     l3["types"]["multiplier_bits"]]]
-    for name, s in man["bipolar-mlp"]["streams"].items():
+    for _name, s in man["bipolar-mlp"]["streams"].items():
         if s["type"] == "bipolar":
             assert s["bits"] == s["elements_per_beat"]        # one bit per element
     assert sum(s["type"] == "bipolar" for s in man["bipolar-mlp"]["streams"].values()) >= 2

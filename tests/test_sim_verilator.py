@@ -18,7 +18,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from hwgen.sim.base import SimTimeout, StreamJob, default_max_cycles
-from hwgen.sim.verilator import cache_key, cache_root, setup_verilator, run_verilator
+from hwgen.sim.verilator import cache_key, cache_root, run_verilator, setup_verilator
 
 
 def _axis(width: int) -> dict:

@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 
-from hwgen.rtl_templates.quant import INT8, UINT8, QType
 from hwgen.rtl_templates.axis_top import AxisTop, axis_width
+from hwgen.rtl_templates.quant import INT8, UINT8, QType
 from hwgen.rtl_templates.swg import PIPELINE_DEPTH, SWG, SWGParams, cost, golden, schedule, timing
 from hwgen.sim.base import StreamJob
 from hwgen.sim.harness import BlockRun

@@ -27,8 +27,15 @@ import numpy as np
 import pytest
 
 from hwgen.rtl_templates.quant import INT8, UINT8, QType, Requant, make_requant
-from hwgen.rtl_templates.vvau import (VVAU, VVAUParams, cost, golden, stream_to_windows, timing,
-                                windows_to_stream)
+from hwgen.rtl_templates.vvau import (
+    VVAU,
+    VVAUParams,
+    cost,
+    golden,
+    stream_to_windows,
+    timing,
+    windows_to_stream,
+)
 from hwgen.sim.harness import run_block
 
 N_FRAMES = 4

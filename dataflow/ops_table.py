@@ -1,0 +1,188 @@
+"""Elementwise functions of one quantized tensor, as lookup tables.
+
+QDQ form: ``DequantizeLinear → f → QuantizeLinear`` with ``f`` any unary elementwise op of
+:data:`TABLE_OPS` (Sigmoid, Tanh, LeakyRelu, HardSwish, …); the handler makes a pending
+:class:`Tabled` that the QuantizeLinear closes. QOperator form: onnxruntime's
+``com.microsoft`` ``QLinearSigmoid`` / ``QLinearLeakyRelu``.
+
+The table is what onnxruntime itself computes: a model of just ``DequantizeLinear → f →
+QuantizeLinear`` (or the one QLinear node), with the layer's scales, zero points and
+attributes, runs on every possible input value (at most :data:`MAX_TABLE_BITS` bits) in
+onnxruntime with its default optimizations, as ``hwgen verify`` runs the whole model. So the
+hardware equals onnxruntime by construction, whatever float arithmetic ``f`` uses. The
+integer op is a :class:`TableOp`, one lookup-table block (``rtl_templates/lut.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported
+from hwgen.dataflow.intgraph import IntGraph, int_op
+from hwgen.dataflow.loader import Node
+from hwgen.dataflow.lower import Block, Builder, Folding, short_name
+from hwgen.dataflow.ops_qdq import closed_nodes, out_params, qtype_of
+from hwgen.dataflow.values import Deq, Int, Pending
+from hwgen.rtl_templates.block import FoldSpace, divisors
+from hwgen.rtl_templates.lut import LUTParams
+from hwgen.rtl_templates.quant import QType
+
+#: widest input a table takes (2**bits entries)
+MAX_TABLE_BITS = 8
+#: unary elementwise ai.onnx ops mapped to a table
+TABLE_OPS = ("Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu",
+             "Celu", "Softplus", "Softsign", "Gelu", "Erf", "Exp", "Log", "Neg", "Abs",
+             "Sqrt", "Reciprocal", "ThresholdedRelu", "Mish", "Sin", "Cos")
+#: onnxruntime's QOperator forms (com.microsoft)
+MS = "com.microsoft"
+QLINEAR_OPS = ("QLinearSigmoid", "QLinearLeakyRelu")
+
+
+@int_op
+@dataclass
+class TableOp:
+    """``out[k] = table[raw bits of in[k]]`` for every element."""
+    name: str
+    nodes: list[str]
+    input: str
+    output: str
+    table: np.ndarray          # [2**in_bits] int64, indexed by the input's raw bits
+
+    def channels(self, ig: IntGraph) -> int:
+        t = ig.tensors[self.output]
+        return t.shape[0] if len(t.shape) == 3 else t.size
+
+    def fold_space(self, ig: IntGraph) -> FoldSpace:
+        size = ig.tensors[self.output].size
+        return FoldSpace(divisors(self.channels(ig)), (1,), lambda pe, simd: size // pe)
+
+    def in_per_beat(self, f: Folding) -> int:
+        return f.pe
+
+    def lower(self, b: Builder, ig: IntGraph, f: Folding) -> str:
+        tin, tout = ig.tensors[self.input], ig.tensors[self.output]
+        p = LUTParams(tuple(int(v) for v in self.table), tin.qtype, tout.qtype, f.pe,
+                      tout.size, self.channels(ig))
+        src, _ = b.read(self.input, f.pe)
+        out = b.stream(short_name(self.output), tout.qtype, f.pe, tout.size)
+        b.add(Block(self.name, "lut", p, [src], [out], self.name, tuple(self.nodes)))
+        return out
+
+
+def _np_type(q: QType) -> np.dtype:
+    return np.dtype(f"{'int' if q.signed else 'uint'}{8 if q.bits <= 8 else 16}")
+
+
+def _all_values(q: QType) -> np.ndarray:
+    """Every value of ``q``, ordered by raw bit pattern (the table's index)."""
+    raw = np.arange(1 << q.bits, dtype=np.int64)
+    return q.from_unsigned(raw)
+
+
+def ort_table(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], in_type: QType,
+              out_dtype: np.dtype, opsets: dict[str, int]) -> np.ndarray:
+    """onnxruntime's output for every input value of ``in_type`` (raw-bit order) of the model
+    ``nodes`` from tensor ``q`` to tensor ``y``."""
+    import onnxruntime as ort
+
+    if in_type.bits > MAX_TABLE_BITS:
+        raise Unsupported(f"a table needs an input of at most {MAX_TABLE_BITS} bits, not "
+                          f"{in_type.name}")
+    x = _all_values(in_type).astype(_np_type(in_type))
+    elem = helper.np_dtype_to_tensor_dtype
+    graph = helper.make_graph(
+        nodes, "table", [helper.make_tensor_value_info("q", elem(x.dtype), [x.size])],
+        [helper.make_tensor_value_info("y", elem(out_dtype), [x.size])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v)
+                                                    for d, v in sorted(opsets.items())])
+    model.ir_version = min(model.ir_version, 9)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+        return sess.run(["y"], {"q": x})[0].astype(np.int64)
+    except Exception as e:  # noqa: BLE001 - onnxruntime's own refusal, reported on the node
+        raise Unsupported(f"onnxruntime cannot evaluate its table ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:200]})") from None
+
+
+def _scalar_init(name: str, value, dtype) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+
+
+@dataclass
+class Tabled(Pending):
+    """A unary elementwise op of a dequantized tensor, awaiting its QuantizeLinear."""
+    tensor: str
+    shape: tuple[int, ...]
+    order: np.ndarray | None
+    node: Node
+    nodes: list[str]
+
+    def close(self, ctx, name, qtype, s, zp, closing) -> Int:
+        t = ctx.ig.tensors[self.tensor]
+        n = self.node
+        fn = helper.make_node(n.op_type, ["r"], ["f"], **dict(n.attrs))
+        inits = [_scalar_init("s_in", t.scale, np.float32),
+                 _scalar_init("z_in", t.zero_point, _np_type(t.qtype)),
+                 _scalar_init("s_out", s, np.float32),
+                 _scalar_init("z_out", zp, _np_type(qtype))]
+        nodes = [helper.make_node("DequantizeLinear", ["q", "s_in", "z_in"], ["r"]), fn,
+                 helper.make_node("QuantizeLinear", ["f", "s_out", "z_out"], ["y"])]
+        table = ort_table(nodes, inits, t.qtype, _np_type(qtype),
+                          {"": max(13, n.opset_version)})
+        out = ctx.new_tensor(name, self.shape, qtype, s, zp)
+        ctx.ig.ops.append(TableOp(self.nodes[0], closed_nodes(self.nodes, closing),
+                                  self.tensor, out, table))
+        return Int(out, self.shape, self.order)
+
+
+def unary(ctx: ImportContext, node: Node):
+    x = ctx.value(node, 0)
+    if not isinstance(x, Deq):
+        raise Unsupported(f"its input is a {type(x).__name__}; a table activation needs a "
+                          f"dequantized tensor (DequantizeLinear before it)")
+    if len([o for o in node.outputs if o]) != 1:
+        raise Unsupported("only its first output is supported")
+    ctx.set(node, Tabled(x.tensor, x.shape, x.order, node, [node.label]))
+
+
+def qlinear_unary(ctx: ImportContext, node: Node):
+    """QLinearSigmoid / QLinearLeakyRelu (X, X_scale, X_zero_point, Y_scale, Y_zero_point)."""
+    x = ctx.value(node, 0)
+    if not isinstance(x, Int):
+        raise Unsupported(f"its input is a {type(x).__name__}, not an integer tensor")
+    t = ctx.ig.tensors[x.tensor]
+    zp_arr = ctx.const(node, 4, "output zero point")
+    qtype = qtype_of(node, zp_arr)
+    s, zp = out_params(ctx.const(node, 3, "output scale"), zp_arr)
+    s_in, z_in = out_params(ctx.const(node, 1, "input scale"),
+                            ctx.const(node, 2, "input zero point"))
+    if (np.float32(t.scale), t.zero_point) != (s_in, z_in):
+        raise Unsupported(f"reads '{x.tensor}' with scale {s_in} zero point {z_in}, but it "
+                          f"was quantized with scale {t.scale} zero point {t.zero_point}")
+    inits = [_scalar_init("s_in", s_in, np.float32), _scalar_init("z_in", z_in, _np_type(t.qtype)),
+             _scalar_init("s_out", s, np.float32), _scalar_init("z_out", zp, _np_type(qtype))]
+    fn = helper.make_node(node.op_type, ["q", "s_in", "z_in", "s_out", "z_out"], ["y"],
+                          domain=MS, **dict(node.attrs))
+    table = ort_table([fn], inits, t.qtype, _np_type(qtype), {"": 13, MS: 1})
+    out = ctx.new_tensor(node.outputs[0], x.shape, qtype, s, zp)
+    ctx.ig.ops.append(TableOp(node.label, [node.label], x.tensor, out, table))
+    ctx.set(node, Int(out, x.shape, x.order))
+
+
+_VERSIONS: dict[str, set[int]] = {}
+for _schema in onnx.defs.get_all_schemas_with_history():
+    if _schema.domain == "" and _schema.name in TABLE_OPS:
+        _VERSIONS.setdefault(_schema.name, set()).add(_schema.since_version)
+for _op in TABLE_OPS:
+    for _v in sorted(_VERSIONS.get(_op, ())):
+        REGISTRY.register("", _op, _v)(unary)
+for _op in QLINEAR_OPS:
+    REGISTRY.register(MS, _op, 1)(qlinear_unary)
+
+__all__ = ["MAX_TABLE_BITS", "QLINEAR_OPS", "TABLE_OPS", "TableOp", "Tabled", "ort_table"]

@@ -1,0 +1,122 @@
+"""Lookup table (LUT): every element of a stream is replaced by ``table[its raw bits]``.
+
+Stream contract
+    ``i``: ``pe`` elements of ``in_type`` per beat; ``o``: ``pe`` elements of ``out_type`` per
+    beat, element k in bits ``[k*bits, (k+1)*bits)`` on both sides. A frame is
+    ``elements`` elements (``elements / pe`` beats).
+
+Semantics
+    ``y = table[x & (2**in_bits - 1)]``: the table is indexed by the element's raw bit
+    pattern (two's complement for signed inputs), so any function of one quantized value —
+    an activation between two quantized tensors, computed once by its owner — is exact.
+
+Hardware
+    One ROM of ``2**in_bits`` words of ``out_bits`` with one read port per lane (Yosys maps
+    it to LUTs or block RAM by size). An input beat is taken at cycle t while a credit is
+    left (``credits.OutputCredits``); the ROM answers at t+1 and the beat enters the output
+    FIFO; it can leave it at t + ``LATENCY``. One beat per cycle; ``valid`` never waits for
+    ``ready``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth.hdl import Cat, Module, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.quant import QType
+from hwgen.rtl_templates.words import lanes
+
+#: cycles from an input transfer to the output transfer of that beat (output ready)
+LATENCY = 3
+#: output FIFO beats: the pipeline's depth and room to keep one beat per cycle
+FIFO_DEPTH = LATENCY + 2
+
+
+@dataclass(frozen=True, eq=False)
+class LUTParams:
+    """One lookup-table instance."""
+    table: tuple[int, ...]   # 2**in_type.bits output values, indexed by the raw input bits
+    in_type: QType
+    out_type: QType
+    pe: int = 1
+    elements: int = 1        # elements per frame
+    channels: int = 0        # channels of a pixel (PE divides them); 0 = the whole frame
+
+    def __post_init__(self):
+        if len(self.table) != 1 << self.in_type.bits:
+            raise ValueError(f"a {self.in_type.name} input needs a table of "
+                             f"{1 << self.in_type.bits} entries, not {len(self.table)}")
+        if min(self.table) < self.out_type.lo or max(self.table) > self.out_type.hi:
+            raise ValueError(f"table values outside {self.out_type.name}")
+        if self.pe < 1 or self.elements % self.pe or (self.channels or self.elements) % self.pe:
+            raise ValueError(f"PE={self.pe} does not divide the {self.channels or self.elements} "
+                             f"channels")
+
+    @property
+    def beats(self) -> int:
+        return self.elements // self.pe
+
+
+def golden(p: LUTParams, x: np.ndarray) -> np.ndarray:
+    """[N, elements] → [N, elements]: each element through the table."""
+    raw = p.in_type.to_unsigned(np.asarray(x, dtype=np.int64))
+    return np.asarray(p.table, dtype=np.int64)[raw]
+
+
+def timing(p: LUTParams, in_first: int, in_last: int) -> tuple[int, int]:
+    return in_first + LATENCY, in_last + LATENCY
+
+
+def cost(p: LUTParams) -> Cost:
+    rom = (1 << p.in_type.bits) * p.out_type.bits
+    return Cost(cycles=p.beats, latency=timing(p, 0, p.beats - 1)[1] + 1,
+                memory_bits=rom + FIFO_DEPTH * p.pe * p.out_type.bits,
+                registers=p.pe * p.in_type.bits + 1 + 2 * (FIFO_DEPTH + 1).bit_length())
+
+
+def manifest(p: LUTParams) -> dict:
+    return {"folding": {"pe": p.pe}, "table_entries": len(p.table),
+            "types": {"input": p.in_type.name, "output": p.out_type.name}}
+
+
+def fold_space(p: LUTParams) -> FoldSpace:
+    return FoldSpace(divisors(p.channels or p.elements), (1,),
+                     lambda pe, simd: p.elements // pe)
+
+
+class LUT(wiring.Component):
+    """The lookup table. See the module documentation for the contract."""
+
+    def __init__(self, p: LUTParams):
+        self.p = p
+        super().__init__({"i": In(stream.Signature(unsigned(p.pe * p.in_type.bits))),
+                          "o": Out(stream.Signature(unsigned(p.pe * p.out_type.bits)))})
+
+    def elaborate(self, platform):
+        p = self.p
+        m = Module()
+        out = OutputCredits(m, self.o, p.pe * p.out_type.bits, FIFO_DEPTH)
+        raw = [v & ((1 << p.out_type.bits) - 1) for v in p.table]
+        m.submodules.rom = rom = Memory(shape=unsigned(p.out_type.bits), depth=len(raw),
+                                        init=raw)
+        take = Signal()
+        m.d.comb += [self.i.ready.eq(out.room), take.eq(self.i.valid & self.i.ready)]
+        out.spend(take)
+        ports = [rom.read_port() for _ in range(p.pe)]
+        for port, x in zip(ports, lanes(self.i.payload, p.pe, p.in_type.bits)):
+            m.d.comb += port.addr.eq(x)
+        valid1 = Signal()
+        m.d.sync += valid1.eq(take)
+        out.write(Cat(*(port.data for port in ports)), valid1)
+        return m
+
+
+register_block("lut", params=LUTParams, component=LUT, golden=golden, cost=cost,
+               timing=timing, manifest=manifest, fold_space=fold_space)
