@@ -38,6 +38,8 @@ class ImportContext:
     ig: IntGraph
     values: dict = field(default_factory=dict)
     n_consumers: dict = field(default_factory=dict)
+    #: the walk quantizes pending values itself where a float model needs it (inspect)
+    assume_quantized: bool = False
 
     def value(self, node: Node, k: int, what: str = "input"):
         name = node.inputs[k] if k < len(node.inputs) else ""

@@ -195,7 +195,8 @@ class _Walk:
     def __init__(self, graph: Graph, policy: Policy):
         self.graph, self.policy = graph, policy
         self.collect, self.assume = policy.collect, policy.assume_quantized
-        self.ctx = ImportContext(graph, IntGraph(tensors={}))
+        self.ctx = ImportContext(graph, IntGraph(tensors={}),
+                                 assume_quantized=policy.assume_quantized)
         self.report = ImportReport([], [], self.assume)
         self.status: dict[str, NodeStatus] = {}
         self.weights: dict[str, AssumedWeights] = {}

@@ -22,6 +22,7 @@ from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.dwc import DWCParams
 from hwgen.rtl_templates.fifo import FIFOParams
 from hwgen.rtl_templates.fork import ForkParams
+from hwgen.rtl_templates.quant import QType
 
 #: beats a FIFO holds beyond what the analysis asks for
 FIFO_MARGIN = 2
@@ -38,7 +39,7 @@ class Folding:
 @dataclass
 class Stream:
     name: str
-    qtype: object          # rtl_templates.quant.QType of the elements
+    qtype: QType           # of the elements
     per_beat: int
     elements: int          # per frame
 

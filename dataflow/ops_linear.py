@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
-from hwgen.dataflow.intgraph import IntGraph, int_op
+from hwgen.dataflow.intgraph import IntGraph, Window, int_op
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.lower import FIFO_MARGIN, Block, Builder, Folding, short_name
 from hwgen.dataflow.ops_join import add_tensors
@@ -37,7 +37,7 @@ class Linear(Pending):
     clip_lo: float = -np.inf
     clip_hi: float = np.inf
     has_bias: bool = False
-    window: object = None          # dataflow.intgraph.Window for a convolution
+    window: Window | None = None   # the sliding window of a convolution
     depthwise: bool = False
     op: type | None = None         # the integer op it closes into (None: MatVec)
 

@@ -105,7 +105,7 @@ class Pooled(Pending):
     kind: str
     shape: tuple[int, ...]
     nodes: list[str]
-    window: object = None
+    window: Window | None = None
     count_include_pad: bool = False
     clip_lo: float = -np.inf
     clip_hi: float = np.inf

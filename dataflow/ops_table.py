@@ -148,6 +148,13 @@ def unary(ctx: ImportContext, node: Node):
                           f"dequantized tensor (DequantizeLinear before it)")
     if len([o for o in node.outputs if o]) != 1:
         raise Unsupported("only its first output is supported")
+    y = node.outputs[0]
+    readers = [n for n in ctx.graph.nodes if y in n.inputs]
+    quantized = readers and all(n.op_type == "QuantizeLinear" for n in readers) and \
+        y not in {o.name for o in ctx.graph.outputs}
+    if not (quantized or ctx.assume_quantized):
+        raise Unsupported(f"op '{node.op_type}' as a table activation needs a QuantizeLinear "
+                          f"after it; its float result '{y}' is not supported")
     ctx.set(node, Tabled(x.tensor, x.shape, x.order, node, [node.label]))
 
 

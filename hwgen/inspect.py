@@ -26,7 +26,7 @@ from pathlib import Path
 
 from hwgen import __version__
 from hwgen.api import read_folding
-from hwgen.boards.devices import DEVICES, fmt_bits
+from hwgen.boards.devices import DEVICES, Device, fmt_bits
 from hwgen.dataflow.estimate import Estimate, estimate
 from hwgen.dataflow.importer import (
     COLLECT,
@@ -39,6 +39,7 @@ from hwgen.dataflow.importer import (
 from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, Folding
 from hwgen.dataflow.operators import is_float_model
 from hwgen.errors import HwgenError
+from hwgen.rtl_templates.cost import Cost
 
 JSON_FORMAT = "hwgen-inspect"
 JSON_VERSION = 1
@@ -56,7 +57,7 @@ class NodeRow:
     after: str = ""
     blocks: list[str] = field(default_factory=list)
     folding: Folding | None = None
-    cost: object = None               # rtl_templates.cost.Cost of the layer (mapped rows)
+    cost: Cost | None = None          # of the layer (mapped rows)
 
     def status_text(self) -> str:
         if self.status == "folded":
@@ -98,7 +99,7 @@ class InspectReport:
                 out[w] = out.get(w, 0) + 1
         return out
 
-    def devices(self) -> list[tuple[object, list[str]]]:
+    def devices(self) -> list[tuple[Device, list[str]]]:
         """Every supported device and why the design would not fit it (empty: it fits)."""
         widths = self.multiplier_widths()
         return [(d, d.shortfalls(self.estimate.totals, widths)) for d in DEVICES]

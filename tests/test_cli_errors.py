@@ -11,12 +11,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
+from conftest import run_hwgen as hwgen
+from conftest import save_model as save
 from onnx import TensorProto, helper
 
 try:  # tests/ on sys.path (pytest's default rootdir-less import) ...
@@ -33,21 +34,6 @@ N_OUT = 10
 
 
 # ------------------------------------------------------------------------------- helpers
-
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / ("hwgen.exe" if os.name == "nt" else "hwgen")
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [sys.executable, "-m", "hwgen.cli"]
-
-
-HWGEN = _command()
-
-
-def hwgen(*args, cwd=None, timeout=600) -> subprocess.CompletedProcess:
-    return subprocess.run(HWGEN + [str(a) for a in args], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout)
-
 
 def assert_error(p: subprocess.CompletedProcess, *facts: str, nocase: tuple[str, ...] = ()) -> str:
     """Exit code 2, exactly one stderr line ``hwgen: error: ...`` holding every fact (exact
@@ -88,13 +74,6 @@ def _listing(d: Path):
 
 def base_model() -> onnx.ModelProto:
     return onnx.load(str(QDQ_MODEL))
-
-
-def save(model: onnx.ModelProto, path: Path) -> Path:
-    """Serialize without running the checker."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(model.SerializeToString())
-    return path
 
 
 def node(model: onnx.ModelProto, name: str) -> onnx.NodeProto:

@@ -23,14 +23,14 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
+from conftest import run_hwgen as cli
+from conftest import save_model as save
 from onnx import TensorProto, helper, numpy_helper
 
 import hwgen
@@ -50,21 +50,6 @@ COUNT = 20
 
 # ------------------------------------------------------------------------------- helpers
 
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / ("hwgen.exe" if os.name == "nt" else "hwgen")
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [sys.executable, "-m", "hwgen.cli"]
-
-
-HWGEN = _command()
-
-
-def cli(*args, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run(HWGEN + [str(a) for a in args], capture_output=True, text=True,
-                          cwd=cwd, timeout=600)
-
-
 def assert_ok(p: subprocess.CompletedProcess):
     assert p.returncode == 0 and "Traceback" not in p.stderr, \
         f"exit code {p.returncode}\n--- stderr ---\n{p.stderr}--- stdout ---\n{p.stdout}"
@@ -80,12 +65,6 @@ def assert_error(p: subprocess.CompletedProcess, *facts: str) -> str:
     for f in facts:
         assert f in msg, f"{f!r} missing from the message:\n{shown}"
     return msg
-
-
-def save(model: onnx.ModelProto, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(model.SerializeToString())
-    return path
 
 
 def check_report(rep, min_identical: float = 0.999, max_step: int = 1):

@@ -9,15 +9,14 @@ but does not assert (timing depends on the machine).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
+from conftest import run_hwgen as hwgen
+from conftest import save_model as save
 from onnx import TensorProto, helper, numpy_helper
 
 from hwgen import api
@@ -33,24 +32,6 @@ EXAMPLE_MODELS = sorted(p.name for p in EXAMPLES.glob("digits_*_q*.onnx"))
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 LIGHT_MODELS = sorted(p.name for p in LIGHT.glob("*.onnx"))
 STATUSES = {"mapped", "folded", "constant", "no hardware", "unsupported", "blocked", "unused"}
-
-
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / ("hwgen.exe" if os.name == "nt" else "hwgen")
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [sys.executable, "-m", "hwgen.cli"]
-
-
-def hwgen(*args, timeout=600) -> subprocess.CompletedProcess:
-    return subprocess.run(_command() + [str(a) for a in args], capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def save(model: onnx.ModelProto, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(model.SerializeToString())
-    return path
 
 
 # ----------------------------------------------------------------------- model builders
