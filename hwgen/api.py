@@ -27,7 +27,7 @@ from hwgen.reference import run_batched
 from hwgen.sim.base import StreamJob
 from hwgen.sim.packing import beats_to_frames, frames_to_beats
 
-SIMULATORS = ("verilator", "amaranth")
+SIMULATORS = ("verilator", "cocotb", "amaranth")
 
 
 # ------------------------------------------------------------------------------- compile
@@ -166,10 +166,14 @@ def run_design(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
     if simulator == "amaranth":
         from hwgen.sim.amaranth_sim import run_amaranth
         res = run_amaranth(build_top(lower(ig, folding)), job)
-    else:
+    elif simulator == "cocotb":
         from hwgen.sim.verilator import run_verilator
         text = (Path(out_dir) / manifest["verilog"]).read_text()
         res = run_verilator(text, manifest["top"], job)
+    else:
+        from hwgen.sim.native import run_native
+        text = (Path(out_dir) / manifest["verilog"]).read_text()
+        res = run_native(text, manifest["top"], job)
     y = beats_to_frames(res.out_beats, tout.qtype, mo["elements_per_beat"], tout.size)
     return y, res, manifest, ig
 

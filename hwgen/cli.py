@@ -99,7 +99,8 @@ def _fold_args(p):
 
 
 def _sim_args(p):
-    p.add_argument("--simulator", choices=("verilator", "amaranth"), default="verilator",
+    p.add_argument("--simulator", choices=("verilator", "cocotb", "amaranth"),
+                   default="verilator",
                    help="simulation back end (default: verilator)")
     p.add_argument("--stall", type=float, default=0.0, metavar="P",
                    help="probability of a random valid/ready stall per cycle on each stream")

@@ -1,0 +1,273 @@
+"""Native Verilator back end: a C++ bench compiled together with the verilated design.
+
+``run_native(verilog, top, job)`` gives the same :class:`StreamResult` as
+:func:`sim.verilator.run_verilator` (the cocotb bench), cycle for cycle and draw for draw,
+but no Python runs per cycle: the bench (``native_bench.cpp``, shipped with the package)
+reads the job from a binary file, drives the AXI streams with the same seeded stall pattern
+(CPython's ``random.Random(seed)`` reimplemented: MT19937 seeded by ``init_by_array``) and
+writes the result to a binary file.
+
+The executable is built with ``verilator --cc --exe --build`` (only the top-level ports are
+visible, nothing is ``--public``) and cached by content hash next to the cocotb builds
+(``$HWGEN_CACHE`` or ``~/.cache/hwgen/verilator``), under keys of its own.
+
+The verilated top is a small wrapper, ``hwgen_native_top``, with the design's ports except
+that the design's ``rst`` comes from a register (initially high) loaded from the input
+``rst_d`` at every edge; the bench lowers ``rst_d`` one edge early, so the design sees
+exactly the cocotb bench's reset. Why: Amaranth's Verilog folds the synchronous reset into
+every register's next-state logic, and Verilator re-evaluates all logic that depends on a
+top-level input at every ``eval()``; with ``rst`` an input that was most of the design, twice
+per cycle (measured on the digits CNN: 1.9x faster and 3x faster to build with the wrapper).
+
+Multi-threaded models (``--threads``) only pay off with much logic per cycle and idle cores.
+Measured on a shared two-core machine, the digits CNN (310 kB of Verilog) ran 30-160x
+*slower* with ``--threads 2`` than single-threaded (the model's threads spin-wait on each
+other every cycle). So models are single-threaded unless the Verilog has at least
+:data:`THREADS_MIN_VERILOG_BYTES` and the machine at least :data:`THREADS_MIN_CORES` cores;
+``$HWGEN_NATIVE_THREADS`` overrides the choice.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import operator
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from .base import SimTimeout, StreamJob, StreamResult, default_max_cycles
+from .verilator import BUILD_ARGS, EXTRA_CYCLES, cache_root, setup_verilator
+
+__all__ = ["run_native", "native_cache_key", "native_threads", "bench_source",
+           "random_key", "port_widths", "wrapper", "NATIVE_BENCH_VERSION"]
+
+# Bump when the build recipe changes in a way that matters (the bench source is hashed).
+NATIVE_BENCH_VERSION = "1"
+FORMAT_VERSION = 1
+#: Verilog size from which the model is built with ``--threads`` (see the module notes)
+THREADS_MIN_VERILOG_BYTES = 4_000_000
+#: cores the machine needs for a multi-threaded model
+THREADS_MIN_CORES = 8
+#: compiler optimisation of the model and the bench (verilated.mk's default is -Os)
+OPT = "-O2"
+_STATUS = {0: "ok", 1: "timeout", 2: "extra"}
+
+
+def bench_source() -> str:
+    """The C++ text of the bench."""
+    return resources.files(__package__ or "sim").joinpath("native_bench.cpp").read_text()
+
+
+def native_threads(verilog: str) -> int:
+    """Threads the model of ``verilog`` is built with (1: single-threaded)."""
+    if os.environ.get("HWGEN_NATIVE_THREADS"):
+        return max(1, int(os.environ["HWGEN_NATIVE_THREADS"]))
+    cores = os.cpu_count() or 1
+    if len(verilog.encode()) < THREADS_MIN_VERILOG_BYTES or cores < THREADS_MIN_CORES:
+        return 1
+    return min(4, cores // 4)
+
+
+_PORTS = ("s_axis_tdata", "s_axis_tvalid", "s_axis_tready", "s_axis_tlast",
+          "m_axis_tdata", "m_axis_tvalid", "m_axis_tready", "m_axis_tlast")
+_OUTPUTS = {"s_axis_tready", "m_axis_tdata", "m_axis_tvalid", "m_axis_tlast"}
+
+
+def port_widths(verilog: str, top: str, job: StreamJob) -> dict[str, int]:
+    """Widths of the stream ports of module ``top``, read from its declarations
+    (``input [7:0] s_axis_tdata;`` or ANSI style); ports not found: 1 bit, data ports as
+    the job says."""
+    widths = {p: 1 for p in _PORTS}
+    widths["s_axis_tdata"], widths["m_axis_tdata"] = job.in_width, job.out_width
+    m = re.search(rf"\bmodule\s+{re.escape(top)}\s*[(#;](.*?)\bendmodule\b", verilog, re.S)
+    body = m.group(1) if m else ""
+    for name in _PORTS:
+        d = re.search(rf"\b(?:input|output)\s+(?:wire\s+|reg\s+|logic\s+)?"
+                      rf"(?:\[\s*(\d+)\s*:\s*(\d+)\s*\]\s*)?{name}\s*[;,)]", body)
+        if d:
+            widths[name] = abs(int(d.group(1)) - int(d.group(2))) + 1 if d.group(1) else 1
+    return widths
+
+
+def wrapper(verilog: str, top: str, job: StreamJob) -> str:
+    """The Verilog of ``hwgen_native_top``: ``top`` with a registered reset (module notes)."""
+    widths = port_widths(verilog, top, job)
+
+    def decl(p):
+        w = widths[p]
+        return (f"{'output' if p in _OUTPUTS else 'input'} "
+                f"{f'[{w - 1}:0] ' if w > 1 else ''}{p}")
+
+    ports = ",\n  ".join(["input clk", "input rst_d"] + [decl(p) for p in _PORTS])
+    conns = ", ".join(f".{p}({p})" for p in _PORTS)
+    return (f"module hwgen_native_top(\n  {ports}\n);\n"
+            f"  reg rst_q = 1'b1;\n"
+            f"  always @(posedge clk) rst_q <= rst_d;\n"
+            f"  {top} dut(.clk(clk), .rst(rst_q), {conns});\n"
+            f"endmodule\n")
+
+
+def random_key(seed: int) -> list[int]:
+    """The key CPython's ``random.Random(seed)`` passes to ``init_by_array``: the 32-bit
+    words of ``abs(seed)``, least significant first (``[0]`` for 0)."""
+    n = abs(operator.index(seed))
+    words = max(1, (n.bit_length() + 31) // 32)
+    return [(n >> (32 * k)) & 0xFFFF_FFFF for k in range(words)]
+
+
+def native_cache_key(verilog: str, top: str, job: StreamJob) -> str:
+    """Name of the cache entry of a design's native bench (``job`` gives the port widths
+    where the Verilog does not declare them in a form :func:`port_widths` reads)."""
+    version, make_fixes = setup_verilator()
+    return "native-" + hashlib.sha256(json.dumps([
+        verilog, top, wrapper(verilog, top, job), version, NATIVE_BENCH_VERSION, BUILD_ARGS,
+        OPT, make_fixes, native_threads(verilog), bench_source(),
+    ]).encode()).hexdigest()[:24]
+
+
+def _tail(text: str, n: int = 40) -> str:
+    return "\n".join(text.splitlines()[-n:])
+
+
+def _build(verilog: str, top: str, job: StreamJob, root: Path) -> Path:
+    """Return the path of the compiled bench of ``verilog``, compiling it if needed."""
+    version, make_fixes = setup_verilator()
+    key = native_cache_key(verilog, top, job)
+    final = root / key
+    if (final / "ok").is_file():
+        return final / "bench"
+
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
+    try:
+        (tmp / f"{top}.v").write_text(verilog)
+        (tmp / "hwgen_native_top.v").write_text(wrapper(verilog, top, job))
+        (tmp / "native_bench.cpp").write_text(bench_source())
+        threads = native_threads(verilog)
+        env = dict(os.environ)
+        # command-line style overrides beat verilated.mk's settings
+        env["MAKEFLAGS"] = " ".join(filter(None, [
+            env.get("MAKEFLAGS", ""), make_fixes,
+            f"OPT_FAST={OPT}", f"OPT_GLOBAL={OPT}"]))
+        cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(4, os.cpu_count() or 1)),
+               "--top-module", "hwgen_native_top", "--prefix", "Vtop",
+               "-Mdir", str(tmp / "obj"),
+               "-o", str(tmp / "bench"), *BUILD_ARGS,
+               *(["--threads", str(threads)] if threads > 1 else []),
+               str(tmp / "native_bench.cpp"), str(tmp / "hwgen_native_top.v"),
+               str(tmp / f"{top}.v")]
+        proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
+        (tmp / "build.log").write_text(proc.stdout + proc.stderr)
+        if proc.returncode != 0 or not (tmp / "bench").is_file():
+            raise RuntimeError(f"Verilator build of {top!r} failed (exit {proc.returncode}):\n"
+                               f"{_tail(proc.stdout + proc.stderr)}")
+        shutil.rmtree(tmp / "obj", ignore_errors=True)  # only the executable is needed
+        (tmp / "ok").write_text(version + "\n")
+        try:
+            tmp.rename(final)
+        except OSError:  # a concurrent build won the race (or a stale dir is in the way)
+            if not (final / "ok").is_file():
+                shutil.rmtree(final, ignore_errors=True)
+                tmp.rename(final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final / "bench"
+
+
+def _words(beats: list[int], width: int) -> tuple[int, bytes]:
+    n = max(1, (width + 31) // 32)
+    if width <= 64:
+        arr = np.asarray(beats, dtype=np.uint64)
+        if n == 1:
+            return n, arr.astype("<u4").tobytes()
+        return n, arr.astype("<u8").tobytes()
+    return n, b"".join(b.to_bytes(4 * n, "little") for b in beats)
+
+
+def _write_job(path: Path, job: StreamJob, max_cycles: int) -> None:
+    in_words, data = _words(job.in_beats, job.in_width)
+    key = random_key(job.seed)
+    with open(path, "wb") as f:
+        f.write(b"HWGJ" + struct.pack("<III", FORMAT_VERSION, in_words, len(key)))
+        f.write(struct.pack("<QQddQQ", len(job.in_beats), job.n_out_beats,
+                            float(job.stall_in), float(job.stall_out), max_cycles,
+                            EXTRA_CYCLES))
+        f.write(struct.pack(f"<{len(key)}I", *key))
+        f.write(data)
+        f.write(np.asarray([bool(x) for x in job.in_last], dtype=np.uint8).tobytes())
+
+
+def _read_result(path: Path) -> dict:
+    raw = path.read_bytes()
+    if raw[:4] != b"HWGR":
+        raise RuntimeError(f"{path}: not a result of the native bench")
+    version, status, out_words, cycles, n_in, n_out = struct.unpack_from("<IIIQQQ", raw, 4)
+    if version != FORMAT_VERSION:
+        raise RuntimeError(f"{path}: result format {version}, expected {FORMAT_VERSION}")
+    pos = 4 + struct.calcsize("<IIIQQQ")
+    in_times = np.frombuffer(raw, "<u8", n_in, pos).tolist()
+    pos += 8 * n_in
+    out_times = np.frombuffer(raw, "<u8", n_out, pos).tolist()
+    pos += 8 * n_out
+    words = np.frombuffer(raw, "<u4", n_out * out_words, pos)
+    pos += 4 * n_out * out_words
+    if out_words == 1:
+        beats = words.tolist()
+    elif out_words == 2:
+        beats = words.view("<u8").tolist()
+    else:
+        blob = words.tobytes()
+        size = 4 * out_words
+        beats = [int.from_bytes(blob[k:k + size], "little") for k in range(0, len(blob), size)]
+    last = [bool(x) for x in np.frombuffer(raw, np.uint8, n_out, pos)]
+    return {"status": _STATUS[status], "cycles": cycles, "in_times": in_times,
+            "out_times": out_times, "out_beats": beats, "out_last": last}
+
+
+def run_native(verilog: str, top: str, job: StreamJob,
+               build_dir: str | None = None) -> StreamResult:
+    """Simulate ``job`` on the design ``verilog`` (top module ``top``) with the native bench.
+
+    Same contract as :func:`sim.verilator.run_verilator`: ``build_dir`` overrides the cache
+    root; :class:`SimTimeout` if the outputs do not all arrive within
+    ``default_max_cycles(job)`` cycles, ``RuntimeError`` on a build error, more output beats
+    than expected or a bench crash.
+    """
+    if len(job.in_last) != len(job.in_beats):
+        raise ValueError("in_beats and in_last differ in length")
+    for b in job.in_beats:
+        if not 0 <= b < (1 << job.in_width):
+            raise ValueError(f"input beat {b} does not fit in {job.in_width} bits")
+    max_cycles = default_max_cycles(job)
+    bench = _build(verilog, top, job, cache_root(build_dir))
+
+    run_dir = Path(tempfile.mkdtemp(prefix="hwgen-native-"))
+    job_file, result_file = run_dir / "job.bin", run_dir / "result.bin"
+    _write_job(job_file, job, max_cycles)
+    proc = subprocess.run([str(bench), str(job_file), str(result_file)], cwd=run_dir,
+                          capture_output=True, text=True)
+    if proc.returncode != 0 or not result_file.is_file():
+        (run_dir / "sim.log").write_text(proc.stdout + proc.stderr)
+        raise RuntimeError(f"Verilator simulation of {top!r} failed (exit {proc.returncode}; "
+                           f"files kept in {run_dir}):\n{_tail(proc.stdout + proc.stderr)}")
+    res = _read_result(result_file)
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+    got = len(res["out_beats"])
+    if res["status"] == "timeout":
+        raise SimTimeout(f"{top}: only {got} of {job.n_out_beats} output beats arrived "
+                         f"within {max_cycles} cycles ({len(res['in_times'])} of "
+                         f"{len(job.in_beats)} input beats were consumed)")
+    if res["status"] == "extra":
+        raise RuntimeError(f"{top}: produced more than the expected {job.n_out_beats} "
+                           f"output beats (a surplus beat at cycle {res['cycles'] - 1})")
+    return StreamResult(out_beats=res["out_beats"], out_last=res["out_last"],
+                        in_times=res["in_times"], out_times=res["out_times"],
+                        cycles=res["cycles"])
