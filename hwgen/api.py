@@ -24,8 +24,11 @@ from hwgen.errors import HwgenError
 from hwgen.io import atomic_dir, check_input_shape, read_input
 from hwgen.quantize import float_model_error, float_top1, quantized_copy
 from hwgen.reference import run_batched
+from hwgen.sim.amaranth_sim import run_amaranth
 from hwgen.sim.base import StreamJob
+from hwgen.sim.native import run_native
 from hwgen.sim.packing import beats_to_frames, frames_to_beats
+from hwgen.sim.verilator import run_verilator
 
 SIMULATORS = ("verilator", "cocotb", "amaranth")
 
@@ -164,14 +167,11 @@ def run_design(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
                     max_cycles=int((est["latency_cycles"] + (n + 2) * est["cycles_per_frame"])
                                    * 4 / max(0.05, (1 - stall) ** 2) + 10000))
     if simulator == "amaranth":
-        from hwgen.sim.amaranth_sim import run_amaranth
         res = run_amaranth(build_top(lower(ig, folding)), job)
     elif simulator == "cocotb":
-        from hwgen.sim.verilator import run_verilator
         text = (Path(out_dir) / manifest["verilog"]).read_text()
         res = run_verilator(text, manifest["top"], job)
     else:
-        from hwgen.sim.native import run_native
         text = (Path(out_dir) / manifest["verilog"]).read_text()
         res = run_native(text, manifest["top"], job)
     y = beats_to_frames(res.out_beats, tout.qtype, mo["elements_per_beat"], tout.size)

@@ -32,7 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("simulate", help="run float inputs through a compiled design")
     s.add_argument("design", metavar="DIR", help="folder written by 'hwgen compile'")
     s.add_argument("--input", required=True, metavar="X", help="inputs: .npy or .npz, batch first")
-    s.add_argument("-o", "--output", required=True, metavar="Y.npy", help="outputs (as ONNX returns them)")
+    s.add_argument("-o", "--output", required=True, metavar="Y.npy",
+                   help="outputs (as ONNX returns them)")
     s.add_argument("--count", type=int, help="simulate only the first N samples")
     _sim_args(s)
 
@@ -138,8 +139,8 @@ def run(argv=None) -> int:
     if args.cmd == "quantize":
         o = _quant_opts(args)
         out = quantize(args.model, o.pop("calibration"), args.output, **o)
-        print(f"wrote {out} (QDQ; int8 weights {'per channel' if o['per_channel'] else 'per tensor'}"
-              f", {o['activation_type']} activations"
+        weights = "per channel" if o["per_channel"] else "per tensor"
+        print(f"wrote {out} (QDQ; int8 weights {weights}, {o['activation_type']} activations"
               f"{', symmetric' if o['symmetric'] else ''}; calibrated on {args.calibration})")
         return 0
     if args.cmd == "compile":
