@@ -56,7 +56,6 @@ def test_resnet_100_frames_under_stalls(tmp_path):
 def test_target_cycles_sets_bottleneck(tmp_path):
     """Each layer takes the smallest PE·SIMD meeting the target, or its fastest folding when
     none does; the manifest's bottleneck is the slowest block."""
-    from hwgen.dataflow import lower as L
     from hwgen.dataflow.importer import to_int_graph
     from hwgen.dataflow.loader import load_model
 
@@ -68,7 +67,8 @@ def test_target_cycles_sets_bottleneck(tmp_path):
         assert m["estimate"]["cycles_per_frame"] == max(l["estimate"]["cycles"]
                                                          for l in m["layers"])
         for op in ig.ops:
-            pes, simds, cycles = L.fold_space(ig, op)
+            space = op.fold_space(ig)
+            pes, simds, cycles = space.pe, space.simd, space.cycles
             f = m["folding"][op.name]
             got = cycles(f["pe"], f["simd"])
             options = [(pe * simd, cycles(pe, simd)) for pe in pes for simd in simds]
