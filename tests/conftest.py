@@ -1,17 +1,21 @@
 """Shared fixtures and the test markers.
 
-Markers (select with ``-m``; ``pytest -m "not slow and not verilator"`` is the fast set, about
-a minute on two cores):
+Markers (select with ``-m``; ``pytest -m "not slow and not verilator and not sim"`` is the fast
+set, about a minute on two cores):
 
 ``verilator``
     builds or runs a Verilator simulation (a C++ build of the design: seconds to minutes);
+``sim``
+    simulates RTL in Amaranth's simulator (seconds per test);
 ``slow``
     takes more than about ten seconds on its own (end-to-end runs, large grids, model zoos);
 ``synth``
     runs Yosys or nextpnr.
 
 Tests whose id names the Verilator back end are marked ``verilator`` automatically, and so are
-the tests of modules that simulate through the API's default back end (Verilator).
+the tests of modules that simulate through the API's default back end (Verilator); tests whose
+id names Amaranth's simulator, stalls, cycle measurements or an RTL comparison are marked
+``sim``.
 """
 from __future__ import annotations
 
@@ -29,11 +33,18 @@ EXAMPLES = ROOT / "examples"
 #: modules whose simulations run through the API or CLI with the default back end
 VERILATOR_MODULES = {"test_sim_verilator", "test_digits_e2e", "test_cnn_e2e",
                      "test_examples_cnn", "test_front_door", "test_cli_errors"}
+#: words in a test id that mean an RTL simulation in Amaranth's simulator
+SIM_WORDS = ("amaranth", "rtl_equals_golden", "stalls", "golden_and_cycles", "_rtl")
 #: modules or tests that take long (see ``pytest --durations``)
 SLOW = ("test_digits_e2e.py", "test_cnn_e2e.py", "test_examples_cnn.py",
         "test_inspect.py::test_light_model_zoo_complete_report",
         "test_inspect.py::test_compile_refuses_a_model_no_device_holds",
-        "test_inspect_agrees.py")
+        "test_inspect_agrees.py",
+        "test_inspect.py::test_examples_map_completely_with_the_manifest_estimates",
+        "test_inspect.py::test_examples_with_folding_and_target",
+        "test_qonnx.py::test_manifest_multipliers_are_narrow",
+        "test_join_blocks.py::test_add_golden_vs_onnxruntime",
+        "test_join_blocks.py::test_add_golden_matches_exact_rational")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -44,6 +55,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.verilator)
         if any(name.startswith(s) for s in SLOW):
             item.add_marker(pytest.mark.slow)
+        if any(w in item.nodeid.lower() for w in SIM_WORDS):
+            item.add_marker(pytest.mark.sim)
 
 
 def hwgen_command() -> list[str]:
