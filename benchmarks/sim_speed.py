@@ -8,19 +8,20 @@ simulated cycles per wall-clock second (median of 3 runs after the build; each r
 writing the job, starting the simulator and reading the result). Wall time is noisy on
 shared machines; the cycle counts are exact and equal for both benches.
 
-Measured on a shared two-core machine (``--cocotb-frames 100``, defaults otherwise):
+Measured on a shared two-core machine while other jobs ran (``--cocotb-frames 20``; the
+cocotb figures include its start-up, which dominates 20 frames):
 
     model                    bench   threads  build s    cycles    cycles/s
-    digits_mlp_qdq.onnx      native        1      8.6   2049339   4,559,080
-    digits_mlp_qdq.onnx      cocotb        1     11.2    103739      94,971
-    digits_cnn_qdq.onnx      native        1     11.0   1281170     939,437
-    digits_cnn_qdq.onnx      cocotb        1     18.6     65170      61,339
-    digits_resnet_qdq.onnx   native        1     20.5   2048867     428,126
-    digits_resnet_qdq.onnx   cocotb        1     30.4    103267      75,720
+    digits_mlp_qdq.onnx      native        1     23.5   2049339   4,962,109
+    digits_mlp_qdq.onnx      cocotb        1     28.6     21819      23,213
+    digits_cnn_qdq.onnx      native        1     20.2   1281170   1,816,868
+    digits_cnn_qdq.onnx      cocotb        1     12.5     13970      19,807
+    digits_resnet_qdq.onnx   native        1     18.9   2048867     792,185
+    digits_resnet_qdq.onnx   cocotb        1     32.1     21347      15,338
 
-In the native runs about 97% of the time is the verilated design's own clock-edge logic
-(``perf``); over a quarter of it is Verilator's generic wide-word insert, called for the
-requantizers' variable shifts, which the Verilog sizes at 106 bits.
+With 100 cocotb frames the cocotb bench ran at 61–95 k cycles/s. In the native runs nearly all
+the time is the verilated design's own clock-edge logic (``perf``); the requantizers' float32
+rounding is the largest part of it.
 """
 from __future__ import annotations
 
