@@ -63,16 +63,9 @@ class Conv:
     def lower(self, b: Builder, ig: IntGraph, f: Folding) -> str:
         tin, tout = ig.tensors[self.input], ig.tensors[self.output]
         nodes = tuple(self.nodes)
-        win = self.window
-        c, h, w = win.in_shape
-        oh, ow = win.out_hw
-        per = self.in_per_beat(f)
-        sp = SWGParams((h, w, c), win.kernel, win.stride, win.pads, tin.zero_point, tin.qtype,
-                       per, self.depthwise)
-        src, _ = b.read(self.input, per, row_fifo_depth(sp))
-        windows = b.stream(f"{short_name(self.output)}_win", tin.qtype, per,
-                           oh * ow * win.kernel[0] * win.kernel[1] * c)
-        b.add(Block(f"{self.name}_swg", "swg", sp, [src], [windows], self.name, nodes))
+        oh, ow = self.window.out_hw
+        windows = add_window_generator(b, ig, self, tin.zero_point, self.in_per_beat(f),
+                                       self.depthwise)
         out = b.stream(short_name(self.output), tout.qtype, f.pe, tout.size)
         if self.depthwise:
             p = VVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
@@ -83,6 +76,23 @@ class Conv:
                            f.simd, oh * ow)
             b.add(Block(self.name, "mvau", p, [windows], [out], self.name, nodes))
         return out
+
+
+def add_window_generator(b: Builder, ig: IntGraph, op, pad_value: int, per_beat: int,
+                         depthwise: bool) -> str:
+    """The sliding-window stage of a windowed op (convolution, pooling): the generator block
+    reading ``op.input`` through a FIFO of one input row, and its window stream (returned)."""
+    tin = ig.tensors[op.input]
+    win = op.window
+    c, h, w = win.in_shape
+    oh, ow = win.out_hw
+    sp = SWGParams((h, w, c), win.kernel, win.stride, win.pads, pad_value, tin.qtype, per_beat,
+                   depthwise)
+    src, _ = b.read(op.input, per_beat, row_fifo_depth(sp))
+    windows = b.stream(f"{short_name(op.output)}_win", tin.qtype, per_beat,
+                       oh * ow * win.kernel[0] * win.kernel[1] * c)
+    b.add(Block(f"{op.name}_swg", "swg", sp, [src], [windows], op.name, tuple(op.nodes)))
+    return windows
 
 
 def window_from_attrs(node: Node, in_shape: tuple[int, int, int],

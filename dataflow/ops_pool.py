@@ -12,15 +12,14 @@ import numpy as np
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.intgraph import IntGraph, Window, int_op
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.lower import Block, Builder, Folding, row_fifo_depth, short_name
-from hwgen.dataflow.ops_conv import feature_map, window_from_attrs
+from hwgen.dataflow.lower import Block, Builder, Folding, short_name
+from hwgen.dataflow.ops_conv import add_window_generator, feature_map, window_from_attrs
 from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes
 from hwgen.dataflow.values import Int, Pending, channel_last_order
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.gap import GAPParams
 from hwgen.rtl_templates.pool import PoolParams
 from hwgen.rtl_templates.quant import Requant, make_requant
-from hwgen.rtl_templates.swg import SWGParams
 
 
 @int_op
@@ -51,15 +50,11 @@ class Pool:
     def lower(self, b: Builder, ig: IntGraph, f: Folding) -> str:
         tin, tout = ig.tensors[self.input], ig.tensors[self.output]
         nodes = tuple(self.nodes)
-        win = self.window
-        c, h, w = win.in_shape
-        oh, ow = win.out_hw
-        k = win.kernel[0] * win.kernel[1]
+        c = self.window.in_shape[0]
+        oh, ow = self.window.out_hw
+        k = self.window.kernel[0] * self.window.kernel[1]
         pad = tin.qtype.lo if self.kind == "max" else tin.zero_point
-        sp = SWGParams((h, w, c), win.kernel, win.stride, win.pads, pad, tin.qtype, f.pe, True)
-        src, _ = b.read(self.input, f.pe, row_fifo_depth(sp))
-        windows = b.stream(f"{short_name(self.output)}_win", tin.qtype, f.pe, oh * ow * k * c)
-        b.add(Block(f"{self.name}_swg", "swg", sp, [src], [windows], self.name, nodes))
+        windows = add_window_generator(b, ig, self, pad, f.pe, True)
         avg = self.kind == "avg"
         pp = PoolParams(self.kind, c, k, tin.qtype, tout.qtype, f.pe, oh * ow,
                         self.requant if avg else None, tin.zero_point,

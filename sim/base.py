@@ -45,6 +45,20 @@ class SimTimeout(RuntimeError):
     """The design stopped producing output (deadlock or far too slow)."""
 
 
+def check_status(top: str, job: StreamJob, max_cycles: int, status: str, n_out: int,
+                 n_in: int, cycles: int) -> None:
+    """Raise what a bench's final ``status`` means: ``"timeout"`` (``n_out`` output and
+    ``n_in`` input beats transferred within ``max_cycles``) or ``"extra"`` (a surplus output
+    beat in the last of ``cycles``); ``"ok"`` passes."""
+    if status == "timeout":
+        raise SimTimeout(f"{top}: only {n_out} of {job.n_out_beats} output beats arrived "
+                         f"within {max_cycles} cycles ({n_in} of {len(job.in_beats)} input "
+                         f"beats were consumed)")
+    if status == "extra":
+        raise RuntimeError(f"{top}: produced more than the expected {job.n_out_beats} "
+                           f"output beats (a surplus beat at cycle {cycles - 1})")
+
+
 def default_max_cycles(job: StreamJob) -> int:
     if job.max_cycles:
         return job.max_cycles

@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import SimTimeout, StreamJob, StreamResult, default_max_cycles
-from .verilator import BUILD_ARGS, EXTRA_CYCLES, cache_root, setup_verilator
+from hwgen.sim.base import StreamJob, StreamResult, check_status, default_max_cycles
+from hwgen.sim.verilator import BUILD_ARGS, EXTRA_CYCLES, cache_root, setup_verilator
 
 __all__ = ["run_native", "native_cache_key", "native_threads", "bench_source",
            "random_key", "port_widths", "wrapper", "NATIVE_BENCH_VERSION"]
@@ -260,14 +260,8 @@ def run_native(verilog: str, top: str, job: StreamJob,
     res = _read_result(result_file)
     shutil.rmtree(run_dir, ignore_errors=True)
 
-    got = len(res["out_beats"])
-    if res["status"] == "timeout":
-        raise SimTimeout(f"{top}: only {got} of {job.n_out_beats} output beats arrived "
-                         f"within {max_cycles} cycles ({len(res['in_times'])} of "
-                         f"{len(job.in_beats)} input beats were consumed)")
-    if res["status"] == "extra":
-        raise RuntimeError(f"{top}: produced more than the expected {job.n_out_beats} "
-                           f"output beats (a surplus beat at cycle {res['cycles'] - 1})")
+    check_status(top, job, max_cycles, res["status"], len(res["out_beats"]),
+                 len(res["in_times"]), res["cycles"])
     return StreamResult(out_beats=res["out_beats"], out_last=res["out_last"],
                         in_times=res["in_times"], out_times=res["out_times"],
                         cycles=res["cycles"])

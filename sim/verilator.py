@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .base import SimTimeout, StreamJob, StreamResult, default_max_cycles
+from hwgen.sim.base import StreamJob, StreamResult, check_status, default_max_cycles
 
 __all__ = ["run_verilator"]
 
@@ -230,14 +230,8 @@ def run_verilator(verilog: str, top: str, job: StreamJob,
     res = json.loads(result_file.read_text())
     shutil.rmtree(run_dir, ignore_errors=True)
 
-    got = len(res["out_beats"])
-    if res["status"] == "timeout":
-        raise SimTimeout(f"{top}: only {got} of {job.n_out_beats} output beats arrived "
-                         f"within {max_cycles} cycles ({len(res['in_times'])} of "
-                         f"{len(job.in_beats)} input beats were consumed)")
-    if res["status"] == "extra":
-        raise RuntimeError(f"{top}: produced more than the expected {job.n_out_beats} "
-                           f"output beats (a surplus beat at cycle {res['cycles'] - 1})")
+    check_status(top, job, max_cycles, res["status"], len(res["out_beats"]),
+                 len(res["in_times"]), res["cycles"])
     return StreamResult(
         out_beats=[int(b, 16) for b in res["out_beats"]],
         out_last=[bool(x) for x in res["out_last"]],

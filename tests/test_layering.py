@@ -103,6 +103,16 @@ def test_modules_are_found():
     assert len(MODULES) > 40
 
 
+def test_imports_are_absolute():
+    """Relative imports would hide from the checks below: every import names its module."""
+    bad = []
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, "relative imports: " + ", ".join(bad)
+
+
 def test_imports_point_down():
     bad = []
     for mod, path, target, _, line, _ in _edges():
