@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -188,9 +189,9 @@ def hwgen_files(folder: Path) -> set[str] | None:
     if not isinstance(doc, dict) or doc.get("format") != "hwgen-manifest":
         return None
     names = {MANIFEST, DESIGN_NPZ}
-    named = [doc.get("verilog")] + list(doc["files"] if isinstance(doc.get("files"), dict)
-                                        else ())
-    names.update(n for n in named if plain_file_name(n))
+    v = doc.get("verilog")
+    if isinstance(v, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\.v", v):
+        names.add(v)  # only ever a Verilog file: a manifest cannot make hwgen claim others
     return names
 
 

@@ -119,6 +119,19 @@ def test_compile_hwgen_output_with_a_stray_file_refused(tmp_path):
     assert snapshot(d) == before
 
 
+def test_a_forged_manifest_cannot_make_hwgen_delete_files(tmp_path):
+    d = user_folder(tmp_path)
+    (d / "manifest.json").write_text(json.dumps({
+        "format": "hwgen-manifest", "verilog": "precious.txt",
+        "files": {"precious.txt": "0" * 64, "subdir": "0" * 64}}))
+    p = hwgen("compile", QDQ_MODEL, "-o", d, cwd=tmp_path)
+    assert_error(p, "precious.txt")
+    p = hwgen("compile", QDQ_MODEL, "-o", d, "--force", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (d / "precious.txt").read_text() == "years of work\n"
+    assert (d / "subdir" / "notes.md").is_file()
+
+
 def test_compile_replaces_its_own_output(tmp_path):
     d = tmp_path / "out"
     assert hwgen("compile", QDQ_MODEL, "-o", d, cwd=tmp_path).returncode == 0
