@@ -135,7 +135,7 @@ def read_input(path, input_name: str, count: int | None = None) -> np.ndarray:
             arr = _read_npz(p, input_name, count)
         else:
             arr = _read_npy(p, count)
-        x = np.asarray(arr, dtype=np.float32)
+        x = np.array(arr, dtype=np.float32)  # a copy: not the memory map or zip buffer
     except HwgenError:
         raise
     except MemoryError:
