@@ -49,10 +49,14 @@ class QTensor:
         return int(np.prod(self.shape, dtype=np.int64))
 
     def quantize(self, x: np.ndarray) -> np.ndarray:
-        """ONNX QuantizeLinear of float ``x`` (float32 arithmetic, round half to even)."""
-        y = np.rint(np.asarray(x, dtype=np.float32) / np.float32(self.scale))
-        y = y.astype(np.int64) + self.zero_point
-        return np.clip(y, self.qtype.lo, self.qtype.hi)
+        """ONNX QuantizeLinear of float ``x`` (float32 arithmetic, round half to even,
+        saturation). The clip happens in floating point before the cast to integers, so
+        ±inf and values far out of range saturate to the type's ends as onnxruntime's do
+        (NaN has no quantized value: callers refuse it)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            y = np.rint(np.asarray(x, dtype=np.float32) / np.float32(self.scale))
+            y = np.clip(y.astype(np.float64) + self.zero_point, self.qtype.lo, self.qtype.hi)
+        return np.nan_to_num(y, nan=self.zero_point).astype(np.int64)
 
     def dequantize(self, q: np.ndarray) -> np.ndarray:
         """ONNX DequantizeLinear of integer ``q`` (float32)."""

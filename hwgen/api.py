@@ -21,7 +21,16 @@ from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, Folding, lower
 from hwgen.dataflow.operators import is_float_model
 from hwgen.dataflow.ops_qonnx import is_qonnx_model, qonnx_reference
 from hwgen.errors import HwgenError
-from hwgen.io import atomic_dir, check_input_shape, read_input
+from hwgen.io import (
+    DESIGN_NPZ,
+    MANIFEST,
+    check_input_shape,
+    check_no_nan,
+    check_output_dir,
+    check_output_path,
+    output_dir,
+    read_input,
+)
 from hwgen.quantize import float_model_error, float_top1, quantized_copy
 from hwgen.reference import run_batched
 from hwgen.sim.amaranth_sim import run_amaranth
@@ -79,8 +88,13 @@ def _top_name(model_path: Path) -> str:
 
 def compile(model, out_dir, fold=None, name: str | None = None,
             target_cycles: int | None = None, *, calibration=None, per_channel: bool = False,
-            symmetric: bool = False, activation_type: str = "uint8") -> CompileResult:
+            symmetric: bool = False, activation_type: str = "uint8",
+            force: bool = False) -> CompileResult:
     """ONNX model → ``out_dir``/<name>.v + manifest.json + design.npz (atomically).
+
+    ``out_dir`` must be new, empty or an earlier output of hwgen holding nothing else; with
+    ``force`` it may hold other files, which are left alone (only hwgen's three files are
+    replaced). The model's own folder, the current folder and their parents are refused.
 
     Folding: ``fold`` (a FOLD.json path or {layer: Folding}) fixes layers; the others get the
     smallest PE/SIMD reaching ``target_cycles`` per frame (default
@@ -90,13 +104,19 @@ def compile(model, out_dir, fold=None, name: str | None = None,
     quantized with onnxruntime first (:func:`hwgen.quantize.quantize`, with
     ``per_channel``/``symmetric``/``activation_type``) into a temporary file of the same
     name, which is what gets compiled."""
+    check_output_path(out_dir, model)
     if calibration is not None:
         if isinstance(fold, (str, Path)):
             read_folding(fold)  # a bad folding file fails before the quantization
         with quantized_copy(model, calibration, per_channel, symmetric,
                             activation_type) as (qdq, _):
-            return compile(qdq, out_dir, fold, name, target_cycles)
-    model = Path(model)
+            return _compile(qdq, Path(out_dir), fold, name, target_cycles, model, force)
+    return _compile(Path(model), Path(out_dir), fold, name, target_cycles, model, force)
+
+
+def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
+             force: bool) -> CompileResult:
+    """:func:`compile` of a quantized ``model``; ``origin`` is the model the user gave."""
     folding = read_folding(fold) if isinstance(fold, (str, Path)) else fold
     graph = load_model(model, upgrade=True)
     if is_float_model(graph):
@@ -105,6 +125,7 @@ def compile(model, out_dir, fold=None, name: str | None = None,
         ig = to_int_graph(graph)
     except HwgenError as e:
         raise HwgenError(f"{model.name}: {e}") from None
+    check_output_dir(out_dir, origin, force)  # before the slow part
     try:
         if target_cycles is not None and target_cycles < 1:
             raise HwgenError(f"target cycles must be at least 1 (got {target_cycles})")
@@ -121,13 +142,13 @@ def compile(model, out_dir, fold=None, name: str | None = None,
     onnx_in = [d if isinstance(d, int) else "N" for d in graph.inputs[0].shape]
     out_info = graph.value_info.get(ig.onnx_output) or graph.outputs[0]
     onnx_out = [d if isinstance(d, int) else "N" for d in (out_info.shape or ())]
-    manifest = design.manifest_json(name, model.name, sha, ig, dfg, onnx_in, onnx_out,
-                                    top.in_width, top.out_width)
-    out_dir = Path(out_dir)
-    with atomic_dir(out_dir) as tmp:
+    with output_dir(out_dir, origin, force) as tmp:
         (tmp / f"{name}.v").write_text(text)
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        design.save_npz(tmp / "design.npz", design.intgraph_json(ig)[1])
+        design.save_npz(tmp / DESIGN_NPZ, design.intgraph_json(ig)[1])
+        files = {f: design.file_hash(tmp / f) for f in (f"{name}.v", DESIGN_NPZ)}
+        manifest = design.manifest_json(name, model.name, sha, ig, dfg, onnx_in, onnx_out,
+                                        top.in_width, top.out_width, files)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return CompileResult(out_dir, out_dir / f"{name}.v", manifest)
 
 
@@ -187,16 +208,17 @@ def _timing(res, n: int, in_beats: int, out_beats: int) -> tuple[int, float | No
 
 def simulate(out_dir, x, simulator: str = "verilator", count: int | None = None,
              stall: float = 0.0, seed: int = 0) -> SimulationResult:
-    """Run float inputs ``x`` (array or .npy/.npz path) through the compiled design."""
-    manifest, _, _ = design.load(out_dir)
+    """Run float inputs ``x`` (array or .npy/.npz path) through the compiled design.
+    NaN inputs are refused; ±inf and out-of-range values saturate as in QuantizeLinear."""
+    manifest, ig, _ = design.load(out_dir)
     source = str(x) if isinstance(x, (str, Path)) else "input array"
     if isinstance(x, (str, Path)):
-        x = read_input(x, manifest["input"]["onnx_name"])
+        x = read_input(x, manifest["input"]["onnx_name"], count)
     x = np.asarray(x, dtype=np.float32)
     if count is not None:
         x = x[:count]
+    check_no_nan(x, source)
     frames = _frames(manifest, x, source)
-    _, ig, _ = design.load(out_dir)
     xq = ig.tensors[ig.input].quantize(ig.to_stream(frames))
     y, res, manifest, ig = run_design(out_dir, xq, simulator, stall, seed)
     n = xq.shape[0]
@@ -234,7 +256,7 @@ class VerifyReport:
 def verify(model, x, count: int | None = None, simulator: str = "verilator", fold=None,
            out_dir=None, stall: float = 0.0, target_cycles: int | None = None, *,
            calibration=None, per_channel: bool = False, symmetric: bool = False,
-           activation_type: str = "uint8") -> VerifyReport:
+           activation_type: str = "uint8", force: bool = False) -> VerifyReport:
     """Compile, simulate, and compare RTL with the golden model and with onnxruntime.
 
     With ``calibration`` the float ``model`` is quantized first (see :func:`compile`); the
@@ -243,14 +265,17 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
     classifiers ([N, C] outputs)."""
     import onnxruntime as ort
 
+    if out_dir is not None:
+        check_output_path(out_dir, model)
     if calibration is not None:
         if isinstance(fold, (str, Path)):
             read_folding(fold)
         with quantized_copy(model, calibration, per_channel, symmetric,
                             activation_type) as (qdq, float_model):
-            rep = verify(qdq, x, count, simulator, fold, out_dir, stall, target_cycles)
+            rep = verify(qdq, x, count, simulator, fold, out_dir, stall, target_cycles,
+                         force=force)
             if isinstance(x, (str, Path)):
-                x = read_input(x, rep.compiled.manifest["input"]["onnx_name"])
+                x = read_input(x, rep.compiled.manifest["input"]["onnx_name"], count)
             x = np.asarray(x, dtype=np.float32)[:count]
             rep.float_top1_agreement = float_top1(float_model, x, rep.sim.outputs)
             return rep
@@ -259,12 +284,13 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         tmp = Path(tempfile.mkdtemp(prefix="hwgen-verify-"))
         out_dir = tmp / "design"
     try:
-        comp = compile(model, out_dir, fold, target_cycles=target_cycles)
+        comp = compile(model, out_dir, fold, target_cycles=target_cycles, force=force)
         manifest = comp.manifest
         source = str(x) if isinstance(x, (str, Path)) else "input array"
         if isinstance(x, (str, Path)):
-            x = read_input(x, manifest["input"]["onnx_name"])
+            x = read_input(x, manifest["input"]["onnx_name"], count)
         x = np.asarray(x, dtype=np.float32)[:count]
+        check_no_nan(x, source)
         check_input_shape(x, manifest["input"]["onnx_shape"], source)
         sim = simulate(out_dir, x, simulator, stall=stall)
         _, ig, _ = design.load(out_dir)

@@ -26,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
                                  "--calibration")
     c.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     c.add_argument("--name", help="top-level module name (default: from the model file name)")
+    _force_arg(c)
     _fold_args(c)
     _quant_args(c)
 
@@ -44,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--count", type=int, help="use only the first N samples")
     _fold_args(v)
     v.add_argument("-o", "--output", metavar="DIR", help="keep the compiled design in DIR")
+    _force_arg(v)
     _sim_args(v)
     _quant_args(v)
 
@@ -89,6 +91,12 @@ def _quant_opts(args) -> dict:
         return {}
     return dict(calibration=args.calibration, per_channel=args.per_channel,
                 symmetric=args.symmetric, activation_type=args.activation_type or "uint8")
+
+
+def _force_arg(p):
+    p.add_argument("--force", action="store_true",
+                   help="write into an existing folder that holds other files (only hwgen's "
+                        "<top>.v, manifest.json and design.npz are replaced)")
 
 
 def _fold_args(p):
@@ -145,7 +153,7 @@ def run(argv=None) -> int:
         return 0
     if args.cmd == "compile":
         res = api.compile(args.model, args.output, args.fold, args.name, args.target_cycles,
-                          **_quant_opts(args))
+                          force=args.force, **_quant_opts(args))
         est = res.estimate
         print(f"wrote {res.verilog} and {res.out_dir / 'manifest.json'}")
         print(f"estimate: {est['cycles_per_frame']} cycles per frame (bottleneck "
@@ -166,7 +174,7 @@ def run(argv=None) -> int:
     if args.cmd == "verify":
         rep = api.verify(args.model, args.input, _count(args.count), args.simulator, args.fold,
                          args.output, _stall(args.stall), args.target_cycles,
-                         **_quant_opts(args))
+                         force=args.force, **_quant_opts(args))
         _print_report(rep)
         return 0 if rep.ok else 1
     return 2

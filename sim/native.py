@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from hwgen.sim.base import StreamJob, StreamResult, check_status, default_max_cycles
-from hwgen.sim.verilator import BUILD_ARGS, EXTRA_CYCLES, cache_root, setup_verilator
+from hwgen.sim.verilator import BUILD_ARGS, EXTRA_CYCLES, cache_root, check_top, setup_verilator
 
 __all__ = ["run_native", "native_cache_key", "native_threads", "bench_source",
            "random_key", "port_widths", "wrapper", "NATIVE_BENCH_VERSION"]
@@ -138,6 +138,7 @@ def _tail(text: str, n: int = 40) -> str:
 
 def _build(verilog: str, top: str, job: StreamJob, root: Path) -> Path:
     """Return the path of the compiled bench of ``verilog``, compiling it if needed."""
+    check_top(top)
     version, make_fixes = setup_verilator()
     key = native_cache_key(verilog, top, job)
     final = root / key

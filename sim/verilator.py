@@ -22,9 +22,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hwgen.errors import HwgenError
 from hwgen.sim.base import StreamJob, StreamResult, check_status, default_max_cycles
 
-__all__ = ["run_verilator"]
+__all__ = ["run_verilator", "check_top"]
 
 # Bump when the bench or the build recipe changes in a way that matters.
 BENCH_VERSION = "2"
@@ -86,6 +87,14 @@ def setup_verilator() -> tuple[str, str]:
     return version, fixes
 
 
+def check_top(top) -> str:
+    """The top module's name becomes a file name in the cache (``<top>.v``): only a plain
+    Verilog identifier is taken, so nothing is written outside the build folder."""
+    if not isinstance(top, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", top):
+        raise HwgenError(f"top module name {top!r} is not a plain Verilog identifier")
+    return top
+
+
 def cache_root(build_dir: str | None) -> Path:
     if build_dir is not None:
         return Path(build_dir)
@@ -141,6 +150,7 @@ def _build(verilog: str, top: str, root: Path) -> Path:
     """Return the directory holding the compiled simulator, compiling it if needed."""
     from cocotb_tools.runner import VerilatorControlFile
 
+    check_top(top)
     version, make_fixes = setup_verilator()
     key = cache_key(verilog, top)
     final = root / key

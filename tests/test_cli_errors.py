@@ -366,12 +366,18 @@ def test_compile_success_deterministic_and_replaces(tmp_path):
     for f in ("digits_mlp_qdq.v", "manifest.json"):
         assert (out1 / f).read_bytes() == (out2 / f).read_bytes(), f"{f} differs between runs"
 
-    # compile again onto an existing folder holding a stale file: replaced cleanly
-    (out1 / "stale.txt").write_text("from an older build\n")
+    # compile again onto its own output folder: hwgen's files are replaced, nothing else
     p3 = hwgen("compile", QDQ_MODEL, "-o", out1, cwd=tmp_path)
     assert p3.returncode == 0, p3.stderr
-    assert not (out1 / "stale.txt").exists()
     assert _listing(out1) == _listing(out2)
+    # a file hwgen did not write is never deleted: refused without --force, kept with it
+    (out1 / "stale.txt").write_text("from an older build\n")
+    p4 = hwgen("compile", QDQ_MODEL, "-o", out1, cwd=tmp_path)
+    assert p4.returncode == 2 and "--force" in p4.stderr, p4.stderr
+    assert (out1 / "stale.txt").read_text() == "from an older build\n"
+    p5 = hwgen("compile", QDQ_MODEL, "-o", out1, "--force", cwd=tmp_path)
+    assert p5.returncode == 0, p5.stderr
+    assert (out1 / "stale.txt").read_text() == "from an older build\n"
     for f in ("digits_mlp_qdq.v", "manifest.json"):
         assert (out1 / f).read_bytes() == (out2 / f).read_bytes()
     hidden = [q.name for q in (tmp_path / "a").iterdir() if q.name.startswith(".")]
