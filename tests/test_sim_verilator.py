@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from hwgen.sim.base import SimTimeout, StreamJob, default_max_cycles
-from hwgen.sim.verilator import cache_key, cache_root, run_verilator, setup_verilator
+from hwgen.sim.verilator import BENCH_PATH, cache_key, cache_root, run_verilator, setup_verilator
 
 
 def _axis(width: int) -> dict:
@@ -237,3 +238,12 @@ def test_second_run_reuses_the_cached_build():
     result = run_verilator(text, "top", job)
     _check_basic(result, job, 100)
     assert mtimes() == before  # not rebuilt, not touched: the cache entry was reused
+
+
+def test_bench_path_holds_the_package_and_shadows_nothing():
+    """The folder put on the simulator's PYTHONPATH holds the top-level hwgen package and no
+    module named like a standard one (installed, the sub-package folder would put hwgen's
+    inspect.py before the standard library's)."""
+    root = Path(BENCH_PATH)
+    assert (root / "hwgen" / "__init__.py").is_file()
+    assert not [p.name for p in root.glob("*.py") if p.stem in sys.stdlib_module_names]
