@@ -13,8 +13,17 @@ module imports nothing else eagerly: the API functions are attributes loaded on 
 (PEP 562), which keeps ``import hwgen.rtl_templates`` free of the whole pipeline.
 """
 import importlib
+import os
 
 __version__ = "0.1.0"
+
+# Installed, the sub-packages live inside this folder (pyproject.toml's package-dir). In a
+# source checkout they are its siblings: let ``hwgen.dataflow`` find ``../dataflow`` there, so
+# that code run from the checkout (``python -m pytest``, ``PYTHONPATH=.``) sees one hwgen.
+_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isfile(os.path.join(_root, "rtl_templates", "block.py")) and \
+        not os.path.isdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataflow")):
+    __path__.append(_root)  # noqa: F821 - the package's own search path
 
 from hwgen.errors import HwgenError  # noqa: E402
 
