@@ -470,7 +470,8 @@ def _check_declared_sizes(model: ModelProto, where: str) -> None:
         itemsize = 8 if dtype is None or dtype.kind == "O" else max(dtype.itemsize, 1)
         why = size_problem(t.dims, itemsize)
         if why is not None:
-            raise HwgenError(f"{where}: {desc} (tensor '{t.name}'): {why}")
+            named = desc if f"'{t.name}'" in desc else f"{desc} (tensor '{t.name}')"
+            raise HwgenError(f"{where}: {named}: {why}")
     first: dict[str, int] = {}
     for i, node in enumerate(model.graph.node):
         if not node.name:
