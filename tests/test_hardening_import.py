@@ -229,3 +229,13 @@ def test_successful_compile_prints_no_warning(tmp_path):
     assert p.stderr == "", p.stderr
     p = hwgen("inspect", CNN_QOP, cwd=tmp_path)
     assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+def test_verify_duplicate_node_names_one_line(tmp_path):
+    """onnxruntime refuses two nodes of one name; verify refuses the model at load first."""
+    def change(m):
+        m.graph.node[3].name = m.graph.node[2].name
+    path = mutant(tmp_path, CNN_QOP, "dupname", change)
+    p = hwgen("verify", path, "--input", EXAMPLES / "digits_images_test.npz", "--count", "2",
+              cwd=tmp_path)
+    one_line_error(p, "'/pool1/MaxPool'", "unique")
