@@ -15,7 +15,7 @@ import numpy as np
 from hwgen.dataflow.intgraph import IntGraph, QTensor
 from hwgen.dataflow.loader import Graph, Node
 from hwgen.dataflow.registry import OpRegistry
-from hwgen.dataflow.values import Const
+from hwgen.dataflow.values import Const, check_stream_shape
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.quant import QType
 
@@ -30,6 +30,40 @@ INT_TYPES = {np.dtype(np.int8): QType(8, True), np.dtype(np.uint8): QType(8, Fal
 
 class Unsupported(Exception):
     """Raised by a handler: the node is valid ONNX but cannot be mapped (reason inside)."""
+
+
+_F32 = np.finfo(np.float32)
+
+
+def scale_problem(a: np.ndarray) -> str | None:
+    """Why ``a`` is not a valid quantization scale (every element a finite, positive float32
+    normal number: zero, negative, NaN, infinite and subnormal scales give requantizers
+    of no meaning or of absurd width), else None."""
+    a = np.asarray(a)
+    if a.size == 0:
+        return "is empty"
+    if a.dtype.kind != "f":
+        return f"has type {a.dtype}, not a float type"
+    with np.errstate(all="ignore"):
+        v = a.astype(np.float64).reshape(-1)
+        bad = ~(np.isfinite(v) & (v >= _F32.tiny) & (v <= _F32.max))
+    if bad.any():
+        x = float(v[int(np.argmax(bad))])
+        what = "not finite" if not np.isfinite(x) else "not positive" if x <= 0 else \
+            "below the smallest normal float32" if x < _F32.tiny else "beyond float32"
+        return f"holds {x!r} ({what}); a scale must be a finite, positive, normal float32"
+    return None
+
+
+def zero_point_problem(a: np.ndarray, dtype: np.dtype | None) -> str | None:
+    """Why ``a`` is not a valid zero point of integers of ``dtype`` (None: any integer
+    type), else None."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "iu":
+        return f"has type {a.dtype}, not an integer type"
+    if dtype is not None and a.dtype != np.dtype(dtype):
+        return f"has type {a.dtype}, but the integers it belongs to are {np.dtype(dtype)}"
+    return None
 
 
 @dataclass
@@ -54,6 +88,29 @@ class ImportContext:
         if not isinstance(v, Const):
             raise Unsupported(f"its {what} must be a constant")
         return v.array
+
+    def scale(self, node: Node, k: int, what: str = "scale") -> np.ndarray | None:
+        """Constant input ``k`` of ``node``, a quantization scale, as float32; refused
+        (naming the tensor) unless finite, positive and normal (:func:`scale_problem`)."""
+        a = self.const(node, k, what)
+        if a is None:
+            return None
+        why = scale_problem(a)
+        if why is not None:
+            raise Unsupported(f"{what} '{node.inputs[k]}' {why}")
+        return np.asarray(a, np.float32)
+
+    def zero_point(self, node: Node, k: int, dtype: np.dtype | None = None,
+                   what: str = "zero point") -> np.ndarray | None:
+        """Constant input ``k`` of ``node``, a zero point of integers of ``dtype``; refused
+        (naming the tensor) unless of that integer type (:func:`zero_point_problem`)."""
+        a = self.const(node, k, what)
+        if a is None:
+            return None
+        why = zero_point_problem(a, dtype)
+        if why is not None:
+            raise Unsupported(f"{what} '{node.inputs[k]}' {why}")
+        return a
 
     def new_tensor(self, base: str, shape, qtype: QType, scale: float, zp: int) -> str:
         name, k = base, 1
@@ -92,4 +149,8 @@ def sample_shape(t, what: str) -> tuple[int, ...]:
     if any(not isinstance(d, int) or d <= 0 for d in rest):
         raise HwgenError(f"graph {what} '{t.name}' has shape {list(t.shape)}: every axis but "
                          f"the first (batch) must be a fixed size")
+    try:
+        check_stream_shape(tuple(rest))
+    except ValueError as e:
+        raise HwgenError(f"graph {what} '{t.name}': {e}") from None
     return tuple(rest)

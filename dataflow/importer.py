@@ -48,7 +48,7 @@ import onnx
 
 from hwgen.dataflow import loader
 from hwgen.dataflow.context import INT_TYPES, ImportContext, Unsupported, op_name, sample_shape
-from hwgen.dataflow.intgraph import IntGraph
+from hwgen.dataflow.intgraph import IntGraph, op_inputs
 from hwgen.dataflow.loader import Graph, Node
 from hwgen.dataflow.operators import REGISTRY, handler_versions, is_quantization_op
 from hwgen.dataflow.ops_qdq import close, out_params, qtype_of
@@ -365,6 +365,9 @@ class _Walk:
             handler(ctx, run)
         except _REFUSALS as e:
             error = str(e)
+        except (FloatingPointError, OverflowError) as e:
+            error = f"its numbers cannot be computed ({e}): a constant or parameter is NaN, " \
+                    f"infinite or out of range"
         except Exception as e:  # noqa: BLE001 - inspect reports, it does not crash
             if not self.collect:
                 raise
@@ -414,9 +417,9 @@ class _Walk:
             qtype, s, zp = ASSUMED
             if node.op_type in ("QuantizeLinear", "DequantizeLinear") and k == 0:
                 try:
-                    zp_arr = ctx.const(node, 2, "zero point")
+                    zp_arr = ctx.zero_point(node, 2)
                     qtype = qtype_of(node, zp_arr)
-                    s, zp = out_params(ctx.const(node, 1, "scale"), zp_arr)
+                    s, zp = out_params(ctx.scale(node, 1), zp_arr)
                 except (Unsupported, ValueError, KeyError) as e:
                     self.problem(node, str(e), f"node {node.label} ({op_name(node)}): {e}")
                     return True
@@ -475,11 +478,35 @@ class _Walk:
         if not ctx.ig.ops and not self.report.problems:
             self.problem(None, "the model has no layer hwgen can map to hardware (no "
                                "quantized Gemm/MatMul/Conv)")
+        if not self.report.problems:
+            self.check_connected()
         self.statuses()
         if self.weights:
             n = sum(int(np.prod(w.q.shape, dtype=np.int64)) for w in self.weights.values())
             self.report.notes.append(f"{len(self.weights)} float weight tensors ({n} weights) "
                                      f"are taken as int8, symmetric per tensor")
+
+    def check_connected(self):
+        """Every layer reads tensors that the graph input or an earlier layer writes, and its
+        result is read by a later layer or is the graph output (a node duplicated under a
+        new output name makes a layer nobody reads; lowering needs neither kind)."""
+        ig = self.ctx.ig
+        by_label = {n.label: n for n in self.graph.nodes}
+        written = {ig.input} | set(self.report.stand_ins)
+        read = {ig.output}
+        for op in ig.ops:
+            read.update(op_inputs(op))
+        for op in ig.ops:
+            node = by_label.get(op.name)
+            for t in op_inputs(op):
+                if t not in written:
+                    self.problem(node, f"it reads '{t}', which no layer before it writes")
+                    return
+            written.add(op.output)
+            if op.output not in read:
+                self.problem(node, f"its result '{op.output}' is read by no other layer and "
+                                   f"is not the graph output (a duplicated or dangling node?)")
+                return
 
     def statuses(self):
         """Status of every node that neither failed nor was blocked."""
@@ -540,10 +567,13 @@ def walk(graph: Graph, policy: Policy = STOP) -> tuple[IntGraph, ImportReport]:
     """The integer graph of ``graph`` and the report of the walk, under ``policy``; with
     the stop policy the first problem raises :class:`HwgenError` instead."""
     w = _Walk(graph, policy)
-    w.start()
-    for node in graph.nodes:
-        w.run_node(node)
-    w.finish()
+    # NumPy's floating point warnings are errors here (underflow to zero is not): a NaN,
+    # infinite or out-of-range number refuses its node instead of printing a warning
+    with np.errstate(all="raise", under="ignore"):
+        w.start()
+        for node in graph.nodes:
+            w.run_node(node)
+        w.finish()
     w.report.nodes = [w.status[n.label] for n in graph.nodes]
     return w.ctx.ig, w.report
 

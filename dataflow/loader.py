@@ -82,12 +82,64 @@ __all__ = [
     "MAX_IR_VERSION",
     "UPGRADE_OPSET",
     "upgrade_opset",
+    "MAX_TENSOR_BYTES",
+    "MAX_TENSOR_ELEMENTS",
+    "tensor_byte_limit",
+    "size_problem",
 ]
 
 MIN_IR_VERSION = 3
 MAX_IR_VERSION = onnx.IR_VERSION
 
 _MSG_LIMIT = 300
+
+#: the largest tensor (declared elements × bytes per element) hwgen reads or creates: an
+#: initializer, a Constant, external data, a ConstantOfShape output (lower still if the
+#: machine has less memory available, :func:`tensor_byte_limit`)
+MAX_TENSOR_BYTES = 2**31
+#: the most elements of one tensor (ONNX Runtime and protobuf index tensors with int32)
+MAX_TENSOR_ELEMENTS = 2**31 - 1
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def tensor_byte_limit() -> int:
+    """The size limit of one tensor: ``MAX_TENSOR_BYTES``, or the memory available now if
+    that is lower."""
+    avail = _available_memory()
+    return MAX_TENSOR_BYTES if not avail else min(MAX_TENSOR_BYTES, avail)
+
+
+def size_problem(dims: Sequence[int], itemsize: int) -> str | None:
+    """Why a tensor of shape ``dims`` with ``itemsize`` bytes per element must not be
+    created (a negative dimension, too many elements or bytes), else None. Computed from
+    the declared shape with Python integers: nothing is allocated."""
+    dims = [int(d) for d in dims]
+    if any(d < 0 for d in dims):
+        return f"its shape {dims} has a negative dimension"
+    n = 1
+    for d in dims:
+        n *= d
+    if n > MAX_TENSOR_ELEMENTS:
+        return f"its shape {dims} declares {n} elements, more than the limit of " \
+               f"{MAX_TENSOR_ELEMENTS}"
+    limit = tensor_byte_limit()
+    if n * itemsize > limit:
+        return f"its shape {dims} declares {n} elements of {itemsize} bytes ({n * itemsize} " \
+               f"bytes), more than the limit of {limit} bytes"
+    return None
 
 
 # --------------------------------------------------------------------------- IR
@@ -323,7 +375,7 @@ def load_model(
             f"{_one_line(e, 120)}"
         ) from e
     abs_path = os.path.abspath(p)
-    return _build(model, os.path.dirname(abs_path), where, abs_path, handled)
+    return _build(model, os.path.dirname(abs_path), where, abs_path, handled, data)
 
 
 def load_model_proto(model: onnx.ModelProto, base_dir: str | None = None,
@@ -365,6 +417,72 @@ def _check_header(model: ModelProto, where: str) -> None:
         )
     if len(model.opset_import) == 0:
         raise HwgenError(f"{where}: not an ONNX model (IR version {ir} but no opset_import)")
+
+
+def _string_fields(msg, path: str):
+    """(field path, value) of every string field of ``msg`` and its sub-messages whose value
+    protobuf could not decode as UTF-8 (it hands those out as bytes)."""
+    for fd, value in msg.ListFields():
+        if fd.type == fd.TYPE_STRING:
+            values = value if _is_repeated(fd) else [value]
+            for k, v in enumerate(values):
+                if isinstance(v, bytes):
+                    yield (f"{path}.{fd.name}[{k}]" if _is_repeated(fd) else
+                           f"{path}.{fd.name}"), v
+        elif fd.type == fd.TYPE_MESSAGE:
+            if _is_repeated(fd):
+                for k, sub in enumerate(value):
+                    yield from _string_fields(sub, f"{path}.{fd.name}[{k}]")
+            else:
+                yield from _string_fields(value, f"{path}.{fd.name}")
+
+
+def _is_repeated(fd) -> bool:
+    rep = getattr(fd, "is_repeated", None)
+    return bool(rep) if rep is not None else fd.label == fd.LABEL_REPEATED
+
+
+def _check_utf8(model: ModelProto, where: str, data: bytes | None) -> None:
+    """Every name and string of the model must be UTF-8: a byte-flipped name is refused
+    with the field (node index) and its byte offset in the file."""
+    for field_path, raw in _string_fields(model, "model"):
+        node = ""
+        if field_path.startswith("model.graph.node["):
+            i = int(field_path[len("model.graph.node["):].split("]", 1)[0])
+            op = model.graph.node[i].op_type
+            node = f" (node #{i}" + (f", op '{op}')" if isinstance(op, str) else ")")
+        offset = data.find(raw) if data is not None else -1
+        at = f" at byte offset {offset} of the file" if offset >= 0 else ""
+        raise HwgenError(
+            f"{where}: {field_path}{node} is not valid UTF-8: {raw[:60]!r}{at}"
+        )
+
+
+def _check_declared_sizes(model: ModelProto, where: str) -> None:
+    """Every tensor stored in the model (initializers, Constant and other attribute tensors,
+    external data before it is read) against the size limit, from its declared shape; and
+    node names unique (onnxruntime refuses a model with two nodes of one name)."""
+    tensors = list(_iter_tensors(model.graph, ""))
+    for f in model.functions:
+        tensors.extend(_iter_node_tensors(f.node, f" in function '{f.domain}.{f.name}'"))
+    for desc, t in tensors:
+        dtype = _np_dtype(t.data_type)
+        itemsize = 8 if dtype is None or dtype.kind == "O" else max(dtype.itemsize, 1)
+        why = size_problem(t.dims, itemsize)
+        if why is not None:
+            named = desc if f"'{t.name}'" in desc else f"{desc} (tensor '{t.name}')"
+            raise HwgenError(f"{where}: {named}: {why}")
+    first: dict[str, int] = {}
+    for i, node in enumerate(model.graph.node):
+        if not node.name:
+            continue
+        j = first.setdefault(node.name, i)
+        if j != i:
+            raise HwgenError(
+                f"{where}: node name '{node.name}' is used by node #{j} "
+                f"(op '{model.graph.node[j].op_type}') and node #{i} (op '{node.op_type}'); "
+                "node names must be unique"
+            )
 
 
 def _check_opsets(model: ModelProto, where: str) -> dict[str, int]:
@@ -863,8 +981,11 @@ def _upgrade_if_needed(model: ModelProto, opsets: dict[str, int], versions, wher
 
 
 def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None,
-           handled: Mapping[str, Sequence[int]] | None = None) -> Graph:
+           handled: Mapping[str, Sequence[int]] | None = None,
+           data: bytes | None = None) -> Graph:
     _check_header(model, where)
+    _check_utf8(model, where, data)
+    _check_declared_sizes(model, where)
     opsets = _check_opsets(model, where)
     _load_external_data(model, base_dir, where)
     model = _inline_functions(model, where)

@@ -16,7 +16,7 @@ import numpy as np
 import onnx.defs
 
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
-from hwgen.dataflow.loader import Node
+from hwgen.dataflow.loader import Node, size_problem
 from hwgen.dataflow.ops_join import add_tensors
 from hwgen.dataflow.ops_shape import reshaped
 from hwgen.dataflow.values import Const, Deq, FloatInput, Int
@@ -39,12 +39,13 @@ def _int_list(a) -> list[int]:
 def constant_of_shape(ctx: ImportContext, node: Node):
     check_attrs(node, {"value": None})
     shape = _int_list(ctx.const(node, 0, "shape"))
-    if any(d < 0 for d in shape):
-        raise Unsupported(f"shape {shape} has a negative dimension")
     value = np.asarray(node.attrs.get("value", np.zeros(1, np.float32)))
     if value.size != 1:
         raise Unsupported(f"its value must have one element, has {value.size}")
     fill = value.reshape(())
+    why = size_problem(shape, fill.dtype.itemsize)
+    if why is not None:
+        raise Unsupported(f"output '{node.outputs[0]}': {why}")
     n = int(np.prod(shape, dtype=np.int64))
     arr = np.broadcast_to(fill, tuple(shape))
     ctx.set(node, Const(arr if n > LAZY_FILL_ELEMENTS else arr.copy()))

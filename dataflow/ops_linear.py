@@ -187,6 +187,9 @@ def add_bias(lin: Linear, b, node: Node, channel_vector: bool = False) -> Linear
         else:
             acc_b = np.rint(q * s.astype(np.float64) / lin.acc_scale).astype(np.int64)
     else:
+        if not np.all(np.isfinite(arr)):
+            raise Unsupported("its float bias holds a value that is not finite (NaN or "
+                              "infinity)")
         real = np.broadcast_to(arr.reshape(-1).astype(np.float64), (n,))
         acc_b = np.rint(real / lin.acc_scale).astype(np.int64)
     lin.bias = lin.bias + acc_b

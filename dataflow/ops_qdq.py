@@ -46,12 +46,12 @@ Q_ATTRS = {"axis": None, "saturate": None, "block_size": lambda v: v == 0,
 def quantize_linear(ctx: ImportContext, node: Node):
     check_attrs(node, Q_ATTRS)
     x = ctx.value(node, 0)
-    zp_arr = ctx.const(node, 2, "zero point")
+    zp_arr = ctx.zero_point(node, 2)
     qtype = qtype_of(node, zp_arr)
     if isinstance(x, Const):
         raise Unsupported("quantizing a constant at run time is not supported; store it "
                           "quantized")
-    s, zp = out_params(ctx.const(node, 1, "scale"), zp_arr)
+    s, zp = out_params(ctx.scale(node, 1), zp_arr)
     ctx.set(node, close(ctx, x, node.outputs[0], qtype, s, zp, node.label))
 
 
@@ -109,16 +109,18 @@ _DQ_ATTRS = {"axis": None, "block_size": lambda v: v == 0, "output_dtype": None}
 def dequantize_linear(ctx: ImportContext, node: Node):
     check_attrs(node, _DQ_ATTRS)
     x = ctx.value(node, 0)
-    scale = ctx.const(node, 1, "scale")
-    zp = ctx.const(node, 2, "zero point")
+    scale = ctx.scale(node, 1)
     if isinstance(x, Const):
         q = np.asarray(x.array)
         if q.dtype.kind not in "iu":
-            raise Unsupported(f"dequantized constant has type {q.dtype}, not an integer type")
+            raise Unsupported(f"dequantized constant '{node.inputs[0]}' has type {q.dtype}, "
+                              f"not an integer type")
+        zp = ctx.zero_point(node, 2, q.dtype)
         axis = int(node.attrs.get("axis", 1))
         ctx.set(node, DeqConst(q, np.asarray(scale, np.float32),
                                np.zeros(1, np.int64) if zp is None else np.asarray(zp), axis))
     elif isinstance(x, Int):
+        zp = ctx.zero_point(node, 2)
         t = ctx.ig.tensors[x.tensor]
         s, z = np.float32(_scalar(scale, "scale")), int(_scalar(zp, "zero point"))
         if (np.float32(t.scale), t.zero_point) != (s, z):

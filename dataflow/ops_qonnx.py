@@ -62,7 +62,13 @@ from dataclasses import replace
 import numpy as np
 import onnx
 
-from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
+from hwgen.dataflow.context import (
+    REGISTRY,
+    ImportContext,
+    Unsupported,
+    check_attrs,
+    scale_problem,
+)
 from hwgen.dataflow.intgraph import Window
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.ops_clip import Clipped
@@ -79,6 +85,8 @@ from hwgen.rtl_templates.xnor_mvau import BIPOLAR, is_bipolar, sign_requant
 DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas")
 #: widths of activation tensors (streams); constants (weights, biases) may be wider
 MAX_ACT_BITS = 16
+#: the widest integer a quantized constant (weight, bias) may have
+MAX_CONST_BITS = 32
 _ROUND_MODES = ("ROUND", "HALF_EVEN", "CEIL", "FLOOR", "UP", "DOWN", "HALF_UP", "HALF_DOWN")
 
 
@@ -148,10 +156,24 @@ def _const_input(ctx: ImportContext, node: Node, k: int, what: str) -> np.ndarra
     return np.asarray(a)
 
 
+def _scale_input(ctx: ImportContext, node: Node, k: int, what: str = "scale") -> np.ndarray:
+    """A quantizer's scale input, refused (naming the tensor) unless every element is a
+    finite, positive, normal float32."""
+    a = _const_input(ctx, node, k, what)
+    why = scale_problem(a)
+    if why is not None:
+        raise Unsupported(f"{what} '{node.inputs[k]}' {why}")
+    return a.astype(np.float32)
+
+
 def _int_scalar(a: np.ndarray, what: str) -> int:
     if a.size != 1:
         raise Unsupported(f"{what} must be a single value, got shape {list(a.shape)}")
+    if a.dtype.kind not in "iuf":
+        raise Unsupported(f"{what} has type {a.dtype}, not a number type")
     v = float(a.reshape(-1)[0])
+    if not np.isfinite(v) or abs(v) > 2.0 ** 62:
+        raise Unsupported(f"{what} {v} is not a finite integer")
     if v != round(v):
         raise Unsupported(f"{what} {v} is not an integer")
     return int(round(v))
@@ -160,7 +182,8 @@ def _int_scalar(a: np.ndarray, what: str) -> int:
 def _bit_width(ctx, node, k: int, limit: int | None) -> int:
     bits = _int_scalar(_const_input(ctx, node, k, "bit width"), "the bit width")
     if bits < 1 or (limit is not None and bits > limit):
-        raise Unsupported(f"bit width {bits}: activations of 1 to {limit} bits are supported"
+        kind = "activations" if limit == MAX_ACT_BITS else "constants"
+        raise Unsupported(f"bit width {bits}: {kind} of 1 to {limit} bits are supported"
                           if limit else f"bit width {bits} must be at least 1")
     return bits
 
@@ -211,11 +234,16 @@ def _quant_const(node: Node, x: np.ndarray, scale, zp, bits: int, signed: bool,
     """qonnx's int_quant on a constant, evaluated now (float32 as qonnx does)."""
     x = np.asarray(x, dtype=np.float32)
     scale = np.asarray(scale, dtype=np.float32)
+    if np.asarray(zp).dtype.kind not in "iuf":
+        raise Unsupported(f"zero point of type {np.asarray(zp).dtype} is not a number")
     zpf = np.asarray(zp, dtype=np.float32)
     if np.any(~(scale > 0)):
         raise Unsupported("scales must be positive")
-    if np.any(zpf != np.round(zpf)):
-        raise Unsupported("zero points must be integers")
+    if not np.all(np.isfinite(zpf)) or np.any(zpf != np.round(zpf)):
+        raise Unsupported("zero points must be finite integers")
+    if not np.all(np.isfinite(x)):
+        raise Unsupported("the quantized constant holds a value that is not finite (NaN or "
+                          "infinity)")
     axis = _channel_axis([scale, zpf], x.shape, "quantized constant")
     y = x / scale + zpf
     if bits == 1 and signed:
@@ -374,11 +402,11 @@ def _quant(ctx: ImportContext, node: Node):
     signed, narrow = _flag(node, "signed", 1), _flag(node, "narrow", 0)
     mode = _mode(node, "ROUND")
     x = ctx.value(node, 0)
-    scale = _const_input(ctx, node, 1, "scale").astype(np.float32)
+    scale = _scale_input(ctx, node, 1)
     zp = _const_input(ctx, node, 2, "zero point")
     cx = _const_value(x)
     if cx is not None:
-        bits = _bit_width(ctx, node, 3, None)
+        bits = _bit_width(ctx, node, 3, MAX_CONST_BITS)
         ctx.set(node, _quant_const(node, cx, scale, zp, bits, signed, narrow, mode))
         return
     bits = _bit_width(ctx, node, 3, MAX_ACT_BITS)
@@ -402,7 +430,7 @@ def _quant(ctx: ImportContext, node: Node):
 def bipolar_quant(ctx: ImportContext, node: Node):
     check_attrs(node, {})
     x = ctx.value(node, 0)
-    scale = _const_input(ctx, node, 1, "scale").astype(np.float32)
+    scale = _scale_input(ctx, node, 1)
     cx = _const_value(x)
     if cx is not None:
         ctx.set(node, _bipolar_const(cx, scale))
@@ -466,12 +494,14 @@ def _trunc(ctx: ImportContext, node: Node):
     _check_bipolar_src(ctx, x)
     if x.clip_lo > -np.inf or x.clip_hi < np.inf:
         raise Unsupported("a clip between the pooling and Trunc is not supported")
-    s_t = _act_scale(_const_input(ctx, node, 1, "scale").astype(np.float32))
+    s_t = _act_scale(_scale_input(ctx, node, 1))
     if _int_scalar(_const_input(ctx, node, 2, "zero point"), "the zero point") != 0:
         raise Unsupported("Trunc with a nonzero zero point is not supported")
     in_bits = _int_scalar(_const_input(ctx, node, 3, "input bit width"), "the input bit width")
+    if not 1 <= in_bits <= MAX_CONST_BITS:
+        raise Unsupported(f"input bit width {in_bits}: 1 to {MAX_CONST_BITS} bits are supported")
     if v2:
-        s_out = _act_scale(_const_input(ctx, node, 4, "output scale").astype(np.float32))
+        s_out = _act_scale(_scale_input(ctx, node, 4, "output scale"))
         out_bits = _bit_width(ctx, node, 5, MAX_ACT_BITS)
         t = int(np.round(np.log2(np.float32(s_out) / np.float32(s_t))))
         signed, narrow = _flag(node, "signed", 1), _flag(node, "narrow", 0)

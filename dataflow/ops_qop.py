@@ -12,7 +12,14 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from hwgen.dataflow.context import INT_TYPES, REGISTRY, ImportContext, Unsupported, check_attrs
+from hwgen.dataflow.context import (
+    INT_TYPES,
+    REGISTRY,
+    ImportContext,
+    Unsupported,
+    check_attrs,
+    scale_problem,
+)
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.ops_conv import CONV_ATTRS, conv_linear
 from hwgen.dataflow.ops_join import Joined
@@ -29,7 +36,7 @@ def _deq_view(ctx: ImportContext, node: Node, k: int, k_scale: int, k_zp: int) -
     if not isinstance(x, Int):
         raise Unsupported(f"input {k} must be an integer tensor (got {type(x).__name__})")
     t = ctx.ig.tensors[x.tensor]
-    s, z = out_params(ctx.const(node, k_scale, "scale"), ctx.const(node, k_zp, "zero point"))
+    s, z = out_params(ctx.scale(node, k_scale), ctx.zero_point(node, k_zp))
     if (np.float32(t.scale), t.zero_point) != (s, z):
         raise Unsupported(f"input {k} is read with scale {s} zero point {z}, but it was "
                           f"quantized with scale {t.scale} zero point {t.zero_point}")
@@ -41,8 +48,8 @@ def _wconst(ctx: ImportContext, node: Node, k: int, k_scale: int, k_zp: int,
     q = ctx.const(node, k, "weight")
     if q.dtype.kind not in "iu":
         raise Unsupported(f"weight input {k} has type {q.dtype}, not an integer type")
-    zp = ctx.const(node, k_zp, "weight zero point")
-    return DeqConst(q, np.asarray(ctx.const(node, k_scale, "weight scale"), np.float32),
+    zp = ctx.zero_point(node, k_zp, q.dtype, "weight zero point")
+    return DeqConst(q, ctx.scale(node, k_scale, "weight scale"),
                     np.zeros(1, np.int64) if zp is None else np.asarray(zp), axis)
 
 
@@ -58,11 +65,11 @@ def _bias(ctx: ImportContext, node: Node, k: int, lin: Linear):
 
 
 def _finish(ctx: ImportContext, node: Node, pending, k_scale: int, k_zp: int):
-    zp = ctx.const(node, k_zp, "output zero point")
+    zp = ctx.zero_point(node, k_zp, what="output zero point")
     dt = np.uint8 if zp is None else np.asarray(zp).dtype
     if np.dtype(dt) not in INT_TYPES:
         raise Unsupported(f"output type {np.dtype(dt)} is not supported")
-    s, z = out_params(ctx.const(node, k_scale, "output scale"), zp)
+    s, z = out_params(ctx.scale(node, k_scale, "output scale"), zp)
     ctx.set(node, close(ctx, pending, node.outputs[0], INT_TYPES[np.dtype(dt)], s, z,
                         node.label))
 
@@ -149,11 +156,13 @@ def _integer_linear(ctx, node, k_xzp: int, k_wzp: int, build, axis: int) -> Line
     if not isinstance(x, Int):
         raise Unsupported(f"input must be an integer tensor (got {type(x).__name__})")
     t = ctx.ig.tensors[x.tensor]
-    xz = ctx.const(node, k_xzp, "input zero point")
+    xz = ctx.zero_point(node, k_xzp, what="input zero point")
     if int(np.asarray(0 if xz is None else xz).reshape(-1)[0]) != t.zero_point:
         raise Unsupported("its input zero point differs from the tensor's")
     q = ctx.const(node, 1, "weight")
-    wz = ctx.const(node, k_wzp, "weight zero point")
+    if q.dtype.kind not in "iu":
+        raise Unsupported(f"weight '{node.inputs[1]}' has type {q.dtype}, not an integer type")
+    wz = ctx.zero_point(node, k_wzp, q.dtype, "weight zero point")
     # view both as dequantized with the tensor's own scale; divide it out again below so the
     # accumulator is the exact integer sum (real value = acc · 1)
     w = DeqConst(q, np.ones(1, np.float32), np.zeros(1, np.int64) if wz is None
@@ -184,7 +193,11 @@ def mul(ctx: ImportContext, node: Node):
     if not isinstance(a, Linear) or c is None or c.dtype.kind != "f":
         raise Unsupported("Mul is supported only as a constant scale of a pending layer")
     n = a.weights.shape[0]
-    if c.size not in (1, n) or np.any(c <= 0):
+    why = scale_problem(c)
+    if why is not None:
+        name = node.inputs[1] if b is ctx.value(node, 1) else node.inputs[0]
+        raise Unsupported(f"Mul scale '{name}' {why}")
+    if c.size not in (1, n):
         raise Unsupported("Mul scale must be positive, per tensor or per output channel")
     check_per_channel(c, a, "the Mul scale")
     a.acc_scale = a.acc_scale * np.broadcast_to(c.reshape(-1).astype(np.float64), (n,))

@@ -164,11 +164,11 @@ def qlinear_unary(ctx: ImportContext, node: Node):
     if not isinstance(x, Int):
         raise Unsupported(f"its input is a {type(x).__name__}, not an integer tensor")
     t = ctx.ig.tensors[x.tensor]
-    zp_arr = ctx.const(node, 4, "output zero point")
+    zp_arr = ctx.zero_point(node, 4, what="output zero point")
     qtype = qtype_of(node, zp_arr)
-    s, zp = out_params(ctx.const(node, 3, "output scale"), zp_arr)
-    s_in, z_in = out_params(ctx.const(node, 1, "input scale"),
-                            ctx.const(node, 2, "input zero point"))
+    s, zp = out_params(ctx.scale(node, 3, "output scale"), zp_arr)
+    s_in, z_in = out_params(ctx.scale(node, 1, "input scale"),
+                            ctx.zero_point(node, 2, what="input zero point"))
     if (np.float32(t.scale), t.zero_point) != (s_in, z_in):
         raise Unsupported(f"reads '{x.tensor}' with scale {s_in} zero point {z_in}, but it "
                           f"was quantized with scale {t.scale} zero point {t.zero_point}")

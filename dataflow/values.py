@@ -12,11 +12,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
+#: the most elements one streamed tensor (per sample) may have
+MAX_STREAM_ELEMENTS = 1 << 28
+
+
+def check_stream_shape(shape: tuple[int, ...]) -> None:
+    """A per-sample shape of a streamed tensor: every axis positive and at most
+    ``MAX_STREAM_ELEMENTS`` elements in all (ValueError otherwise, checked without
+    allocating)."""
+    dims = [int(d) for d in shape]
+    if any(d <= 0 for d in dims):
+        raise ValueError(f"a streamed tensor of shape {dims} per sample: every axis must be "
+                         f"positive")
+    n = 1
+    for d in dims:
+        n *= d
+    if n > MAX_STREAM_ELEMENTS:
+        raise ValueError(f"a streamed tensor of shape {dims} per sample has {n} elements, "
+                         f"more than the limit of {MAX_STREAM_ELEMENTS}")
+
 
 def channel_last_order(shape: tuple[int, ...]) -> np.ndarray | None:
     """Stream order of a per-sample tensor: for (C, H, W) feature maps the hardware streams
     pixels in raster order with channels innermost; other ranks stream row-major (None).
-    Entry k is the row-major flat index (in ``shape``) of the k-th streamed element."""
+    Entry k is the row-major flat index (in ``shape``) of the k-th streamed element.
+    A shape with an empty axis or beyond ``MAX_STREAM_ELEMENTS`` is a ValueError."""
+    check_stream_shape(shape)
     if len(shape) != 3:
         return None
     c, h, w = shape

@@ -199,6 +199,11 @@ def make_requant(real_multiplier, zero_point: int, lo: int, hi: int) -> Requant:
     m32 = np.atleast_1d(np.asarray(real_multiplier, dtype=np.float32))
     if not np.all(np.isfinite(m32)) or np.any(m32 < 0):
         raise ValueError("requantization multiplier must be finite and non-negative")
+    tiny = np.finfo(np.float32).tiny
+    if np.any((m32 > 0) & (m32 < tiny)):
+        v = float(m32[(m32 > 0) & (m32 < tiny)][0])
+        raise ValueError(f"requantization multiplier {v!r} is below the smallest normal "
+                         f"float32 ({float(tiny)!r}): the scales are out of proportion")
     parts = []
     for v in m32:
         if v == 0:
