@@ -301,8 +301,16 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         if is_qonnx_model(model):  # custom ops onnxruntime lacks: the qonnx package runs it
             ref = qonnx_reference(model, x)
         else:
-            sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-            ref = run_batched(sess, onnx_in, ig.onnx_output, x)
+            try:
+                sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+                ref = run_batched(sess, onnx_in, ig.onnx_output, x)
+            except HwgenError:
+                raise
+            except Exception as e:  # noqa: BLE001 - onnxruntime's refusal, in one line
+                first = (str(e).strip().splitlines() or [""])[0][:300]
+                raise HwgenError(f"{Path(model).name}: onnxruntime cannot run the model, so "
+                                 f"the RTL is not compared with it ({type(e).__name__}: "
+                                 f"{first})") from None
         tout = ig.tensors[ig.output]
         ref = ref.reshape(x.shape[0], -1)
         ref_q = tout.quantize(ref) if ig.output_dequantized else ref.astype(np.int64)
