@@ -43,7 +43,14 @@ from pathlib import Path
 import numpy as np
 
 from hwgen.sim.base import StreamJob, StreamResult, check_status, default_max_cycles
-from hwgen.sim.verilator import BUILD_ARGS, EXTRA_CYCLES, cache_root, check_top, setup_verilator
+from hwgen.sim.verilator import (
+    BUILD_ARGS,
+    EXTRA_CYCLES,
+    cache_root,
+    check_top,
+    publish_build,
+    setup_verilator,
+)
 
 __all__ = ["run_native", "native_cache_key", "native_threads", "bench_source",
            "random_key", "port_widths", "wrapper", "NATIVE_BENCH_VERSION"]
@@ -170,13 +177,7 @@ def _build(verilog: str, top: str, job: StreamJob, root: Path) -> Path:
             raise RuntimeError(f"Verilator build of {top!r} failed (exit {proc.returncode}):\n"
                                f"{_tail(proc.stdout + proc.stderr)}")
         shutil.rmtree(tmp / "obj", ignore_errors=True)  # only the executable is needed
-        (tmp / "ok").write_text(version + "\n")
-        try:
-            tmp.rename(final)
-        except OSError:  # a concurrent build won the race (or a stale dir is in the way)
-            if not (final / "ok").is_file():
-                shutil.rmtree(final, ignore_errors=True)
-                tmp.rename(final)
+        publish_build(tmp, final, version)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final / "bench"

@@ -184,16 +184,22 @@ def _build(verilog: str, top: str, root: Path) -> Path:
                                f"{_tail(tmp / 'build.log')}") from None
         for obj in [*tmp.glob("*.o"), *tmp.glob("*.gch")]:  # only the executable is needed
             obj.unlink()
-        (tmp / "ok").write_text(version + "\n")
-        try:
-            tmp.rename(final)
-        except OSError:  # a concurrent build won the race (or a stale dir is in the way)
-            if not (final / "ok").is_file():
-                shutil.rmtree(final, ignore_errors=True)
-                tmp.rename(final)
+        publish_build(tmp, final, version)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def publish_build(tmp: Path, final: Path, version: str) -> None:
+    """Move a finished build from ``tmp`` to its cache entry ``final``, marked complete (a
+    concurrent build of the same design may have won the race: then its entry stays)."""
+    (tmp / "ok").write_text(version + "\n")
+    try:
+        tmp.rename(final)
+    except OSError:  # a concurrent build won the race (or a stale dir is in the way)
+        if not (final / "ok").is_file():
+            shutil.rmtree(final, ignore_errors=True)
+            tmp.rename(final)
 
 
 def run_verilator(verilog: str, top: str, job: StreamJob,
