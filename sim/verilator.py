@@ -22,7 +22,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import hwgen
 from hwgen.errors import HwgenError
 from hwgen.sim.base import StreamJob, StreamResult, check_status, default_max_cycles
 
@@ -40,7 +39,7 @@ _BENCH_MODULE = (__package__ or "sim") + ".cocotb_bench"
 # the folder holding the top-level ``hwgen`` package makes the bench importable (not the
 # folder of this package's parent: installed, that is ``site-packages/hwgen``, whose
 # ``inspect.py`` would shadow the standard library's in the simulator process)
-BENCH_PATH = str(Path(hwgen.__file__).resolve().parent.parent)
+BENCH_PATH = str(Path(importlib.util.find_spec("hwgen").origin).resolve().parent.parent)
 
 
 # Values a properly configured verilated.mk has for settings the PyPI build leaves empty.
