@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from hwgen import api, design, inspect
+from hwgen import __version__, api, design, inspect
 from hwgen.errors import HwgenError
 from hwgen.io import check_writable_file, write_atomic
 from hwgen.quantize import quantize
@@ -19,6 +19,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="hwgen",
         description="ONNX model → streaming dataflow accelerator (Amaranth → Verilog), "
                     "simulated bit-exactly against its golden model and onnxruntime.")
+    ap.add_argument("--version", action="version", version=f"hwgen {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     c = sub.add_parser("compile", help="generate Verilog and manifest.json from an ONNX model")
@@ -155,7 +156,8 @@ def run(argv=None) -> int:
         res = api.compile(args.model, args.output, args.fold, args.name, args.target_cycles,
                           force=args.force, **_quant_opts(args))
         est = res.estimate
-        print(f"wrote {res.verilog} and {res.out_dir / 'manifest.json'}")
+        print(f"wrote {res.verilog}, {res.out_dir / 'manifest.json'} and "
+              f"{res.out_dir / 'design.npz'}")
         print(f"estimate: {est['cycles_per_frame']} cycles per frame (bottleneck "
               f"{est['bottleneck']}), latency {est['latency_cycles']} cycles, "
               f"{est['multipliers']} multipliers, {est['memory_bits']} memory bits")

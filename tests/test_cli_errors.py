@@ -20,6 +20,8 @@ from conftest import run_hwgen as hwgen
 from conftest import save_model as save
 from onnx import TensorProto, helper
 
+from hwgen import __version__ as hwgen_version
+
 try:  # tests/ on sys.path (pytest's default rootdir-less import) ...
     from modelgen import float_mlp, random_mlp
 except ImportError:  # ... or tests/ imported as a package
@@ -568,3 +570,13 @@ def test_verify_count_zero(tmp_path):
     p = hwgen("verify", QDQ_MODEL, "--input", TEST_NPZ, "--count", "0",
               "--simulator", "amaranth", cwd=tmp_path)
     assert_error(p, "--count")
+
+
+def test_version_and_what_compile_wrote(tmp_path):
+    p = hwgen("--version")
+    assert p.returncode == 0 and p.stdout.strip() == f"hwgen {hwgen_version}"
+    p = hwgen("compile", QDQ_MODEL, "-o", tmp_path / "out", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    first = p.stdout.splitlines()[0]
+    assert first.startswith("wrote ") and all(
+        name in first for name in ("digits_mlp_qdq.v", "manifest.json", "design.npz"))
