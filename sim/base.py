@@ -31,6 +31,14 @@ class StreamJob:
     seed: int = 0
     max_cycles: int = 0  # 0: derived from the job size (generous); exceeded -> SimTimeout
 
+    def check(self) -> None:
+        """A job a bench can run: one last flag per input beat, every beat within its width."""
+        if len(self.in_last) != len(self.in_beats):
+            raise ValueError("in_beats and in_last differ in length")
+        for b in self.in_beats:
+            if not 0 <= b < (1 << self.in_width):
+                raise ValueError(f"input beat {b} does not fit in {self.in_width} bits")
+
 
 @dataclass
 class StreamResult:

@@ -242,11 +242,7 @@ def run_native(verilog: str, top: str, job: StreamJob,
     ``default_max_cycles(job)`` cycles, ``RuntimeError`` on a build error, more output beats
     than expected or a bench crash.
     """
-    if len(job.in_last) != len(job.in_beats):
-        raise ValueError("in_beats and in_last differ in length")
-    for b in job.in_beats:
-        if not 0 <= b < (1 << job.in_width):
-            raise ValueError(f"input beat {b} does not fit in {job.in_width} bits")
+    job.check()
     max_cycles = default_max_cycles(job)
     bench = _build(verilog, top, job, cache_root(build_dir))
 

@@ -211,11 +211,7 @@ def run_verilator(verilog: str, top: str, job: StreamJob,
     ``default_max_cycles(job)`` cycles, ``RuntimeError`` on any other failure (build
     error, more output beats than expected, bench crash).
     """
-    if len(job.in_last) != len(job.in_beats):
-        raise ValueError("in_beats and in_last differ in length")
-    for b in job.in_beats:
-        if not 0 <= b < (1 << job.in_width):
-            raise ValueError(f"input beat {b} does not fit in {job.in_width} bits")
+    job.check()
     max_cycles = default_max_cycles(job)
     sim_dir = _build(verilog, top, cache_root(build_dir))
 
