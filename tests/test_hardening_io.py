@@ -251,9 +251,10 @@ def test_ctrl_c_during_compile(tmp_path):
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=120)
         # interrupted before the files were renamed into place: no folder; during or after
-        # (Ctrl-C is held back while renaming, then exits 130): the complete output
+        # (Ctrl-C is held back while renaming, then exits 130; or it lands while the finished
+        # process shuts down, which ends it by the signal): the complete output
         if proc.returncode == 0 or out.exists():
-            assert proc.returncode in (0, 130), proc.returncode
+            assert proc.returncode in (0, 130, -signal.SIGINT), proc.returncode
             assert listing(out) == sorted(HWGEN_FILES)
             design.load(out)
     no_leftovers(tmp_path)
