@@ -82,11 +82,22 @@ from hwgen.rtl_templates.quant import (
     round24_shift,
     signed_width,
 )
-from hwgen.rtl_templates.requant import clamp, rhe_const, round24_hw, round_clamp, sign_magnitude
+from hwgen.rtl_templates.requant import (
+    ROUND24_STAGES,
+    abs_pipe,
+    clamp,
+    delay,
+    reg,
+    requant_stages,
+    rhe_const,
+    round24_pipe,
+    round_clamp,
+)
 from hwgen.rtl_templates.words import lanes
 
 #: cycles from a (joined) input transfer to the output transfer of that beat, per semantics
-PIPELINE_DEPTHS = {"exact": 5, "ort": 6}
+#: (the requantizer's stages after the sum come on top for "ort": :meth:`AddParams.pipeline_depth`)
+PIPELINE_DEPTHS = {"exact": 8, "ort": 6 + 1 + ROUND24_STAGES}
 #: the default semantics of :func:`make_add_requant`
 DEFAULT_SEMANTICS = "ort"
 
@@ -133,7 +144,14 @@ class AddParams:
 
     @property
     def pipeline_depth(self) -> int:
-        return PIPELINE_DEPTHS[self.semantics]
+        if self.ort:
+            return PIPELINE_DEPTHS["ort"] + requant_stages(self.sum_requant)
+        return PIPELINE_DEPTHS["exact"]
+
+    @property
+    def sum_requant(self) -> Requant:
+        """"ort": the requantizer's rounding of the sum, with multiplier 1 and zero point 0."""
+        return Requant(mult=(1,), shift=self.shift, zero_point=0, lo=self.lo, hi=self.hi)
 
     # --- operand ranges (what multiplies the constants) -----------------------------------
     @property
@@ -365,31 +383,32 @@ class AddBlock(wiring.Component):
 
         v_last = v2
         if p.ort:
-            # --- t+3: the inner FMA's float32 rounding ------------------------------------
-            v3 = Signal()
-            m.d.sync += v3.eq(v2)
-            pa3 = [Signal.like(x, name=f"pa3_{k}") for k, x in enumerate(pa)]
-            t3 = [Signal(signed(len(x) + 2), name=f"t3_{k}") for k, x in enumerate(pb)]
+            # --- t+3..t+6: the inner FMA's float32 rounding (|t|, round24, sign) ------------
+            n_st = 2 + ROUND24_STAGES
+            t3 = []
             for k in range(PE):
-                neg, mag = sign_magnitude(m, pb[k], f"t_{k}")
-                r = round24_hw(m, mag, f"t_{k}")
-                m.d.sync += [pa3[k].eq(pa[k]), t3[k].eq(Mux(neg, -r, r))]
-            pa, pb, v_last = pa3, t3, v3
+                neg, mag = abs_pipe(m, pb[k], f"t_{k}")
+                r = round24_pipe(m, mag, f"t_{k}")
+                neg = delay(m, neg, ROUND24_STAGES, f"t_{k}_neg")
+                t3.append(reg(m, Mux(neg, -r, r), signed(len(pb[k]) + 2), f"t3_{k}"))
+            pa = [delay(m, x, n_st, f"pa_{k}") for k, x in enumerate(pa)]
+            pb, v_last = t3, delay(m, v2, n_st, "v_t")
 
         # --- sum; rounding (ort: float32 rounding first), zero point, clamp → FIFO --------
         vs = Signal()
         m.d.sync += vs.eq(v_last)
         s = [Signal(signed(p.sum_bits), name=f"s_{k}") for k in range(PE)]
         m.d.sync += [x.eq(a + b) for x, a, b in zip(s, pa, pb)]
-        # "ort": the requantizer's rounding of the sum with multiplier 1 and zero point 0
-        rq = Requant(mult=(1,), shift=p.shift, zero_point=0, lo=p.lo, hi=p.hi)
         outs = []
         for k in range(PE):
             if p.ort:
-                y = round_clamp(m, s[k], rq, f"y_{k}")
+                y = round_clamp(m, s[k], p.sum_requant, f"y_{k}")
             else:
-                y = clamp(m, rhe_const(s[k], p.shift) + p.zy, p.lo, p.hi, f"y_{k}")
+                r = reg(m, rhe_const(s[k], p.shift), signed(p.sum_bits), f"r_{k}")
+                v = reg(m, r + p.zy, signed(p.sum_bits + abs(p.zy).bit_length() + 1), f"v_{k}")
+                y = clamp(m, v, p.lo, p.hi, f"y_{k}")
             outs.append(y[:p.out_type.bits])
+        vs = delay(m, vs, requant_stages(p.sum_requant) if p.ort else 3, "vs")
         out.write(Cat(*outs), vs)
         return m
 

@@ -50,7 +50,7 @@ from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.quant import QType, Quantized, Requant, make_requant, signed_width
-from hwgen.rtl_templates.requant import round_clamp
+from hwgen.rtl_templates.requant import delay, requant_stages, round_clamp
 from hwgen.rtl_templates.words import lanes
 
 #: cycles from an input transfer to that beat's output transfer
@@ -130,7 +130,17 @@ class ConcatParams:
 
     @property
     def latency(self) -> int:
+        if self.mode == "requant":
+            return LATENCIES["requant"] + requant_stages(self.hw_requant)
         return LATENCIES[self.mode]
+
+    @property
+    def hw_requant(self) -> Requant:
+        """The hardware's requantizer after the selected multiplier (shared shift, zero point
+        and clamp of both inputs)."""
+        r0 = self.requant[0]
+        return Requant(mult=(1,), shift=self.shift, zero_point=r0.zero_point, lo=r0.lo,
+                       hi=r0.hi)
 
     @property
     def d_bounds(self) -> tuple[int, int]:
@@ -350,10 +360,9 @@ class Concat(wiring.Component):
         m.d.sync += v2.eq(v1)
         p2 = [Signal(signed(p.d_bits + mw + 1), name=f"p2_{j}") for j in range(PE)]
         m.d.sync += [x.eq(d * mult) for x, d in zip(p2, d1)]
-        r0 = p.requant[0]
-        rq = Requant(mult=(1,), shift=p.shift, zero_point=r0.zero_point, lo=r0.lo, hi=r0.hi)
+        rq = p.hw_requant
         outs = [round_clamp(m, p2[j], rq, name=f"y_{j}")[:ob] for j in range(PE)]
-        out.write(Cat(*outs), v2)
+        out.write(Cat(*outs), delay(m, v2, requant_stages(rq), "v_rq"))
         return m
 
 

@@ -25,7 +25,7 @@ Hardware
     keeps the FIFO from overflowing; ``valid`` on ``o`` never depends on ``ready``.
 
 Cost
-    ``cycles = pixels*NB``, ``latency = cycles + PIPELINE_DEPTH`` (6); PE multipliers of
+    ``cycles = pixels*NB``, ``latency = cycles + pipeline_depth(p)``; PE multipliers of
     ``acc_bits × mult_bits``; memory: accumulators ``C*acc_bits``, per-channel multipliers
     ``C*mult_bits`` (if per channel), output FIFO ``9*PE*out_bits``.
 """
@@ -47,7 +47,14 @@ from hwgen.rtl_templates.requant import RequantPipeline
 from hwgen.rtl_templates.words import lanes, pack_word
 
 #: cycles from taking the last input beat of a channel block to its output transfer
-PIPELINE_DEPTH = 6
+#: cycles to the requantizer's input plus the output FIFO's two (the requantizer's own
+#: stages come on top: :func:`pipeline_depth`)
+BASE_DEPTH = 4
+
+
+def pipeline_depth(p: GAPParams) -> int:
+    """Cycles from the last step of an output beat to that beat's output transfer."""
+    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits)
 
 
 # ---------------------------------------------------------------------------- params
@@ -126,7 +133,7 @@ def cost(p: GAPParams) -> Cost:
         multiplier_widths=[(p.acc_bits, mult_w)] * p.pe,
         memory_bits=p.nb * p.pe * p.acc_bits
         + (p.nb * p.pe * mult_w if per_channel else 0)
-        + _fifo_depth() * p.pe * p.out_type.bits,
+        + _fifo_depth(p) * p.pe * p.out_type.bits,
         registers=p.pe * (p.in_type.bits + 3 * p.acc_bits + 2 * mult_w) + 64
         + 2 * max(1, (p.pixels - 1).bit_length()),
     )
@@ -136,12 +143,13 @@ def timing(p: GAPParams, in_first: int, in_last: int) -> tuple[int, int]:
     """Cycles of the first and last output transfer of a frame whose first and last input
     beats were taken at ``in_first`` and ``in_last`` (output never stalled)."""
     steps = p.pixels * p.nb
-    return (max(in_last - p.nb + 1, in_first + steps - p.nb) + PIPELINE_DEPTH,
-            max(in_last, in_first + steps - 1) + PIPELINE_DEPTH)
+    d = pipeline_depth(p)
+    return (max(in_last - p.nb + 1, in_first + steps - p.nb) + d,
+            max(in_last, in_first + steps - 1) + d)
 
 
-def _fifo_depth() -> int:
-    return PIPELINE_DEPTH + 3
+def _fifo_depth(p: GAPParams) -> int:
+    return pipeline_depth(p) + 3
 
 
 # ---------------------------------------------------------------------------- hardware
@@ -165,7 +173,7 @@ class GAP(wiring.Component):
         acc_w, mult_w = p.acc_bits, rq.mult_bits
 
         # --- output FIFO and credits ---------------------------------------------------
-        depth = _fifo_depth()
+        depth = _fifo_depth(p)
         out = OutputCredits(m, self.o, PE * ob, depth)
 
         # --- issue stage ---------------------------------------------------------------

@@ -42,6 +42,7 @@ from amaranth.lib.wiring import In, Out
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.pipeline import delay, reg, tree_stages, tree_sum
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
 from hwgen.rtl_templates.requant import RequantPipeline
 from hwgen.rtl_templates.words import lanes, pack_word
@@ -50,11 +51,23 @@ from hwgen.rtl_templates.xnor_mvau import (
     is_bipolar,
     is_pm1,
     select_term,
-    xnor_dot,
 )
 
-#: cycles from issuing the last step of an output beat to that beat's output transfer
-PIPELINE_DEPTH = 7
+#: cycles from issuing the last step of an output beat to the requantizer's input (stage 3)
+#: plus the output FIFO's two; the requantizer's own stages come on top (:func:`pipeline_depth`)
+BASE_DEPTH = 5
+
+
+def operand_stages(p: MVAUParams) -> int:
+    """Registers between the memories and the dot products' register: the operands, the
+    products, the adder tree's inner stages."""
+    return 2 + tree_stages(p.simd)
+
+
+def pipeline_depth(p: MVAUParams) -> int:
+    """Cycles from issuing the last step of an output beat to that beat's output transfer."""
+    return (BASE_DEPTH + operand_stages(p)
+            + RequantPipeline.depth(p.requant, p.acc_bits, is_bipolar(p.out_type)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,7 +175,7 @@ def cost(p: MVAUParams) -> Cost:
         memory_bits=steps * p.pe * p.simd * p.w_bits
         + (p.sf * p.simd * p.in_type.bits if p.nf > 1 else 0)
         + p.nf * p.pe * (p.acc_bits + p.requant.mult_bits)
-        + _fifo_depth() * p.pe * p.out_type.bits,
+        + _fifo_depth(p) * p.pe * p.out_type.bits,
         registers=p.pe * (3 * p.acc_bits + rq_bits + p.requant.mult_bits)
         + p.simd * p.in_type.bits + p.pe * p.simd * (p.in_type.bits + p.w_bits)
         + 64,
@@ -176,14 +189,14 @@ def timing(p: MVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
     first one is taken to arrive as a burst); every fold then takes SF cycles."""
     vectors = p.vectors
     first_in_done = in_last if vectors == 1 else in_first + p.sf - 1
-    out_first = max(first_in_done, in_first + p.sf - 1) + PIPELINE_DEPTH
-    out_last = max(in_last + (p.nf - 1) * p.sf,
-                   in_first + vectors * p.nf * p.sf - 1) + PIPELINE_DEPTH
+    d = pipeline_depth(p)
+    out_first = max(first_in_done, in_first + p.sf - 1) + d
+    out_last = max(in_last + (p.nf - 1) * p.sf, in_first + vectors * p.nf * p.sf - 1) + d
     return out_first, out_last
 
 
-def _fifo_depth() -> int:
-    return PIPELINE_DEPTH + 3
+def _fifo_depth(p: MVAUParams) -> int:
+    return pipeline_depth(p) + 3
 
 
 # ---------------------------------------------------------------------------- hardware
@@ -237,7 +250,7 @@ class MVAU(wiring.Component):
             ib_wr = ibuf.write_port()
 
         # --- output FIFO and credits -------------------------------------------------
-        depth = _fifo_depth()
+        depth = _fifo_depth(p)
         out = OutputCredits(m, self.o, PE * ob, depth)
 
         # --- issue stage ---------------------------------------------------------------
@@ -280,23 +293,34 @@ class MVAU(wiring.Component):
             use_stream1.eq(first_nf), x_reg.eq(self.i.payload),
         ]
         x_word = Mux(use_stream1, x_reg, ib_rd.data) if NF > 1 else x_reg
-        xs = lanes(x_word, SIMD, ib, p.in_type.signed)
+
+        # --- stage 1b: operands registered (memory outputs are slow) ----------------------
+        x1 = reg(m, x_word, unsigned(SIMD * ib), "x1")
+        w1 = reg(m, w_rd.data, unsigned(PE * SIMD * wb), "w1")
+        xs = lanes(x1, SIMD, ib, p.in_type.signed)
+
+        # --- stage 1c: products (or ±1 terms) registered; then the adder tree -------------
         dots = []
         for pe in range(PE):
-            wl = lanes(w_rd.data[pe * SIMD * wb:(pe + 1) * SIMD * wb], SIMD, wb)
+            wl = lanes(w1[pe * SIMD * wb:(pe + 1) * SIMD * wb], SIMD, wb)
             if p.datapath == "xnor":
-                dots.append(xnor_dot(m, x_word[:SIMD], w_rd.data[pe * SIMD:(pe + 1) * SIMD],
-                                     f"xnor_{pe}"))
+                bits = reg(m, ~(x1[:SIMD] ^ w1[pe * SIMD:(pe + 1) * SIMD]), unsigned(SIMD),
+                           f"xnor_{pe}")
+                dots.append(tree_sum(m, [bits[s] for s in range(SIMD)], f"pop_{pe}") * 2 - SIMD)
                 continue
             if p.datapath == "select":
                 terms = [select_term(wl[s][0], xs[s]) for s in range(SIMD)]
             elif p.datapath == "bipolar_in":
-                terms = [select_term(x_word[s], wl[s].as_signed()) for s in range(SIMD)]
+                terms = [select_term(x1[s], wl[s].as_signed()) for s in range(SIMD)]
             else:
                 terms = [xs[s] * wl[s].as_signed() for s in range(SIMD)]
-            dots.append(_tree_sum(terms))
+            terms = [reg(m, t, t.shape(), f"term_{pe}_{s}") for s, t in enumerate(terms)]
+            dots.append(tree_sum(m, terms, f"dot_{pe}"))
+        extra = operand_stages(p)
+        v1, first1, last1, nf1 = (delay(m, x, extra, f"{n}_x") for x, n in
+                                  ((v1, "v1"), (first1, "first1"), (last1, "last1"), (nf1, "nf1")))
 
-        # --- stage 2: accumulate -------------------------------------------------------
+        # --- stage 2: accumulate; the channels' bias and multiplier are read ----------------
         v2, first2, last2 = Signal(), Signal(), Signal()
         nf2 = Signal.like(nf)
         dot2 = [Signal(signed(acc_w), name=f"dot2_{pe}") for pe in range(PE)]
@@ -306,14 +330,15 @@ class MVAU(wiring.Component):
         acc_next = [Mux(first2, 0, a) + d for a, d in zip(acc, dot2)]
         with m.If(v2):
             m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]
-        m.d.comb += p_rd.addr.eq(nf2)
+        m.d.comb += p_rd.addr.eq(nf1)
 
         # --- stage 3: the sum moves on; the channels' bias and multiplier arrive -----------
         v3 = Signal()
         s3 = [Signal(signed(acc_w), name=f"s3_{pe}") for pe in range(PE)]
         m.d.sync += v3.eq(v2 & last2)
         m.d.sync += [s.eq(n) for s, n in zip(s3, acc_next)]
-        params3 = lanes(p_rd.data, PE, acc_w + mult_w)
+        params3 = lanes(reg(m, p_rd.data, unsigned(PE * (acc_w + mult_w)), "params3"), PE,
+                        acc_w + mult_w)
 
         # --- stages 4, 5: bias, product; round half to even, zero point, clamp → FIFO ------
         rqp = RequantPipeline(m, v3, s3, [w[:acc_w].as_signed() for w in params3],
@@ -321,16 +346,6 @@ class MVAU(wiring.Component):
                               sign=is_bipolar(p.out_type))
         out.write(rqp.data, rqp.valid)
         return m
-
-
-def _tree_sum(terms):
-    terms = list(terms)
-    while len(terms) > 1:
-        nxt = [terms[k] + terms[k + 1] for k in range(0, len(terms) - 1, 2)]
-        if len(terms) % 2:
-            nxt.append(terms[-1])
-        terms = nxt
-    return terms[0]
 
 
 # ---------------------------------------------------------------------------- registration

@@ -47,7 +47,7 @@ As in the MVAU, a credit counter keeps the FIFO from overflowing, the pipeline n
 and ``valid`` on ``o`` never depends on ``ready``.
 
 Cost
-    ``cycles = pixels*K*NB``; ``latency = cycles + PIPELINE_DEPTH`` (3 max, 6 avg);
+    ``cycles = pixels*K*NB``; ``latency = cycles + pipeline_depth(p)``;
     multipliers: none (max), PE of ``acc_bits × mult_bits`` (avg); memory: the output FIFO
     (``(depth+3)*PE*out_bits``) plus, for avg with several counts, the index ROM
     (``pixels*ceil(log2(#counts))`` bits).
@@ -72,7 +72,15 @@ from hwgen.rtl_templates.vvau import stream_to_windows
 from hwgen.rtl_templates.words import lanes
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
-PIPELINE_DEPTH = {"max": 3, "avg": 6}
+#: cycles to the output (max) or to the requantizer's input (avg), plus the output FIFO's
+#: two; the requantizer's own stages come on top (:func:`pipeline_depth`)
+BASE_DEPTH = {"max": 3, "avg": 4}
+
+
+def pipeline_depth(p: PoolParams) -> int:
+    """Cycles from the last step of an output beat to that beat's output transfer."""
+    d = BASE_DEPTH[p.kind]
+    return d if p.kind == "max" else d + RequantPipeline.depth(p.requant, p.acc_bits)
 
 
 # ---------------------------------------------------------------------------- params
@@ -220,12 +228,12 @@ def timing(p: PoolParams, in_first: int, in_last: int) -> tuple[int, int]:
     beat needs K input beats (assumed to arrive one per cycle); the last follows the last
     input beat."""
     steps = p.pixels * p.kernel * p.nb
-    d = PIPELINE_DEPTH[p.kind]
+    d = pipeline_depth(p)
     return in_first + p.kernel - 1 + d, max(in_last, in_first + steps - 1) + d
 
 
 def _fifo_depth(p: PoolParams) -> int:
-    return PIPELINE_DEPTH[p.kind] + 3
+    return pipeline_depth(p) + 3
 
 
 # ---------------------------------------------------------------------------- hardware

@@ -1,22 +1,31 @@
 """The requantizer's hardware: the pipeline tail every arithmetic block shares.
 
-:class:`RequantPipeline` takes per lane a signed sum, its bias and its multiplier, and after
-two pipeline registers (sum + bias; product) gives, combinationally,
+:class:`RequantPipeline` takes per lane a signed sum, its bias and its multiplier and
+computes, in :meth:`RequantPipeline.depth` register stages,
 
     clamp(round_half_even(round24(p) / 2**shift) + zero_point, lo, hi)
 
-of the product ``p = (sum + bias) * mult`` (:func:`round_clamp`), where ``round24`` rounds
-|p| to 24 significant bits, half to even (a float32 product): the same formula as
+of the product ``p = (sum + bias) * mult``, where ``round24`` rounds |p| to 24 significant
+bits, half to even (a float32 product): the same formula as
 :meth:`rtl_templates.quant.Requant.apply`, its golden function. Both roundings act on the
 magnitude and the sign is put back afterwards (round half to even is symmetric).
-:func:`round24_hw` is the one float32 rounding of the hardware; the two-input adder uses it too.
+
+Every step is registered, so no path holds more than one wide carry chain and a few LUT
+levels: |p| (one stage), the float32 rounding (:func:`round24_pipe`, two stages: the mask of
+bits to drop, then the rounding add), the division by ``2**shift`` (one stage), sign and zero
+point (one stage), the clamp (one stage). The pipeline never stalls, so the stages need no
+enables; the blocks count :func:`requant_stages` into their latency.
 """
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 
+from hwgen.rtl_templates.pipeline import delay, mul_pipe, mul_stages, reg
 from hwgen.rtl_templates.quant import F32_BITS, Requant, signed_width
 from hwgen.rtl_templates.xnor_mvau import sign_bit
+
+#: register stages of :func:`round24_pipe`
+ROUND24_STAGES = 2
 
 
 def rhe_const(a, k: int):
@@ -29,64 +38,77 @@ def rhe_const(a, k: int):
     return q + ((r > half) | ((r == half) & q[0]))
 
 
-def round24_hw(m: Module, mag, name: str):
-    """Unsigned ``mag`` rounded to 24 significant bits, half to even (one float32 rounding);
-    unsigned, one bit wider than ``mag``.
+def abs_pipe(m: Module, v, name: str):
+    """(negative, |v|) of the signed value ``v``, registered (one stage)."""
+    neg = reg(m, v.as_signed() < 0, unsigned(1), f"{name}_neg")
+    mag = reg(m, Mux(v.as_signed() < 0, -v.as_signed(), v.as_signed()), unsigned(len(v)),
+              f"{name}_mag")
+    return neg, mag
+
+
+def round24_pipe(m: Module, mag, name: str):
+    """Unsigned ``mag`` rounded to 24 significant bits, half to even (one float32 rounding),
+    after :data:`ROUND24_STAGES` registers; unsigned, one bit wider than ``mag``.
 
     No shifter: the bits to drop are those more than 23 places below the leading one, a mask
-    ``low`` made by OR-smearing ``mag`` downwards. Adding ``half - 1`` plus the lowest kept bit
-    and clearing the ``low`` bits rounds half to even."""
+    ``low`` made by OR-smearing ``mag`` downwards (first stage). Adding ``half - 1`` plus the
+    lowest kept bit and clearing the ``low`` bits rounds half to even (second stage)."""
     w = len(mag)
-    if w <= F32_BITS:
-        return mag
+    if w <= F32_BITS:                   # exact already: the stages only delay
+        return delay(m, mag, ROUND24_STAGES, f"{name}_r24")
     smear = mag
     k = 1
     while k < w:                        # smear[j] = OR of mag[j..w-1]
         smear = smear | (smear >> k)
         k *= 2
-    low = Signal(unsigned(w), name=f"{name}_low")           # the bits rounded away
-    lsb = Signal(name=f"{name}_lsb")                        # the lowest kept bit
-    kept = Signal(unsigned(w + 1), name=f"{name}_r24")
-    m.d.comb += [
-        low.eq(smear >> F32_BITS),
-        lsb.eq((mag & ((low << 1) & ~low)).any()),
-        kept.eq((mag + (low >> 1) + lsb) & ~Cat(low, Const(0, 1))),
-    ]
-    return kept
-
-
-def sign_magnitude(m: Module, v, name: str):
-    """(negative, |v|) of the signed value ``v``."""
-    neg = Signal(name=f"{name}_neg")
-    mag = Signal(unsigned(len(v)), name=f"{name}_mag")
-    m.d.comb += [neg.eq(v.as_signed() < 0), mag.eq(Mux(neg, -v.as_signed(), v.as_signed()))]
-    return neg, mag
+    low = reg(m, smear >> F32_BITS, unsigned(w), f"{name}_low")    # the bits rounded away
+    mag1 = reg(m, mag, unsigned(w), f"{name}_mag1")
+    lsb = (mag1 & ((low << 1) & ~low)).any()                        # the lowest kept bit
+    return reg(m, (mag1 + (low >> 1) + lsb) & ~Cat(low, Const(0, 1)), unsigned(w + 1),
+               f"{name}_r24")
 
 
 def clamp(m: Module, v, lo: int, hi: int, name: str):
-    y = Signal(signed(signed_width(lo, hi)), name=name)
-    m.d.comb += y.eq(Mux(v < lo, lo, Mux(v > hi, hi, v)))
-    return y
+    """``v`` clamped to [lo, hi], registered (one stage)."""
+    return reg(m, Mux(v < lo, lo, Mux(v > hi, hi, v)), signed(signed_width(lo, hi)), name)
+
+
+def requant_stages(rq: Requant) -> int:
+    """Register stages :func:`round_clamp` puts between its product and its result."""
+    base = 1 + ROUND24_STAGES + 3          # |p|; round24; / 2**shift; sign + zp; clamp
+    return base + (2 + ROUND24_STAGES if rq.zp_first else 0)
 
 
 def round_clamp(m: Module, p, rq: Requant, name: str):
-    """Combinational requantization of the signed product ``p``; returns the clamped value.
-    With ``rq.zp_first`` the zero point joins before the rounding, as float32 does it:
-    round_half_even(round24(round24(p) + zp·2**shift) / 2**shift)."""
-    neg, mag = sign_magnitude(m, p, name)
-    kept = round24_hw(m, mag, name)
+    """Requantization of the signed product ``p``, pipelined: the clamped value, valid
+    :func:`requant_stages` cycles after ``p``."""
+    neg, mag = abs_pipe(m, p, name)
+    return round_clamp_mag(m, neg, mag, rq, name)
+
+
+def round_clamp_mag(m: Module, neg, mag, rq: Requant, name: str):
+    """:func:`round_clamp` of the product given as sign and magnitude: valid
+    ``requant_stages(rq) - 1`` cycles after them. With ``rq.zp_first`` the zero point joins
+    before the rounding, as float32 does it: round_half_even(round24(round24(p) +
+    zp·2**shift) / 2**shift)."""
+    kept = round24_pipe(m, mag, name)
+    neg = delay(m, neg, ROUND24_STAGES, f"{name}_neg")
     if rq.zp_first:
-        t = Signal(signed(len(kept) + abs(rq.zero_point).bit_length() + rq.shift + 2),
-                   name=f"{name}_zpsum")
-        m.d.comb += t.eq(Mux(neg, -kept, kept) + (rq.zero_point << rq.shift))
-        neg, mag2 = sign_magnitude(m, t, f"{name}_z")
-        kept = round24_hw(m, mag2, f"{name}_z")
+        t = reg(m, Mux(neg, -kept, kept) + (rq.zero_point << rq.shift),
+                signed(len(kept) + abs(rq.zero_point).bit_length() + rq.shift + 2),
+                f"{name}_zpsum")
+        neg, mag2 = abs_pipe(m, t, f"{name}_z")
+        kept = round24_pipe(m, mag2, f"{name}_z")
+        neg = delay(m, neg, ROUND24_STAGES, f"{name}_zneg")
         zp = 0
     else:
         zp = rq.zero_point
-    ymag = Signal(unsigned(max(1, len(kept) - rq.shift + 1)), name=f"{name}_ymag")
-    m.d.comb += ymag.eq(rhe_const(kept, rq.shift))
-    return clamp(m, Mux(neg, -ymag, ymag) + zp, rq.lo, rq.hi, name)
+    ymag = reg(m, rhe_const(kept, rq.shift), unsigned(max(1, len(kept) - rq.shift + 1)),
+               f"{name}_ymag")
+    neg = delay(m, neg, 1, f"{name}_yneg")
+    zb = abs(zp).bit_length() + 1
+    v = reg(m, Mux(neg, zp - ymag, zp + ymag), signed(len(ymag) + zb + 1), f"{name}_v")
+    return clamp(m, v, rq.lo, rq.hi, name)
 
 
 class RequantPipeline:
@@ -95,17 +117,23 @@ class RequantPipeline:
     In cycle t: ``valid``, and per lane the signed sum ``sums[k]``, its ``bias[k]`` and its
     multiplier ``mult[k]`` (signals or constants; a single value, not a list, is one multiplier
     shared by all lanes). t+1: ``sum + bias`` (``acc_bits`` wide) and the multiplier are
-    registered; t+2: the product is registered. Then, combinationally,
-    :func:`round_clamp` of every lane: :attr:`data` (lanes of ``out_bits``, packed) is valid
-    when :attr:`valid`. With ``sign`` (a bipolar output) a sign test replaces the product
-    and each lane is one bit. :data:`STAGES` registers from input to output."""
+    registered; t+2: its sign and magnitude; then the unsigned product of magnitude and
+    multiplier (:func:`~rtl_templates.pipeline.mul_pipe`) and :func:`round_clamp_mag`:
+    :attr:`data` (lanes of ``out_bits``, packed) is valid when :attr:`valid`, :meth:`depth`
+    registers after the input. With ``sign`` (a bipolar output) a sign test replaces the
+    product and each lane is one bit."""
 
-    STAGES = 2
+    @staticmethod
+    def depth(rq: Requant, acc_bits: int, sign: bool = False) -> int:
+        """Registers from the input to :attr:`data`."""
+        if sign:
+            return 2
+        return 2 + mul_stages(acc_bits, rq.mult_bits) + requant_stages(rq) - 1
 
     def __init__(self, m: Module, valid, sums, bias, mult, rq: Requant, acc_bits: int,
                  out_bits: int, sign: bool = False, name: str = "rq"):
         n, mult_w = len(sums), rq.mult_bits
-        v1, v2 = Signal(name=f"{name}_v1"), Signal(name=f"{name}_v2")
+        v1 = Signal(name=f"{name}_v1")
         s1 = [Signal(signed(acc_bits), name=f"{name}_s_{k}") for k in range(n)]
         if isinstance(mult, (list, tuple)):
             m1 = [Signal(unsigned(mult_w), name=f"{name}_m_{k}") for k in range(n)]
@@ -113,15 +141,21 @@ class RequantPipeline:
         else:
             m1 = [Signal(unsigned(mult_w), name=f"{name}_m")] * n
             m.d.sync += m1[0].eq(mult)
-        m.d.sync += [v1.eq(valid), v2.eq(v1)]
+        m.d.sync += v1.eq(valid)
         m.d.sync += [s.eq(x + b) for s, x, b in zip(s1, sums, bias)]
         if sign:        # the sign requantizer as a comparison (no multiplier)
             outs = [Signal(name=f"{name}_b_{k}") for k in range(n)]
             m.d.sync += [b.eq(sign_bit(s, mm, rq.zero_point)) for b, s, mm in zip(outs, s1, m1)]
         else:
-            p2 = [Signal(signed(acc_bits + mult_w + 1), name=f"{name}_p_{k}") for k in range(n)]
-            m.d.sync += [x.eq(s * mm) for x, s, mm in zip(p2, s1, m1)]
-            outs = [round_clamp(m, p, rq, name=f"{name}_y_{k}")[:out_bits]
-                    for k, p in enumerate(p2)]
-        self.valid = v2
+            outs = []
+            m2 = {}
+            for k in range(n):
+                lane = f"{name}_{k}"
+                neg, mag = abs_pipe(m, s1[k], lane)
+                if id(m1[k]) not in m2:         # a shared multiplier is delayed once
+                    m2[id(m1[k])] = reg(m, m1[k], unsigned(mult_w), f"{lane}_m2")
+                prod = mul_pipe(m, mag, m2[id(m1[k])], f"{lane}_mul")
+                neg = delay(m, neg, mul_stages(acc_bits, mult_w), f"{lane}_pneg")
+                outs.append(round_clamp_mag(m, neg, prod, rq, f"{name}_y_{k}")[:out_bits])
+        self.valid = delay(m, v1, self.depth(rq, acc_bits, sign) - 1, f"{name}_v")
         self.data = Cat(*outs)

@@ -29,7 +29,7 @@ The pipeline never stalls: a credit counter lets a step that completes an output
 only while the output FIFO is sure to have room. ``valid`` on ``o`` never depends on ``ready``.
 
 Cost
-    ``cycles = pixels*K*NB``, ``latency = cycles + PIPELINE_DEPTH`` (7); 2·PE multipliers
+    ``cycles = pixels*K*NB``, ``latency = cycles + pipeline_depth(p)``; 2·PE multipliers
     (PE of ``in_bits × w_bits``, PE of ``acc_bits × mult_bits``); memory: weights
     ``C*K*w_bits``, bias/multipliers ``C*(acc_bits + mult_bits)``, output FIFO
     ``10*PE*out_bits``.
@@ -52,7 +52,14 @@ from hwgen.rtl_templates.requant import RequantPipeline
 from hwgen.rtl_templates.words import lanes, pack_word
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
-PIPELINE_DEPTH = 7
+#: cycles to the requantizer's input plus the output FIFO's two (the requantizer's own
+#: stages come on top: :func:`pipeline_depth`)
+BASE_DEPTH = 5
+
+
+def pipeline_depth(p: VVAUParams) -> int:
+    """Cycles from the last step of an output beat to that beat's output transfer."""
+    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits)
 
 
 # ---------------------------------------------------------------------------- layout
@@ -176,7 +183,7 @@ def cost(p: VVAUParams) -> Cost:
         + [(p.acc_bits, p.requant.mult_bits)] * p.pe,
         memory_bits=p.nb * p.kernel * p.pe * p.w_bits
         + p.nb * p.pe * (p.acc_bits + p.requant.mult_bits)
-        + _fifo_depth() * p.pe * p.out_type.bits,
+        + _fifo_depth(p) * p.pe * p.out_type.bits,
         registers=p.pe * (3 * p.acc_bits + rq_bits + p.requant.mult_bits
                           + 2 * p.in_type.bits + p.w_bits) + 64,
     )
@@ -188,13 +195,14 @@ def timing(p: VVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
     beat needs K input beats (assumed to arrive one per cycle); the last follows the last
     input beat."""
     steps = p.pixels * p.kernel * p.nb
-    out_first = in_first + p.kernel - 1 + PIPELINE_DEPTH
-    out_last = max(in_last, in_first + steps - 1) + PIPELINE_DEPTH
+    d = pipeline_depth(p)
+    out_first = in_first + p.kernel - 1 + d
+    out_last = max(in_last, in_first + steps - 1) + d
     return out_first, out_last
 
 
-def _fifo_depth() -> int:
-    return PIPELINE_DEPTH + 3
+def _fifo_depth(p: VVAUParams) -> int:
+    return pipeline_depth(p) + 3
 
 
 # ---------------------------------------------------------------------------- hardware
@@ -232,7 +240,7 @@ class VVAU(wiring.Component):
         p_rd = pmem.read_port()
 
         # --- output FIFO and credits ---------------------------------------------------
-        depth = _fifo_depth()
+        depth = _fifo_depth(p)
         out = OutputCredits(m, self.o, PE * ob, depth)
 
         # --- issue stage ---------------------------------------------------------------

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Mux, Signal, signed
+from amaranth.hdl import Mux
 
 from hwgen.rtl_templates.quant import QType, Requant
 
@@ -107,29 +107,6 @@ def sign_bit(acc, mult, zero_point: int):
 
 
 # ---------------------------------------------------------------------------- hardware
-
-def popcount(m, bits, name: str):
-    """Number of set bits of ``bits`` (a Value), as an unsigned signal (adder tree)."""
-    n = len(bits)
-    terms = [bits[k] for k in range(n)]
-    while len(terms) > 1:
-        nxt = [terms[k] + terms[k + 1] for k in range(0, len(terms) - 1, 2)]
-        if len(terms) % 2:
-            nxt.append(terms[-1])
-        terms = nxt
-    out = Signal(range(n + 1), name=name)
-    m.d.comb += out.eq(terms[0])
-    return out
-
-
-def xnor_dot(m, x_bits, w_bits, name: str):
-    """``2·popcount(xnor(x_bits, w_bits)) − n`` as a signed signal."""
-    n = len(x_bits)
-    pop = popcount(m, ~(x_bits ^ w_bits), f"{name}_pop")
-    dot = Signal(signed(n.bit_length() + 2), name=name)
-    m.d.comb += dot.eq(pop * 2 - n)
-    return dot
-
 
 def select_term(bit, v):
     """``v`` if ``bit`` else ``−v`` (a ±1 factor given by one bit)."""

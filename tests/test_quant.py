@@ -8,7 +8,7 @@ from amaranth.hdl import Module, Signal, signed
 from amaranth.sim import Simulator
 
 from hwgen.rtl_templates.quant import QType, make_requant, range_type, signed_width
-from hwgen.rtl_templates.requant import round_clamp
+from hwgen.rtl_templates.requant import requant_stages, round_clamp
 
 
 def _f32_reference(acc, scale, zp, lo, hi):
@@ -53,6 +53,23 @@ def test_range_type():
     assert signed_width(-128, 127) == 8 and signed_width(0, 128) == 9
 
 
+def _run_pipeline(m, p, y, values, stages):
+    """Feed ``values`` into ``p`` one per clock; the results, ``stages`` clocks later."""
+    got = []
+
+    async def bench(ctx):
+        for a in list(values) + [0] * stages:
+            ctx.set(p, a)
+            await ctx.tick()
+            got.append(ctx.get(y))
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return got[stages - 1:stages - 1 + len(values)]
+
+
 def test_hardware_stage_equals_golden():
     rng = np.random.default_rng(5)
     scale = np.float32(0.0027427638)
@@ -62,17 +79,7 @@ def test_hardware_stage_equals_golden():
     p = Signal(signed(acc_w + rq.mult_bits + 1))
     m = Module()
     y = round_clamp(m, p, rq, "y")
-    got = []
-
-    async def bench(ctx):
-        for a in accs:
-            ctx.set(p, a * rq.mult[0])
-            await ctx.delay(1e-9)
-            got.append(ctx.get(y))
-
-    sim = Simulator(m)
-    sim.add_testbench(bench)
-    sim.run()
+    got = _run_pipeline(m, p, y, [a * rq.mult[0] for a in accs], requant_stages(rq))
     assert got == list(rq.apply(np.array(accs)))
 
 
@@ -91,15 +98,5 @@ def test_zero_point_first_form(zp):
     p = Signal(signed(14 + rq.mult_bits + 1))
     m = Module()
     y = round_clamp(m, p, rq, "y")
-    got = []
-
-    async def bench(ctx):
-        for a in accs:
-            ctx.set(p, a * rq.mult[0])
-            await ctx.delay(1e-9)
-            got.append(ctx.get(y))
-
-    sim = Simulator(m)
-    sim.add_testbench(bench)
-    sim.run()
+    got = _run_pipeline(m, p, y, [a * rq.mult[0] for a in accs], requant_stages(rq))
     assert got == list(rq.apply(np.array(accs)))

@@ -1,0 +1,93 @@
+"""Pipeline registers and the pipelined arithmetic the blocks share.
+
+hwgen's block pipelines never stall (back-pressure only holds their issue stages, see
+``credits.py``), so a pipeline stage is a plain register without enable, and a value that
+must meet another one later is delayed by as many registers. Every helper here says how many
+stages it adds, so the blocks' timing faces can count them.
+
+The rule the helpers follow: between two registers at most one wide carry chain (an adder,
+a comparison) with a few LUT levels around it, or one hard multiplier tile (at most
+:data:`MUL_CHUNK` × :data:`MUL_CHUNK` bits unsigned: one iCE40 SB_MAC16, one ECP5 MULT18X18D).
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal, unsigned
+
+#: operand chunk of the pipelined wide product: one hard multiplier on both families
+MUL_CHUNK = 16
+#: adder-tree levels between two registers
+TREE_LEVELS_PER_STAGE = 2
+
+
+def reg(m: Module, value, shape, name: str) -> Signal:
+    """``value`` registered (one pipeline stage, no enable)."""
+    r = Signal(shape, name=name)
+    m.d.sync += r.eq(value)
+    return r
+
+
+def delay(m: Module, sig, n: int, name: str):
+    """``sig`` delayed by ``n`` registers."""
+    for k in range(n):
+        sig = reg(m, sig, sig.shape(), f"{name}_d{k}")
+    return sig
+
+
+def _levels(n: int) -> int:
+    return max(0, (n - 1).bit_length())
+
+
+def tree_stages(n: int) -> int:
+    """Registers :func:`tree_sum` puts inside the sum of ``n`` terms (its last levels stay
+    combinational: the caller registers the result)."""
+    return max(0, -(-_levels(n) // TREE_LEVELS_PER_STAGE) - 1)
+
+
+def tree_sum(m: Module, terms, name: str):
+    """Sum of ``terms`` by a balanced adder tree, with a register after every
+    :data:`TREE_LEVELS_PER_STAGE` levels except the last group: a value valid
+    :func:`tree_stages` cycles after the terms, to be registered by the caller."""
+    terms = list(terms)
+    level = 0
+    total = _levels(len(terms))
+    while len(terms) > 1:
+        nxt = [terms[k] + terms[k + 1] for k in range(0, len(terms) - 1, 2)]
+        if len(terms) % 2:
+            nxt.append(terms[-1])
+        terms = nxt
+        level += 1
+        if level % TREE_LEVELS_PER_STAGE == 0 and level < total:
+            terms = [reg(m, t, t.shape(), f"{name}_l{level}_{k}") for k, t in enumerate(terms)]
+    return terms[0]
+
+
+def chunks(width: int) -> int:
+    return max(1, -(-width // MUL_CHUNK))
+
+
+def mul_stages(a_bits: int, b_bits: int) -> int:
+    """Registers :func:`mul_pipe` puts between its operands and the product: the partial
+    products, then one per level of their sum."""
+    return 1 + _levels(chunks(a_bits) * chunks(b_bits))
+
+
+def mul_pipe(m: Module, a, b, name: str):
+    """The product of the unsigned values ``a`` and ``b`` after :func:`mul_stages` registers:
+    each pair of :data:`MUL_CHUNK`-bit chunks multiplied in one hard multiplier tile (partial
+    products registered), the partials summed by a registered tree, one level per stage."""
+    wa, wb = len(a), len(b)
+    parts = []
+    for i in range(chunks(wa)):
+        ai = a[i * MUL_CHUNK:min(wa, (i + 1) * MUL_CHUNK)]
+        for j in range(chunks(wb)):
+            bj = b[j * MUL_CHUNK:min(wb, (j + 1) * MUL_CHUNK)]
+            pp = reg(m, ai * bj, unsigned(len(ai) + len(bj)), f"{name}_pp{i}_{j}")
+            parts.append(pp << (MUL_CHUNK * (i + j)))
+    level = 0
+    while len(parts) > 1:
+        nxt = [parts[k] + parts[k + 1] for k in range(0, len(parts) - 1, 2)]
+        if len(parts) % 2:
+            nxt.append(parts[-1])
+        parts = [reg(m, t, unsigned(wa + wb), f"{name}_s{level}_{k}") for k, t in enumerate(nxt)]
+        level += 1
+    return parts[0]
