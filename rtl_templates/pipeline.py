@@ -66,22 +66,25 @@ def chunks(width: int) -> int:
 
 
 def mul_stages(a_bits: int, b_bits: int) -> int:
-    """Registers :func:`mul_pipe` puts between its operands and the product: the partial
-    products, then one per level of their sum."""
-    return 1 + _levels(chunks(a_bits) * chunks(b_bits))
+    """Registers :func:`mul_pipe` puts between its operands and the product: each tile's
+    operands, the partial products, then one per level of their sum."""
+    return 2 + _levels(chunks(a_bits) * chunks(b_bits))
 
 
 def mul_pipe(m: Module, a, b, name: str):
     """The product of the unsigned values ``a`` and ``b`` after :func:`mul_stages` registers:
-    each pair of :data:`MUL_CHUNK`-bit chunks multiplied in one hard multiplier tile (partial
-    products registered), the partials summed by a registered tree, one level per stage."""
+    each pair of :data:`MUL_CHUNK`-bit chunks multiplied in one hard multiplier tile, with
+    operand registers of its own (placed next to the tile) and its product registered; the
+    partials summed by a registered tree, one level per stage."""
     wa, wb = len(a), len(b)
     parts = []
     for i in range(chunks(wa)):
         ai = a[i * MUL_CHUNK:min(wa, (i + 1) * MUL_CHUNK)]
         for j in range(chunks(wb)):
             bj = b[j * MUL_CHUNK:min(wb, (j + 1) * MUL_CHUNK)]
-            pp = reg(m, ai * bj, unsigned(len(ai) + len(bj)), f"{name}_pp{i}_{j}")
+            ra = reg(m, ai, unsigned(len(ai)), f"{name}_a{i}_{j}")
+            rb = reg(m, bj, unsigned(len(bj)), f"{name}_b{i}_{j}")
+            pp = reg(m, ra * rb, unsigned(len(ai) + len(bj)), f"{name}_pp{i}_{j}")
             parts.append(pp << (MUL_CHUNK * (i + j)))
     level = 0
     while len(parts) > 1:

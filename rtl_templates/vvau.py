@@ -47,6 +47,7 @@ from amaranth.lib.wiring import In, Out
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.pipeline import delay, reg
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
 from hwgen.rtl_templates.requant import RequantPipeline
 from hwgen.rtl_templates.words import lanes, pack_word
@@ -54,7 +55,7 @@ from hwgen.rtl_templates.words import lanes, pack_word
 #: cycles from issuing the last step of an output beat to that beat's output transfer
 #: cycles to the requantizer's input plus the output FIFO's two (the requantizer's own
 #: stages come on top: :func:`pipeline_depth`)
-BASE_DEPTH = 5
+BASE_DEPTH = 6
 
 
 def pipeline_depth(p: VVAUParams) -> int:
@@ -270,8 +271,13 @@ class VVAU(wiring.Component):
         x1 = Signal(PE * ib)
         m.d.sync += [v1.eq(issue), first1.eq(k == 0), last1.eq(last_k), cb1.eq(cb),
                      x1.eq(self.i.payload)]
+        # --- stage 1b: operands registered (the weight memory's output is slow) ------------
+        w1 = reg(m, w_rd.data, unsigned(PE * wb), "w1")
+        x1 = reg(m, x1, unsigned(PE * ib), "x1b")
+        v1, first1, last1, cb1 = (delay(m, x, 1, f"{n}_x") for x, n in
+                                  ((v1, "v1"), (first1, "first1"), (last1, "last1"), (cb1, "cb1")))
         xs = lanes(x1, PE, ib, p.in_type.signed)
-        prods = [x * w for x, w in zip(xs, lanes(w_rd.data, PE, wb, signed=True))]
+        prods = [x * w for x, w in zip(xs, lanes(w1, PE, wb, signed=True))]
 
         # --- stage 2: accumulate --------------------------------------------------------
         v2, first2, last2 = Signal(), Signal(), Signal()
@@ -283,14 +289,14 @@ class VVAU(wiring.Component):
         acc_next = [Mux(first2, 0, a) + d for a, d in zip(acc, prod2)]
         with m.If(v2):
             m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]
-        m.d.comb += p_rd.addr.eq(cb2)
+        m.d.comb += p_rd.addr.eq(cb1)
 
         # --- stage 3: the sum moves on; the channels' bias and multiplier arrive -----------
         v3 = Signal()
         s3 = [Signal(signed(acc_w), name=f"s3_{ci}") for ci in range(PE)]
         m.d.sync += v3.eq(v2 & last2)
         m.d.sync += [s.eq(n) for s, n in zip(s3, acc_next)]
-        params3 = lanes(p_rd.data, PE, lane_w)
+        params3 = lanes(reg(m, p_rd.data, unsigned(PE * lane_w), "params3"), PE, lane_w)
 
         # --- stages 4, 5: bias, product; round half to even, zero point, clamp → FIFO ------
         rqp = RequantPipeline(m, v3, s3, [w[:acc_w].as_signed() for w in params3],
