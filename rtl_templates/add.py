@@ -97,7 +97,7 @@ from hwgen.rtl_templates.words import lanes
 
 #: cycles from a (joined) input transfer to the output transfer of that beat, per semantics
 #: (the requantizer's stages after the sum come on top for "ort": :meth:`AddParams.pipeline_depth`)
-PIPELINE_DEPTHS = {"exact": 8, "ort": 6 + 1 + ROUND24_STAGES}
+PIPELINE_DEPTHS = {"exact": 9, "ort": 8 + 1 + ROUND24_STAGES}
 #: the default semantics of :func:`make_add_requant`
 DEFAULT_SEMANTICS = "ort"
 
@@ -363,23 +363,24 @@ class AddBlock(wiring.Component):
         with m.If(take):
             m.d.sync += [a1.eq(self.i0.payload), b1.eq(self.i1.payload)]
 
-        # --- t+2: products ----------------------------------------------------------------
+        # --- t+2: operands less their zero points; t+3: products ("ort": t+4: + fixed) -------
         (pa_lo, pa_hi), (pb_lo, pb_hi) = p.prod_bounds
-        v2 = Signal()
-        m.d.sync += v2.eq(v1)
         pa = [Signal(signed(signed_width(pa_lo, pa_hi)), name=f"pa_{k}") for k in range(PE)]
-        pb = [Signal(signed(signed_width(pb_lo, pb_hi)), name=f"pb_{k}") for k in range(PE)]
+        (blo, bhi), f = p.db_bounds, (p.fixed if p.ort else 0)
+        pb = [Signal(signed(signed_width(blo * p.mb, bhi * p.mb)), name=f"pb_{k}")
+              for k in range(PE)]            # "ort": the fixed term joins one stage later
+        za, zb = (0, 0) if p.ort else (p.za, p.zb)
         for k, (x, y) in enumerate(zip(lanes(a1, PE, p.a_type.bits, p.a_type.signed),
                                        lanes(b1, PE, p.b_type.bits, p.b_type.signed))):
-            da = Signal(signed(p.da_bits), name=f"da_{k}")
-            db = Signal(signed(p.db_bits), name=f"db_{k}")
-            if p.ort:
-                m.d.comb += [da.eq(x), db.eq(y)]
-                m.d.sync += [pa[k].eq(_times_const(da, p.ma)),
-                             pb[k].eq(_times_const(db, p.mb) + p.fixed)]
-            else:
-                m.d.comb += [da.eq(x - p.za), db.eq(y - p.zb)]
-                m.d.sync += [pa[k].eq(_times_const(da, p.ma)), pb[k].eq(_times_const(db, p.mb))]
+            da = reg(m, x - za, signed(p.da_bits), f"da_{k}")
+            db = reg(m, y - zb, signed(p.db_bits), f"db_{k}")
+            m.d.sync += [pa[k].eq(_times_const(da, p.ma)), pb[k].eq(_times_const(db, p.mb))]
+        v2 = delay(m, v1, 2, "v2")
+        if p.ort:
+            pa = [delay(m, x, 1, f"pa_{k}") for k, x in enumerate(pa)]
+            pb = [reg(m, x + f, signed(signed_width(pb_lo, pb_hi)), f"pbf_{k}")
+                  for k, x in enumerate(pb)]
+            v2 = delay(m, v2, 1, "v2f")
 
         v_last = v2
         if p.ort:

@@ -13,11 +13,15 @@ Schedule (as in FINN's MVAU)
     So the unit accepts one beat per cycle during fold 0 and a vector takes NF·SF cycles.
 
 Pipeline (a step issued in cycle t)
-    t+1: weights and buffered input arrive from their memories; PE dot products of SIMD terms
-    t+2: accumulate; on the last synapse fold the sum moves on and the channel's bias/multiplier
-         are read
-    t+3: add bias      t+4: multiply by the fixed-point multiplier
-    t+5: round half to even, add zero point, clamp → output FIFO
+    t+1: weights and buffered input arrive from their memories
+    t+2: operands registered (memory outputs are slow)
+    t+3: the PE×SIMD products (or ±1 terms) registered, then the adder tree of SIMD terms with
+         a register every two levels (:func:`~rtl_templates.pipeline.tree_stages`)
+    then: dot products registered; accumulate; on the last synapse fold the sum moves on
+         with the channel's bias and multiplier (read one cycle ahead and registered)
+    then: the requantizer (:class:`~rtl_templates.requant.RequantPipeline`: bias, |x|, the
+         product in hard-multiplier tiles, float32 rounding, shift, zero point, clamp, each
+         step registered) → output FIFO. :func:`pipeline_depth` counts it all.
 The pipeline never stalls. Instead a credit counter lets a step that completes an output beat
 issue only while the output FIFO is sure to have room, so back-pressure stops the issue stage
 and nothing is lost. ``valid`` on the output comes from the FIFO and never depends on ``ready``.

@@ -11,10 +11,12 @@ bits, half to even (a float32 product): the same formula as
 magnitude and the sign is put back afterwards (round half to even is symmetric).
 
 Every step is registered, so no path holds more than one wide carry chain and a few LUT
-levels: |p| (one stage), the float32 rounding (:func:`round24_pipe`, two stages: the mask of
-bits to drop, then the rounding add), the division by ``2**shift`` (one stage), sign and zero
-point (one stage), the clamp (one stage). The pipeline never stalls, so the stages need no
-enables; the blocks count :func:`requant_stages` into their latency.
+levels, or one hard multiplier tile: sum + bias, its sign and magnitude, the product of
+magnitude and multiplier in 16×16 tiles (:func:`~rtl_templates.pipeline.mul_pipe`), the
+float32 rounding (:func:`round24_pipe`, two stages: the mask of bits to drop, then the
+rounding add), the division by ``2**shift``, sign and zero point, the clamp. The pipeline
+never stalls, so the stages need no enables; the blocks count
+:meth:`RequantPipeline.depth` (or :func:`requant_stages`) into their latency.
 """
 from __future__ import annotations
 
