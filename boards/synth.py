@@ -261,10 +261,11 @@ def keep_failed_logs(root: Path, key: str, tmp: Path, names: tuple[str, ...]) ->
 
 
 def run_tool(command: str, args: list[str], cwd: Path, console: str,
-             timeout: float | None) -> int:
+             timeout: float | None) -> int | None:
     """Run a YoWASP tool in ``cwd`` (its only visible folder) in a child Python process,
-    its console output into ``cwd/console``; → the exit code. The child is killed on a
-    timeout (HwgenError) and on any exception here (Ctrl-C)."""
+    its console output into ``cwd/console``; → the exit code, None if it ran longer than
+    ``timeout`` seconds. The child is killed on a timeout and on any exception here
+    (Ctrl-C)."""
     tool_version(command)
     _dist, module, func = TOOLS[command]
     argv = [sys.executable, "-c",
@@ -277,8 +278,7 @@ def run_tool(command: str, args: list[str], cwd: Path, console: str,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            raise HwgenError(f"{command} took longer than {timeout:g} s and was stopped") \
-                from None
+            return None
         except BaseException:
             proc.kill()
             proc.wait()
@@ -313,7 +313,7 @@ def parse_synthesis(stat: dict, log_text: str, top: str) -> dict:
             seen.add(ln)
             warnings.append(ln)
     mems = []
-    for m in re.finditer(r"Replacing memory (\S+) with list of registers", log_text):
+    for m in re.finditer(r"Replacing memory \\?(\S+) with list of registers", log_text):
         if m.group(1) not in mems:
             mems.append(m.group(1))
     creator = stat.get("creator", "")
@@ -362,7 +362,8 @@ def synthesize(verilog: str, top: str, family: str, *, options=(), cache: bool =
                       "yosys.out", timeout)
         seconds = round(time.perf_counter() - t0, 3)
         if rc != 0 or not (tmp / "stat.json").is_file():
-            why = last_error(tmp / "yosys.log", tmp / "yosys.out")
+            why = (f"stopped after {timeout:g} s (timeout)" if rc is None
+                   else last_error(tmp / "yosys.log", tmp / "yosys.out"))
             log = keep_failed_logs(root, key, tmp, ("yosys.log", "yosys.out"))
             raise HwgenError(f"{step} failed: {why} (log: {log})")
         stat = json.loads((tmp / "stat.json").read_text())
@@ -502,15 +503,14 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
         rc = run_tool(dev.nextpnr, args, tmp, "nextpnr.out", timeout)
         seconds = round(time.perf_counter() - t0, 3)
         if rc != 0 or not (tmp / "report.json").is_file():
-            why = last_error(tmp / "nextpnr.log", tmp / "nextpnr.out")
+            why = (f"stopped after {timeout:g} s (timeout)" if rc is None
+                   else last_error(tmp / "nextpnr.log", tmp / "nextpnr.out"))
             log = keep_failed_logs(root, key, tmp, ("nextpnr.log", "nextpnr.out"))
             raise HwgenError(f"{step} failed: {why} (log: {log})")
         (tmp / "netlist.json").unlink()
         parsed = parse_report(json.loads((tmp / "report.json").read_text()), clock)
-        m = re.search(r"Version (nextpnr-\S+?)\)?$",
-                      (tmp / "nextpnr.log").read_text(errors="replace"), re.M)
         res = PnrResult(device=dev.name, freq_mhz=float(freq_mhz), seed=int(seed), **parsed,
-                        nextpnr_version=m.group(1) if m else version, seconds=seconds,
+                        nextpnr_version=f"{dev.nextpnr} {version}", seconds=seconds,
                         options=options, log=str(final / "nextpnr.log"),
                         report=str(final / "report.json"), key=key)
         (tmp / "result.json").write_text(json.dumps(res.as_dict(), indent=1) + "\n")
@@ -581,8 +581,8 @@ def verilog_ports(verilog: str, top: str) -> list[Port]:
                 ports[decl[0].name] = decl[0]
             if item:
                 order.append(decl[0].name if decl else item)
-        for stmt in re.finditer(r"(?:^|;)\s*((?:input|output|inout)\b[^;]*);", body):
-            for p in decl_ports(stmt.group(1)):
+        for stmt in body.split(";"):
+            for p in decl_ports(stmt):
                 ports[p.name] = p
         missing = [n for n in order if n not in ports]
         if missing:
