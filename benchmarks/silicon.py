@@ -152,7 +152,7 @@ def fmax_cell(fam: dict) -> str:
 def print_table(rows: list[dict]) -> None:
     head = (f"{'design':22} {'family':6} {'LUT4':>7} {'FF':>6} {'carry':>6} {'DSP':>4} "
             f"{'BRAM':>5} {'DRAM':>5} {'wrap FF':>7} {'est mult':>8} {'est mem':>8} "
-            f"{'est regs':>8} {'fmax':>7} {'yosys s':>7} {'pnr s':>6} mem→reg")
+            f"{'est regs':>8} {'fmax':>7} {'yosys s':>7} {'pnr s':>6} {'warn':>4} mem→reg")
     print()
     print(head)
     print("-" * len(head))
@@ -168,7 +168,8 @@ def print_table(rows: list[dict]) -> None:
             print(f"{r['design']:22} {fam:6} {s['lut4']:>7,} {s['ff']:>6,} {s['carry']:>6,} "
                   f"{s['dsp']:>4} {s['bram']:>5} {s['dram']:>5} {r['wrapper_ff']:>7} "
                   f"{e['multipliers']:>8} {e['memory_bits']:>8,} {e['registers']:>8,} "
-                  f"{fmax_cell(f):>7} {s['seconds']:>7.0f} {pnr_s:>6} {mems}")
+                  f"{fmax_cell(f):>7} {s['seconds']:>7.0f} {pnr_s:>6} {len(s['warnings']):>4} "
+                  f"{mems}")
     print(f"\nfmax: MHz on {TARGETS['ecp5'][0]} (target {TARGETS['ecp5'][1]:g}) for ecp5, "
           f"{TARGETS['ice40'][0]} (target {TARGETS['ice40'][1]:g}) for ice40; 'no fit': the "
           f"synthesized cells exceed the device")

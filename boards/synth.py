@@ -38,7 +38,7 @@ from hwgen.boards.devices import Device, by_name
 from hwgen.errors import HwgenError
 
 #: bumped when what an entry holds or how it is read changes (old entries are then ignored)
-RUNNER_VERSION = 1
+RUNNER_VERSION = 2
 
 #: family → Yosys synthesis command
 SYNTH_COMMANDS = {"ecp5": ("synth_ecp5",), "ice40": ("synth_ice40", "-dsp")}
@@ -80,7 +80,7 @@ class SynthResult:
     io: int                      # bits of the top's ports
     cells: dict[str, int] = field(hash=False)   # cell type → count
     warnings: tuple[str, ...] = ()               # Yosys's "Warning:" lines
-    memories_to_registers: tuple[str, ...] = ()  # memories Yosys replaced with registers
+    memories_to_registers: tuple[str, ...] = ()  # memories Yosys made registers: "name (file:line)"
     yosys_version: str = ""
     seconds: float = 0.0         # wall time of the Yosys run
     options: tuple[str, ...] = ()                # extra synthesis command options
@@ -119,7 +119,7 @@ class CriticalPath:
     logic_ns: float
     routing_ns: float
     logic_levels: int            # logic elements on the path
-    sources: tuple[str, ...] = ()  # Verilog source locations of its nets, in path order
+    sources: tuple[str, ...] = ()  # the design's source lines along it (not Yosys's library)
 
     @classmethod
     def from_dict(cls, d: dict) -> CriticalPath:
@@ -313,9 +313,11 @@ def parse_synthesis(stat: dict, log_text: str, top: str) -> dict:
             seen.add(ln)
             warnings.append(ln)
     mems = []
-    for m in re.finditer(r"Replacing memory \\?(\S+) with list of registers", log_text):
-        if m.group(1) not in mems:
-            mems.append(m.group(1))
+    for m in re.finditer(r"Replacing memory \\?(\S+) with list of registers\.(?: See ([^,\s]+))?",
+                         log_text):
+        name = f"{m.group(1)} ({m.group(2)})" if m.group(2) else m.group(1)
+        if name not in mems:
+            mems.append(name)
     creator = stat.get("creator", "")
     ver = re.match(r"Yosys \S+(?: \(git sha1 [0-9a-f]+)?", creator)
     return dict(
@@ -423,7 +425,7 @@ def summarize_path(path: dict) -> CriticalPath:
         for src in s.get("sources", ()):
             for one in src.split("|"):
                 loc = re.sub(r"(:\d+)\.\d+-\d+\.\d+$", r"\1", one.strip())
-                if loc and loc not in sources:
+                if loc and not loc.startswith("/share/") and loc not in sources:
                     sources.append(loc)
 
     def end(p):

@@ -121,7 +121,7 @@ def test_counts_and_cache_hit(family, cache, monkeypatch):
 
 def test_memories_replaced_with_registers(cache):
     res = synthesize(SHIFT_MEMORY, "shiftmem", "ice40", cache_dir=cache)
-    assert res.memories_to_registers == ("m",)
+    assert res.memories_to_registers == ("m (shiftmem.v:5)",)
     assert any("Replacing memory" in w for w in res.warnings)
 
 
