@@ -45,8 +45,11 @@ Line buffer
 
 Pipeline (a beat issued in cycle t)
     t: row/column/kernel counters → input row and column, pad flag, buffer slot
-    t+1: read address = slot*W*CB + w*CB + cb        t+2: data (or pad_value) → output FIFO
-    t+4: earliest output transfer (the FIFO's latency is 2): :data:`PIPELINE_DEPTH` = 4.
+    t+1: read address = slot*W*CB + w*CB + cb, registered     t+2: memory read
+    t+3: data registered          t+4: data (or pad_value) → output FIFO
+    t+6: earliest output transfer (the FIFO's latency is 2): :data:`PIPELINE_DEPTH` = 6.
+    The bounds the issue and input conditions compare with (``F + R``, ``need``) are
+    registers updated together with the row base they derive from.
     The pipeline never stalls: a credit counter lets a beat issue only while the output FIFO
     is sure to have room. ``valid`` on ``o`` comes from the FIFO, never depends on ``ready``.
 
@@ -84,11 +87,12 @@ from amaranth.lib.wiring import In, Out
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.pipeline import delay, reg
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import pack_word
 
 #: cycles from issuing a beat to its earliest output transfer
-PIPELINE_DEPTH = 4
+PIPELINE_DEPTH = 6
 #: output FIFO depth: a credit returns PIPELINE_DEPTH + 1 cycles after its beat issued
 FIFO_DEPTH = PIPELINE_DEPTH + 2
 
@@ -400,9 +404,23 @@ class SWG(wiring.Component):
         # writer row in the reader's frame
         wrel = Signal(range(-H - 2, H + R + 3))
 
-        F = Mux(hb < 0, 0, Mux(hb > H, H, hb))
-        hn = hb + (KH - 1)
-        need = Mux(hn < 0, 0, Mux(hn > H - 1, H - 1, hn))
+        # F + R (the writer's bound) and ``need`` (the last row the reader's row needs) follow
+        # ``hb`` in registers of their own, updated in the same cycle as ``hb``
+        def first_row(x):
+            return Mux(x < 0, 0, Mux(x > H, H, x))
+
+        def need_row(x):
+            xn = x + (KH - 1)
+            return Mux(xn < 0, 0, Mux(xn > H - 1, H - 1, xn))
+
+        def const_first(x):
+            return min(max(x, 0), H)
+
+        def const_need(x):
+            return min(max(x + KH - 1, 0), H - 1)
+
+        FR = Signal(range(H + R + 1), init=const_first(-top) + R)
+        need = Signal(range(max(H, 2)), init=const_need(-top))
 
         inner = [(kw, KW), (kh, KH), (cb, CB)] if p.depthwise else [(cb, CB), (kw, KW), (kh, KH)]
         win_first = (kh == 0) & (kw == 0) & (cb == 0)
@@ -426,9 +444,11 @@ class SWG(wiring.Component):
             with m.If(ow_last):
                 m.d.sync += [ow.eq(0), wb.eq(-left)]
                 with m.If(oh_last):
-                    m.d.sync += [oh.eq(0), hb.eq(-top)]
+                    m.d.sync += [oh.eq(0), hb.eq(-top), FR.eq(const_first(-top) + R),
+                                 need.eq(const_need(-top))]
                 with m.Else():
-                    m.d.sync += [oh.eq(oh + 1), hb.eq(hb + SH)]
+                    m.d.sync += [oh.eq(oh + 1), hb.eq(hb + SH),
+                                 FR.eq(first_row(hb + SH) + R), need.eq(need_row(hb + SH))]
                 nsb = sb + Mux(oh_last, (H - (OH - 1) * SH) % R, SH % R)
                 m.d.sync += sb.eq(Mux(nsb >= R, nsb - R, nsb))
             with m.Else():
@@ -445,19 +465,21 @@ class SWG(wiring.Component):
         slot1, w1, cb1 = Signal(range(max(R, 2))), Signal(range(max(W, 2))), _counter(CB)
         m.d.sync += [v1.eq(issue), pad1.eq(pad), slot1.eq(slot), w1.eq(wcol), cb1.eq(cb)]
 
-        # --- stage 1: read address ---------------------------------------------------------
-        m.d.comb += rd.addr.eq(slot1 * row_beats + w1 * CB + cb1)
-        v2, pad2 = Signal(), Signal()
-        m.d.sync += [v2.eq(v1), pad2.eq(pad1)]
+        # --- stage 1: read address (registered) --------------------------------------------
+        addr2 = reg(m, slot1 * row_beats + w1 * CB + cb1, range(max(depth, 2)), "addr2")
+        m.d.comb += rd.addr.eq(addr2)
+        v2, pad2 = delay(m, v1, 1, "v1"), delay(m, pad1, 1, "pad1")
 
-        # --- stage 2: data or padding → FIFO -----------------------------------------------
+        # --- stage 3: the memory's data registered; stage 4: data or padding → FIFO ----------
+        data4 = reg(m, rd.data, unsigned(SIMD * bits), "data4")
+        v4, pad4 = delay(m, v2, 2, "v2"), delay(m, pad2, 2, "pad2")
         pad_word = pack_word([p.pad_value] * SIMD, bits)
-        out.write(Mux(pad2, pad_word, rd.data), v2)
+        out.write(Mux(pad4, pad_word, data4), v4)
 
         # --- writer ----------------------------------------------------------------------
         waddr = Signal(range(max(depth, 2)))
         wbeat = Signal(range(max(row_beats, 2)))
-        m.d.comb += self.i.ready.eq(wrel < F + R)
+        m.d.comb += self.i.ready.eq(wrel < FR)
         fire = self.i.valid & self.i.ready
         m.d.comb += [wr.addr.eq(waddr), wr.data.eq(self.i.payload), wr.en.eq(fire)]
         row_done = fire & (wbeat == row_beats - 1)
