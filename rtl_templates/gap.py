@@ -52,9 +52,15 @@ from hwgen.rtl_templates.words import lanes, pack_word
 BASE_DEPTH = 4
 
 
+def spacing(p: GAPParams) -> int:
+    """Fewest cycles between two sums reaching the requantizer: the channel blocks of the
+    last pixel follow each other; with one block, a frame apart."""
+    return p.pixels if p.nb == 1 else 1
+
+
 def pipeline_depth(p: GAPParams) -> int:
     """Cycles from the last step of an output beat to that beat's output transfer."""
-    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits)
+    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits, spacing=spacing(p))
 
 
 # ---------------------------------------------------------------------------- params
@@ -125,12 +131,13 @@ def cost(p: GAPParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
     steps = p.pixels * p.nb
     mult_w = p.requant.mult_bits
+    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=spacing(p))
     per_channel = len(p.requant.mult) > 1
     return Cost(
         cycles=steps,
         latency=timing(p, 0, steps - 1)[1] + 1,
-        multipliers=p.pe,
-        multiplier_widths=[(p.acc_bits, mult_w)] * p.pe,
+        multipliers=len(rq_tiles),
+        multiplier_widths=rq_tiles,
         memory_bits=p.nb * p.pe * p.acc_bits
         + (p.nb * p.pe * mult_w if per_channel else 0)
         + _fifo_depth(p) * p.pe * p.out_type.bits,
@@ -229,7 +236,8 @@ class GAP(wiring.Component):
         m.d.sync += [s.eq(n) for s, n in zip(s2, sums)]
 
         # --- stages 3, 4: bias, product; round half to even, zero point, clamp → FIFO ------
-        rqp = RequantPipeline(m, v2, s2, [p.bias] * PE, mult2, rq, acc_w, ob)
+        rqp = RequantPipeline(m, v2, s2, [p.bias] * PE, mult2, rq, acc_w, ob,
+                              spacing=spacing(p))
         out.write(rqp.data, rqp.valid)
         return m
 

@@ -71,7 +71,7 @@ def operand_stages(p: MVAUParams) -> int:
 def pipeline_depth(p: MVAUParams) -> int:
     """Cycles from issuing the last step of an output beat to that beat's output transfer."""
     return (BASE_DEPTH + operand_stages(p)
-            + RequantPipeline.depth(p.requant, p.acc_bits, is_bipolar(p.out_type)))
+            + RequantPipeline.depth(p.requant, p.acc_bits, is_bipolar(p.out_type), p.sf))
 
 
 @dataclass(frozen=True, eq=False)
@@ -169,13 +169,13 @@ def cost(p: MVAUParams) -> Cost:
     rq_bits = p.acc_bits + p.requant.mult_bits
     # ±1 operands need no multiplier; a bipolar output is a sign test, not a requantizer
     n_dot = p.pe * p.simd if p.datapath == "mul" else 0
-    n_rq = 0 if is_bipolar(p.out_type) else p.pe
+    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, is_bipolar(p.out_type),
+                                          p.sf)
     return Cost(
         cycles=steps * p.vectors,
         latency=timing(p, 0, p.sf - 1)[1] + 1,
-        multipliers=n_dot + n_rq,
-        multiplier_widths=[(p.in_type.bits, p.w_bits)] * n_dot
-        + [(p.acc_bits, p.requant.mult_bits)] * n_rq,
+        multipliers=n_dot + len(rq_tiles),
+        multiplier_widths=[(p.in_type.bits, p.w_bits)] * n_dot + rq_tiles,
         memory_bits=steps * p.pe * p.simd * p.w_bits
         + (p.sf * p.simd * p.in_type.bits if p.nf > 1 else 0)
         + p.nf * p.pe * (p.acc_bits + p.requant.mult_bits)
@@ -347,7 +347,7 @@ class MVAU(wiring.Component):
         # --- stages 4, 5: bias, product; round half to even, zero point, clamp → FIFO ------
         rqp = RequantPipeline(m, v3, s3, [w[:acc_w].as_signed() for w in params3],
                               [w[acc_w:] for w in params3], rq, acc_w, ob,
-                              sign=is_bipolar(p.out_type))
+                              sign=is_bipolar(p.out_type), spacing=SF)
         out.write(rqp.data, rqp.valid)
         return m
 

@@ -60,7 +60,7 @@ BASE_DEPTH = 6
 
 def pipeline_depth(p: VVAUParams) -> int:
     """Cycles from the last step of an output beat to that beat's output transfer."""
-    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits)
+    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits, spacing=p.kernel)
 
 
 # ---------------------------------------------------------------------------- layout
@@ -175,13 +175,13 @@ def golden(p: VVAUParams, x: np.ndarray) -> np.ndarray:
 def cost(p: VVAUParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
     steps = p.pixels * p.kernel * p.nb
+    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=p.kernel)
     rq_bits = p.acc_bits + p.requant.mult_bits
     return Cost(
         cycles=steps,
         latency=timing(p, 0, steps - 1)[1] + 1,
-        multipliers=2 * p.pe,
-        multiplier_widths=[(p.in_type.bits, p.w_bits)] * p.pe
-        + [(p.acc_bits, p.requant.mult_bits)] * p.pe,
+        multipliers=p.pe + len(rq_tiles),
+        multiplier_widths=[(p.in_type.bits, p.w_bits)] * p.pe + rq_tiles,
         memory_bits=p.nb * p.kernel * p.pe * p.w_bits
         + p.nb * p.pe * (p.acc_bits + p.requant.mult_bits)
         + _fifo_depth(p) * p.pe * p.out_type.bits,
@@ -300,7 +300,7 @@ class VVAU(wiring.Component):
 
         # --- stages 4, 5: bias, product; round half to even, zero point, clamp → FIFO ------
         rqp = RequantPipeline(m, v3, s3, [w[:acc_w].as_signed() for w in params3],
-                              [w[acc_w:] for w in params3], rq, acc_w, ob)
+                              [w[acc_w:] for w in params3], rq, acc_w, ob, spacing=K)
         out.write(rqp.data, rqp.valid)
         return m
 
