@@ -13,7 +13,7 @@ magnitude and the sign is put back afterwards (round half to even is symmetric).
 Every step is registered, so no path holds more than one wide carry chain and a few LUT
 levels, or one hard multiplier tile: sum + bias, its sign and magnitude, the product of
 magnitude and multiplier in 16×16 tiles (:func:`~rtl_templates.pipeline.mul_pipe`), the
-float32 rounding (:func:`round24_pipe`, two stages: the mask of bits to drop, then the
+float32 rounding (:func:`round24_pipe`, three stages: the mask of bits to drop, then the
 rounding add), the division by ``2**shift``, sign and zero point, the clamp. The pipeline
 never stalls, so the stages need no enables; the blocks count
 :meth:`RequantPipeline.depth` (or :func:`requant_stages`) into their latency.
@@ -36,7 +36,7 @@ from hwgen.rtl_templates.quant import F32_BITS, Requant, signed_width
 from hwgen.rtl_templates.xnor_mvau import sign_bit
 
 #: register stages of :func:`round24_pipe`
-ROUND24_STAGES = 2
+ROUND24_STAGES = 3
 
 
 def rhe_const(a, k: int):
@@ -62,16 +62,19 @@ def round24_pipe(m: Module, mag, name: str):
     after :data:`ROUND24_STAGES` registers; unsigned, one bit wider than ``mag``.
 
     No shifter: the bits to drop are those more than 23 places below the leading one, a mask
-    ``low`` made by OR-smearing ``mag`` downwards (first stage). Adding ``half - 1`` plus the
-    lowest kept bit and clearing the ``low`` bits rounds half to even (second stage)."""
+    ``low`` made by OR-smearing ``mag`` downwards (two stages of three OR levels each). Adding
+    ``half - 1`` plus the lowest kept bit and clearing the ``low`` bits rounds half to even
+    (third stage)."""
     w = len(mag)
     if w <= F32_BITS:                   # exact already: the stages only delay
         return delay(m, mag, ROUND24_STAGES, f"{name}_r24")
-    smear = mag
-    k = 1
+    smear, k = mag, 1
     while k < w:                        # smear[j] = OR of mag[j..w-1]
         smear = smear | (smear >> k)
         k *= 2
+        if k == 8:                      # a register after the first three levels (w > 24)
+            smear = reg(m, smear, unsigned(w), f"{name}_smear")
+            mag = reg(m, mag, unsigned(w), f"{name}_mag0")
     low = reg(m, smear >> F32_BITS, unsigned(w), f"{name}_low")    # the bits rounded away
     mag1 = reg(m, mag, unsigned(w), f"{name}_mag1")
     lsb = (mag1 & ((low << 1) & ~low)).any()                        # the lowest kept bit
