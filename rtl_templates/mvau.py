@@ -64,8 +64,9 @@ BASE_DEPTH = 5
 
 def operand_stages(p: MVAUParams) -> int:
     """Registers between the memories and the dot products' register: the operands, the
-    products, the adder tree's inner stages."""
-    return 2 + tree_stages(p.simd)
+    products (with a hard multiplier: its operand registers, the product, and one more so
+    the multiplier's registers can sit next to it), the adder tree's inner stages."""
+    return (4 if p.datapath == "mul" else 2) + tree_stages(p.simd)
 
 
 def pipeline_depth(p: MVAUParams) -> int:
@@ -316,8 +317,10 @@ class MVAU(wiring.Component):
                 terms = [select_term(wl[s][0], xs[s]) for s in range(SIMD)]
             elif p.datapath == "bipolar_in":
                 terms = [select_term(x1[s], wl[s].as_signed()) for s in range(SIMD)]
-            else:
-                terms = [xs[s] * wl[s].as_signed() for s in range(SIMD)]
+            else:   # each hard multiplier with operand and product registers of its own
+                terms = [reg(m, reg(m, xs[s], xs[s].shape(), f"xt_{pe}_{s}")
+                             * reg(m, wl[s].as_signed(), signed(wb), f"wt_{pe}_{s}"),
+                             signed(ib + wb + 1), f"prod_{pe}_{s}") for s in range(SIMD)]
             terms = [reg(m, t, t.shape(), f"term_{pe}_{s}") for s, t in enumerate(terms)]
             dots.append(tree_sum(m, terms, f"dot_{pe}"))
         extra = operand_stages(p)

@@ -55,7 +55,7 @@ from hwgen.rtl_templates.words import lanes, pack_word
 #: cycles from issuing the last step of an output beat to that beat's output transfer
 #: cycles to the requantizer's input plus the output FIFO's two (the requantizer's own
 #: stages come on top: :func:`pipeline_depth`)
-BASE_DEPTH = 6
+BASE_DEPTH = 9
 
 
 def pipeline_depth(p: VVAUParams) -> int:
@@ -277,7 +277,12 @@ class VVAU(wiring.Component):
         v1, first1, last1, cb1 = (delay(m, x, 1, f"{n}_x") for x, n in
                                   ((v1, "v1"), (first1, "first1"), (last1, "last1"), (cb1, "cb1")))
         xs = lanes(x1, PE, ib, p.in_type.signed)
-        prods = [x * w for x, w in zip(xs, lanes(w1, PE, wb, signed=True))]
+        # each hard multiplier with operand and product registers of its own, then one more
+        prods = [reg(m, reg(m, reg(m, x, x.shape(), f"xt_{ci}") * reg(m, w, w.shape(), f"wt_{ci}"),
+                            signed(ib + wb + 1), f"prod_{ci}"), signed(ib + wb + 1), f"prodr_{ci}")
+                 for ci, (x, w) in enumerate(zip(xs, lanes(w1, PE, wb, signed=True)))]
+        v1, first1, last1, cb1 = (delay(m, x, 3, f"{n}_p") for x, n in
+                                  ((v1, "v1"), (first1, "first1"), (last1, "last1"), (cb1, "cb1")))
 
         # --- stage 2: accumulate --------------------------------------------------------
         v2, first2, last2 = Signal(), Signal(), Signal()
