@@ -1,0 +1,227 @@
+"""The memory policy and helpers (``rtl_templates/memory.py``): the FIFO against a Python model
+and Amaranth's ``SyncFIFOBuffered`` cycle for cycle, the RAM and ROM helpers in every style,
+and — with Yosys (``-m synth``) — the block RAM tile function and an example design free of
+"list of registers" warnings."""
+from __future__ import annotations
+
+import json
+import random
+import re
+import subprocess
+from collections import deque
+
+import pytest
+from amaranth.hdl import Elaboratable, Module, Signal
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.sim import Simulator
+
+from hwgen.rtl_templates import memory as M
+
+# ============================================================================ the FIFO
+
+
+class FIFOModel:
+    """``SyncFIFOBuffered``'s behaviour: an inner queue of depth - 1 words and an output
+    register; ``step`` takes one cycle's inputs and returns that cycle's outputs."""
+
+    def __init__(self, depth: int):
+        self.depth = depth
+        self.inner: deque = deque()
+        self.full = False       # the output register holds a word
+        self.out = 0
+
+    def step(self, w_en: bool, w_data: int, r_en: bool):
+        d = self.depth
+        if d == 1:
+            w_rdy, r_rdy = not self.full, self.full
+            outs = (w_rdy, r_rdy, self.out)
+            if w_en and w_rdy:
+                self.out, self.full = w_data, True
+            if r_en and r_rdy:
+                self.full = False
+            return outs
+        w_rdy, r_rdy = len(self.inner) < d - 1, self.full
+        outs = (w_rdy, r_rdy, self.out)
+        if self.inner and (not self.full or r_en):
+            self.out, self.full = self.inner.popleft(), True
+        elif r_en:
+            self.full = False
+        if w_en and w_rdy:
+            self.inner.append(w_data)
+        return outs
+
+
+class _Pair(Elaboratable):
+    def __init__(self, width, depth):
+        self.new = M.BufferedFIFO(width=width, depth=depth)
+        self.ref = SyncFIFOBuffered(width=width, depth=depth)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.new, m.submodules.ref = self.new, self.ref
+        m.d.comb += [self.ref.w_data.eq(self.new.w_data), self.ref.w_en.eq(self.new.w_en),
+                     self.ref.r_en.eq(self.new.r_en)]
+        return m
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("depth", [1, 2, 3, 4, 5, 9, 17, 33, 34, 40])
+def test_fifo_matches_model_and_amaranth_stalls(depth):
+    """Random valid/ready: every cycle the new FIFO's w_rdy, r_rdy, level and (when r_rdy)
+    r_data equal the Python model's and SyncFIFOBuffered's."""
+    width = 7
+    dut = _Pair(width, depth)
+    new, ref = dut.new, dut.ref
+    model = FIFOModel(depth)
+    rng = random.Random(depth)
+    cycles = 60 * depth + 200
+    log = []
+
+    async def bench(ctx):
+        data = 0
+        for cycle in range(cycles):
+            phase = (cycle // 50) % 3      # bursts of writing, of reading, of both
+            w_en = rng.random() < (0.9, 0.2, 0.6)[phase]
+            r_en = rng.random() < (0.2, 0.9, 0.6)[phase]
+            ctx.set(new.w_en, w_en)
+            ctx.set(new.r_en, r_en)
+            ctx.set(new.w_data, data)
+            got = [ctx.get(s) for s in (new.w_rdy, new.r_rdy, new.r_data, new.level,
+                                        ref.w_rdy, ref.r_rdy, ref.r_data, ref.level)]
+            want = model.step(w_en, data, r_en)
+            log.append((cycle, got, want))
+            if w_en and got[0]:
+                data = (data + 1) % (1 << width)
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    moved = 0
+    for cycle, got, want in log:
+        w_rdy, r_rdy, r_data, level, rw_rdy, rr_rdy, rr_data, rlevel = got
+        assert (w_rdy, r_rdy, level) == (rw_rdy, rr_rdy, rlevel), cycle
+        assert (w_rdy, r_rdy) == want[:2], cycle
+        if r_rdy:
+            assert r_data == rr_data == want[2], cycle
+            moved += 1
+    assert moved > cycles // 4
+
+
+def test_fifo_storage_follows_the_policy():
+    """No memory for FIFOs of up to three words; LUT RAM up to 33; block RAM beyond."""
+    styles = {}
+    for d in (1, 2, 3, 4, 33, 34):
+        fifo = M.BufferedFIFO(width=8, depth=d)
+        styles[d] = fifo.inner_style
+        Module().submodules.fifo = fifo        # used (no UnusedElaboratable warning)
+    assert styles == {1: None, 2: M.LOGIC, 3: M.LOGIC, 4: M.DISTRIBUTED, 33: M.DISTRIBUTED,
+                      34: M.BLOCK}
+
+
+# ============================================================================ RAM and ROM helpers
+
+
+class _RamBench(Elaboratable):
+    def __init__(self, width, depth, rw, read_en, style):
+        self.args = dict(width=width, depth=depth, rw=rw, read_en=read_en, style=style)
+        self.waddr, self.wdata, self.wen = Signal(range(max(depth, 2))), Signal(width), Signal()
+        self.raddr, self.ren, self.rdata = Signal(range(max(depth, 2))), Signal(), Signal(width)
+
+    def elaborate(self, platform):
+        m = Module()
+        wr, rd = M.ram(m, "mem", **self.args)
+        m.d.comb += [wr.addr.eq(self.waddr), wr.data.eq(self.wdata), wr.en.eq(self.wen),
+                     rd.addr.eq(self.raddr), self.rdata.eq(rd.data)]
+        if self.args["read_en"]:
+            m.d.comb += rd.en.eq(self.ren)
+        return m
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("depth", [1, 2, 5, 40])
+@pytest.mark.parametrize("rw", ["old", "new"])
+@pytest.mark.parametrize("read_en", [False, True])
+def test_ram_reads_like_a_memory(depth, rw, read_en):
+    """Every style reads as a synchronous port: the word at the address one cycle later (the
+    old or the new word when it is written in that cycle), held while ``en`` is low."""
+    width = 5
+    dut = _RamBench(width, depth, rw, read_en, None)
+    rng = random.Random(depth * 7 + read_en)
+    words = [0] * depth
+    checks = []
+
+    async def bench(ctx):
+        expect = None
+        for _ in range(300):
+            wa, wd, we = rng.randrange(depth), rng.randrange(1 << width), rng.random() < 0.5
+            ra, re_ = rng.randrange(depth), (rng.random() < 0.6) if read_en else True
+            for sig, v in ((dut.waddr, wa), (dut.wdata, wd), (dut.wen, we), (dut.raddr, ra),
+                           (dut.ren, re_)):
+                ctx.set(sig, v)
+            before = words[ra]
+            if we:
+                words[wa] = wd
+            if re_:
+                expect = words[ra] if rw == "new" else before
+            await ctx.tick()
+            if expect is not None:
+                checks.append((ctx.get(dut.rdata), expect))
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert all(got == want for got, want in checks)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("depth", [1, 2, 3, 40])
+@pytest.mark.parametrize("style", [None, M.LOGIC, M.BLOCK])
+def test_rom_reads_a_cycle_later(depth, style):
+    width = 6
+    init = [(k * 37 + 5) % 64 for k in range(depth)]
+    m = Module()
+    ports = M.rom(m, "rom", width=width, init=init, read_ports=2, style=style)
+    addrs = [Signal(range(max(depth, 2)), name=f"a{k}") for k in range(2)]
+    m.d.comb += [p.addr.eq(a) for p, a in zip(ports, addrs)]
+    tick = Signal()
+    m.d.sync += tick.eq(~tick)          # a clock domain even for a constant ROM
+    rng = random.Random(depth)
+    bad = []
+
+    async def bench(ctx):
+        prev = None
+        for _ in range(100):
+            cur = [rng.randrange(depth) for _ in addrs]
+            for a, v in zip(addrs, cur):
+                ctx.set(a, v)
+            await ctx.tick()
+            if prev is not None:
+                bad.extend(1 for p, a in zip(ports, cur) if ctx.get(p.data) != init[a])
+            prev = cur
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert not bad
+
+
+def test_policy():
+    assert M.choose_style(8, 2, rom=False) == M.LOGIC
+    assert M.choose_style(64, 3, rom=False) == M.DISTRIBUTED
+    assert M.choose_style(64, 32, rom=False) == M.DISTRIBUTED
+    assert M.choose_style(8, 33, rom=False) == M.BLOCK
+    assert M.choose_style(352, 1, rom=True) == M.LOGIC
+    assert M.choose_style(256, 36, rom=True) == M.LOGIC      # 9,216 bits in 8 DP16KD
+    assert M.choose_style(8, 1024, rom=True) == M.BLOCK
+    assert M.choose_style(8, 256, rom=True, read_ports=1) == M.LOGIC
+    assert M.choose_style(8, 256, rom=True, read_ports=2) == M.BLOCK
+    with pytest.raises(ValueError):
+        M.choose_style(0, 4, rom=False)
+    with pytest.raises(ValueError):
+        M.yosys_attrs("huge", rom=False)
+    assert M.yosys_attrs(M.BLOCK, rom=False, rw="dont_care") == {"ram_style": "block",
+                                                                 "no_rw_check": 1}
+    assert M.yosys_attrs(M.DISTRIBUTED, rom=False) == {}
+    assert M.yosys_attrs(M.LOGIC, rom=True) == {"rom_style": "logic"}
