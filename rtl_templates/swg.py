@@ -19,7 +19,7 @@ Stream contract
 
 Line buffer
     A circular buffer of ``R`` rows (:attr:`SWGParams.buffer_rows`) of ``W*CB`` beats in one
-    :class:`amaranth.lib.memory.Memory`; global input row ``g`` (counted over all frames) lives
+    RAM (see *Line buffer memory*); global input row ``g`` (counted over all frames) lives
     in slot ``g mod R``, so the write address is a plain counter modulo ``R*W*CB``.
 
     *Writer*: one input beat per cycle. ``wrel`` is the row being written, counted in the
@@ -42,6 +42,15 @@ Line buffer
     rows of the previous one are generated). Typical values: ``KH + 1`` for "same" padding
     with stride 1, ``2*KH`` without padding (the next frame's first ``KH`` rows must fit
     beside the last ``KH`` rows of the previous one).
+
+Line buffer memory
+    The buffer is a RAM with one write and one synchronous read port (``memory.ram``: LUT RAM
+    up to 32 words, block RAM beyond). A read meets a write of the same word in the same cycle
+    only at the end of an output row whose last beat reads row ``F`` at word 0 (one channel
+    block, the last window's last column 0: ``(OW-1)*SW - left + KW - 1 = 0``, and ``KH = 1``
+    or a window with only its last row inside the map) while the writer starts row ``F + R``;
+    there the old word is the right one. :func:`rw_dont_care` finds those shapes; every other
+    buffer is built without read-before-write logic (``rw="dont_care"``).
 
 Pipeline (a beat issued in cycle t)
     t: row/column/kernel counters → input row and column, pad flag, buffer slot
@@ -81,12 +90,12 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.hdl import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import delay, reg
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import pack_word
@@ -359,6 +368,20 @@ def cost(p: SWGParams) -> Cost:
 
 # ---------------------------------------------------------------------------- hardware
 
+def rw_dont_care(p: SWGParams) -> bool:
+    """True when no line buffer read whose data is used meets a write of the same word in the
+    same cycle, so the buffer needs no read-before-write logic (see the module documentation,
+    *Line buffer memory*)."""
+    KH, KW = p.kernel
+    if p.cb != 1 or (p.out_shape[1] - 1) * p.stride[1] - p.pads[1] + KW - 1 != 0:
+        return True
+    for oh, (first, _) in enumerate(p.row_needs()):
+        h = oh * p.stride[0] - p.pads[0] + KH - 1        # row of the row's last beat
+        if h == first and 0 <= h < p.in_shape[0]:
+            return False
+    return True
+
+
 def _counter(n: int) -> Signal:
     return Signal(range(max(n, 2)))
 
@@ -387,10 +410,8 @@ class SWG(wiring.Component):
         row_beats = W * CB
         depth = R * row_beats
 
-        m.submodules.buf = buf = Memory(shape=unsigned(SIMD * bits), depth=max(depth, 2),
-                                        init=[])
-        wr = buf.write_port()
-        rd = buf.read_port()
+        wr, rd = ram(m, "linebuf", width=SIMD * bits, depth=max(depth, 2),
+                     rw="dont_care" if rw_dont_care(p) else "old")
 
         # --- output FIFO and credits ---------------------------------------------------
         out = OutputCredits(m, self.o, SIMD * bits, FIFO_DEPTH)
