@@ -15,10 +15,11 @@ Styles
         a RAM of at most :data:`DIST_MAX_DEPTH` words, written as a memory with a synchronous
         read port and no style attribute. On ECP5 Yosys maps it to LUT RAM
         (``TRELLIS_DPR16X4``, 16 words × 4 bits, asynchronous read) and puts the read register
-        in flip-flops: LUT RAM always costs less than block RAM at this depth in Yosys' own
-        model. iCE40 has no LUT RAM; Yosys picks block RAM or registers by its cost model
-        (registers only below about 66 bits). ``ram_style = "distributed"`` cannot be written
-        instead: ``synth_ice40`` stops with "no valid mapping found" on it.
+        in flip-flops: at this depth LUT RAM always costs less than block RAM in Yosys' own
+        model (and less than registers, except for RAMs of a handful of bits such as 1 × 4).
+        iCE40 has no LUT RAM; Yosys picks block RAM or registers by its cost model (registers
+        below about 66 bits). ``ram_style = "distributed"`` cannot be written instead:
+        ``synth_ice40`` stops with "no valid mapping found" on it.
     ``block``
         a memory with ``ram_style``/``rom_style = "block"`` and a synchronous read port (the
         read register is the block RAM's own): ECP5 ``DP16KD`` (also in its 36-bit
@@ -49,15 +50,14 @@ What Yosys makes of a memory
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from amaranth.hdl import Array, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
 __all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "DIST_MAX_DEPTH", "FAMILIES", "LOGIC_MAX_DEPTH",
-           "ROM_LUT_BITS_PER_TILE", "BufferedFIFO", "Mapping", "bram_tiles", "choose_style",
-           "ram", "rom", "yosys_attrs", "yosys_mapping"]
+           "ROM_LUT_BITS_PER_TILE", "BufferedFIFO", "Mapping", "MemorySpec", "bram_tiles",
+           "choose_style", "fifo_memory", "ram", "rom", "yosys_attrs", "yosys_mapping"]
 
 LOGIC, DISTRIBUTED, BLOCK = "logic", "distributed", "block"
 STYLES = (LOGIC, DISTRIBUTED, BLOCK)
@@ -432,5 +432,32 @@ def bram_tiles(width: int, depth: int, family: str, *, rom: bool = False, read_p
     return mp.count if mp.kind == BLOCK else 0
 
 
-def ceil_log2(n: int) -> int:
-    return max(0, math.ceil(math.log2(n))) if n > 1 else 0
+@dataclass(frozen=True)
+class MemorySpec:
+    """One memory as :func:`rom`, :func:`ram` or :class:`BufferedFIFO` builds it, for a
+    resource model: ``style`` None means the policy's choice."""
+    width: int
+    depth: int
+    rom: bool = False
+    read_ports: int = 1
+    rw: str = "old"
+    style: str | None = None
+
+    @property
+    def chosen_style(self) -> str:
+        return self.style or choose_style(self.width, self.depth, rom=self.rom,
+                                          read_ports=self.read_ports)
+
+    def mapping(self, family: str) -> Mapping:
+        return yosys_mapping(self.width, self.depth, family, style=self.chosen_style,
+                             rom=self.rom, read_ports=self.read_ports, rw=self.rw)
+
+    def bram_tiles(self, family: str) -> int:
+        mp = self.mapping(family)
+        return mp.count if mp.kind == BLOCK else 0
+
+
+def fifo_memory(width: int, depth: int) -> MemorySpec:
+    """The inner queue of a :class:`BufferedFIFO` (``depth - 1`` words; registers up to
+    :data:`LOGIC_MAX_DEPTH`). The output register (``width`` flip-flops) comes on top."""
+    return MemorySpec(max(width, 1), max(depth - 1, 1), rw="dont_care")
