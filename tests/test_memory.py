@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from amaranth.back import verilog
-from amaranth.hdl import Elaboratable, Module, Signal
+from amaranth.hdl import Elaboratable, Fragment, Module, Signal
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.sim import Simulator
 
@@ -120,13 +120,17 @@ def test_fifo_matches_model_and_amaranth_stalls(depth):
 
 def test_fifo_storage_follows_the_policy():
     """No memory for FIFOs of up to three words; LUT RAM up to 33; block RAM beyond."""
-    styles = {}
+    styles, memories = {}, {}
     for d in (1, 2, 3, 4, 33, 34):
         fifo = M.BufferedFIFO(width=8, depth=d)
         styles[d] = fifo.inner_style
-        Module().submodules.fifo = fifo        # used (no UnusedElaboratable warning)
+        frag = Fragment.get(fifo, None)
+        memories[d] = [name for _, name, _ in frag.subfragments]
     assert styles == {1: None, 2: M.LOGIC, 3: M.LOGIC, 4: M.DISTRIBUTED, 33: M.DISTRIBUTED,
                       34: M.BLOCK}
+    assert memories == {1: [], 2: [], 3: [], 4: ["storage"], 33: ["storage"],
+                        34: ["storage"]}
+    assert M.fifo_memory(8, 34).chosen_style == M.BLOCK
 
 
 # ============================================================================ RAM and ROM helpers
