@@ -52,12 +52,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Array, Const, Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
 __all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "DIST_MAX_DEPTH", "FAMILIES", "LOGIC_MAX_DEPTH",
-           "ROM_LUT_BITS_PER_TILE", "BufferedFIFO", "Mapping", "MemorySpec", "bram_tiles",
-           "choose_style", "fifo_memory", "ram", "rom", "yosys_attrs", "yosys_mapping"]
+           "ROM_LUT_BITS_PER_TILE", "BufferedFIFO", "Mapping", "MemorySpec", "ROMLayout",
+           "bram_tiles", "choose_style", "fifo_memory", "ram", "rom", "rom_layout", "rom_spec",
+           "yosys_attrs", "yosys_mapping"]
 
 LOGIC, DISTRIBUTED, BLOCK = "logic", "distributed", "block"
 STYLES = (LOGIC, DISTRIBUTED, BLOCK)
@@ -129,26 +130,79 @@ class _WritePort:
         self.data = Signal(width, name=f"{name}_wdata")
 
 
+@dataclass(frozen=True)
+class ROMLayout:
+    """How :func:`rom` stores a ROM: only its distinct bit columns that are not constant.
+    ``words``: the stored words (``width`` bits); ``sources[b]``: where bit ``b`` of a read
+    word comes from — ``("col", k)``, bit ``k`` of the stored word, or ``("const", v)``.
+    Yosys drops constant columns of a ROM itself (so its block RAM count depends on them);
+    duplicate columns (sign extensions) it keeps, and :func:`rom` stores them once."""
+    words: tuple[int, ...]
+    width: int
+    sources: tuple[tuple[str, int], ...]
+
+
+def rom_layout(init, width: int) -> ROMLayout:
+    """The :class:`ROMLayout` of ``init`` (words of ``width`` bits)."""
+    init = [int(v) & ((1 << width) - 1) for v in init]
+    full = (1 << len(init)) - 1
+    seen: dict[int, int] = {}
+    cols, sources = [], []
+    for b in range(width):
+        col = 0
+        for i, word in enumerate(init):
+            col |= ((word >> b) & 1) << i
+        if col in (0, full):
+            sources.append(("const", int(col == full)))
+        elif col in seen:
+            sources.append(("col", seen[col]))
+        else:
+            seen[col] = len(cols)
+            sources.append(("col", len(cols)))
+            cols.append(b)
+    words = tuple(sum(((word >> b) & 1) << k for k, b in enumerate(cols)) for word in init)
+    return ROMLayout(words, len(cols), tuple(sources))
+
+
+def rom_spec(init, width: int, read_ports: int = 1, style: str | None = None
+             ) -> MemorySpec | None:
+    """The memory :func:`rom` builds for ``init`` (None: no memory, only constants)."""
+    layout = rom_layout(init, width)
+    if layout.width == 0 or len(layout.words) == 1:
+        return None
+    return MemorySpec(layout.width, len(layout.words), rom=True, read_ports=read_ports,
+                      style=style)
+
+
 def rom(m: Module, name: str, *, width: int, init, read_ports: int = 1,
         style: str | None = None) -> list:
     """A ROM of ``len(init)`` words of ``width`` bits with ``read_ports`` synchronous read
     ports, added to ``m`` as submodule ``name``. Returns the read ports (``addr``, ``en`` —
-    1 unless driven — and ``data``: the word at ``addr`` one cycle after). ``style``: see
-    :func:`choose_style` (the default). A one-word ROM is a constant (its ``data`` is the word
-    at every cycle)."""
+    1 unless driven — and ``data``: the word at ``addr`` one cycle after).
+
+    Only the distinct non-constant bit columns are stored (:func:`rom_layout`); ``style``
+    (default :func:`choose_style` of the stored shape) applies to them. A ROM whose words
+    are all equal (a one-word ROM, say) is a constant: its ``data`` is the word at every
+    cycle."""
     init = [int(v) for v in init]
     depth = len(init)
     _check_shape(width, depth, read_ports)
-    style = style or choose_style(width, depth, rom=True, read_ports=read_ports)
     if style == DISTRIBUTED:
         raise ValueError("a ROM is logic or block (ECP5 LUT RAM takes no ROM in Yosys)")
-    if depth == 1:
-        ports = [_ReadPort(width, depth, f"{name}{k}") for k in range(read_ports)]
-        m.d.comb += [p.data.eq(Const(init[0], width)) for p in ports]
+    layout = rom_layout(init, width)
+    ports = [_ReadPort(width, depth, f"{name}{k}") for k in range(read_ports)]
+    spec = rom_spec(init, width, read_ports, style)
+    if spec is None:
+        m.d.comb += [p.data.eq(Const(init[0] & ((1 << width) - 1), width)) for p in ports]
         return ports
-    mem = Memory(shape=width, depth=depth, init=init, attrs=yosys_attrs(style, rom=True))
+    mem = Memory(shape=spec.width, depth=depth, init=layout.words,
+                 attrs=yosys_attrs(spec.chosen_style, rom=True))
     m.submodules[name] = mem
-    return [mem.read_port() for _ in range(read_ports)]
+    for port in ports:
+        rd = mem.read_port()
+        bits = [rd.data[k] if kind == "col" else Const(k, 1) for kind, k in layout.sources]
+        m.d.comb += [rd.addr.eq(port.addr), rd.en.eq(port.en), port.data.eq(Cat(*bits))]
+    return ports
 
 
 def ram(m: Module, name: str, *, width: int, depth: int, rw: str = "old",

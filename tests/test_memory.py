@@ -220,6 +220,25 @@ def test_rom_reads_a_cycle_later(depth, style):
     assert not bad
 
 
+def test_rom_layout_stores_distinct_varying_columns():
+    """Constant bit columns become constants, a column equal to another is stored once."""
+    rng = random.Random(3)
+    init = []
+    for _ in range(40):
+        lo, hi = rng.getrandbits(4), rng.getrandbits(3)
+        # bits 0-3 vary, bit 4 = bit 3, bits 5-8 = 1010, bits 9-11 vary
+        init.append(lo | ((lo >> 3) & 1) << 4 | 0b1010 << 5 | hi << 9)
+    lay = M.rom_layout(init, 12)
+    assert lay.width == 7
+    assert lay.sources[4] == lay.sources[3] == ("col", 3)
+    assert lay.sources[5:9] == (("const", 0), ("const", 1), ("const", 0), ("const", 1))
+    for word, stored in zip(init, lay.words):
+        bits = [(stored >> k) & 1 if kind == "col" else k for kind, k in lay.sources]
+        assert sum(b << i for i, b in enumerate(bits)) == word
+    assert M.rom_spec(init, 12) == M.MemorySpec(7, 40, rom=True)
+    assert M.rom_spec([5] * 9, 4) is None and M.rom_spec([5], 4) is None
+
+
 def test_policy():
     assert M.choose_style(8, 2, rom=False) == M.LOGIC
     assert M.choose_style(64, 3, rom=False) == M.DISTRIBUTED
@@ -300,13 +319,17 @@ FLOW_TO_MEMORY_MAP = {
 LIBMAP_CELLS = {"$__ICE40_RAM4K_": "SB_RAM40_4K"}
 
 
+def _rom_init(width, depth):
+    rng = random.Random(width * 1000 + depth)
+    return [rng.getrandbits(width) for _ in range(depth)]
+
+
 def _memory_bench(width, depth, rom, ports, style, rw):
     """A module with one memory built by the helpers and every port on the top level."""
     m = Module()
     io = []
     if rom:
-        rng = random.Random(width * 1000 + depth)
-        init = [rng.getrandbits(width) for _ in range(depth)]   # no constant bit columns
+        init = _rom_init(width, depth)
         for k, port in enumerate(M.rom(m, "mem", width=width, init=init, read_ports=ports,
                                        style=style)):
             a, o = Signal(range(depth), name=f"a{k}"), Signal(width, name=f"o{k}")
@@ -366,6 +389,9 @@ def test_tile_function_matches_yosys(tmp_path, family):
         cells = json.loads((run / "stat.json").read_text())["modules"]["\\top"]
         got = {LIBMAP_CELLS.get(c, c): n for c, n in cells["num_cells_by_type"].items()
                if LIBMAP_CELLS.get(c, c) in YOSYS_CELLS}
+        if rom:   # random words: every column varies, and differs from the others
+            assert M.rom_spec(_rom_init(w, d), w, ports, style) == M.MemorySpec(
+                w, d, rom=True, read_ports=ports, style=style)
         mp = M.yosys_mapping(w, d, family, style=style, rom=rom, read_ports=ports, rw=rw)
         want = {mp.cell: mp.count} if mp.cell else {}
         assert got == want, (w, d, rom, ports, style, rw)
