@@ -12,24 +12,29 @@ Styles
         memory with ``rom_style = "logic"``: a multiplexer of constants, about
         ``width·depth/16`` LUT4 per read port, plus the read register.
     ``distributed``
-        a RAM of at most :data:`DIST_MAX_DEPTH` words, written as a memory with a synchronous
-        read port and no style attribute. On ECP5 Yosys maps it to LUT RAM
+        a RAM that ECP5 LUT RAM holds for less than block RAM, written as a memory with a
+        synchronous read port and no style attribute. On ECP5 Yosys maps it to LUT RAM
         (``TRELLIS_DPR16X4``, 16 words × 4 bits, asynchronous read) and puts the read register
-        in flip-flops: at this depth LUT RAM always costs less than block RAM in Yosys' own
-        model (and less than registers, except for RAMs of a handful of bits such as 1 × 4).
-        iCE40 has no LUT RAM; Yosys picks block RAM or registers by its cost model (registers
-        below about 66 bits). ``ram_style = "distributed"`` cannot be written instead:
+        in flip-flops (or, for a RAM of a handful of bits such as 1 × 4, to registers). iCE40
+        has no LUT RAM; Yosys picks block RAM or registers by its cost model (registers below
+        about 66 bits). ``ram_style = "distributed"`` cannot be written instead:
         ``synth_ice40`` stops with "no valid mapping found" on it.
     ``block``
         a memory with ``ram_style``/``rom_style = "block"`` and a synchronous read port (the
         read register is the block RAM's own): ECP5 ``DP16KD`` (also in its 36-bit
         pseudo-dual-port mode), iCE40 ``SB_RAM40_4K``.
 
-    The policy (:func:`choose_style`): RAM up to 2 words → logic, up to 32 words → distributed,
-    deeper → block. ROM: one word → a constant; block when it fills its ECP5 block RAM tiles
-    well enough — more than :data:`ROM_LUT_BITS_PER_TILE` bits (times its read ports) per
-    tile, Yosys' own exchange rate between a DP16KD (cost 128) and LUT ROM (1/16 per bit);
-    logic otherwise.
+    The policy (:func:`choose_style`) uses Yosys' own exchange rates on ECP5 (a DP16KD costs
+    128, a TRELLIS_DPR16X4 4, a register bit 1, a LUT ROM bit 1/16) and pins the answer with
+    attributes, so that iCE40 gets block RAM exactly where ECP5 does:
+
+    * RAM: up to :data:`LOGIC_MAX_DEPTH` words → logic (registers); otherwise distributed
+      when ECP5 LUT RAM (or registers) costs less than block RAM — up to 32 words at any
+      width; with no read-before-write logic up to 64 words of 18 or 40 bits, 80 of 16, 160 of
+      8, 400 of 1 — block beyond;
+    * ROM: one word, or all words equal → a constant; block when it fills its ECP5 block RAM
+      tiles well enough — more than :data:`ROM_LUT_BITS_PER_TILE` bits (times its read
+      ports) per tile; logic otherwise.
 
 Reads and writes in the same cycle
     A RAM read port is synchronous (data the cycle after the address). What it returns when
@@ -55,7 +60,7 @@ from dataclasses import dataclass
 from amaranth.hdl import Array, Cat, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
-__all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "DIST_MAX_DEPTH", "FAMILIES", "LOGIC_MAX_DEPTH",
+__all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "FAMILIES", "LOGIC_MAX_DEPTH",
            "ROM_LUT_BITS_PER_TILE", "BufferedFIFO", "Mapping", "MemorySpec", "ROMLayout",
            "bram_tiles", "choose_style", "fifo_memory", "ram", "rom", "rom_layout", "rom_spec",
            "yosys_attrs", "yosys_mapping"]
@@ -67,21 +72,23 @@ RW_MODES = ("old", "new", "dont_care")
 
 #: RAMs of at most this many words are registers, written as such
 LOGIC_MAX_DEPTH = 2
-#: RAMs of at most this many words are LUT RAM on ECP5 (two TRELLIS_DPR16X4 per 4 bits)
-DIST_MAX_DEPTH = 32
 #: bits of LUT ROM that cost as much as one ECP5 block RAM tile in Yosys' model (128 · 16)
 ROM_LUT_BITS_PER_TILE = 2048
 
 
 # ============================================================================ policy
 
-def choose_style(width: int, depth: int, *, rom: bool, read_ports: int = 1) -> str:
-    """The style of a ``width``-bit × ``depth``-word memory (see the module documentation)."""
+def choose_style(width: int, depth: int, *, rom: bool, read_ports: int = 1,
+                 rw: str = "old") -> str:
+    """The style of a ``width``-bit × ``depth``-word memory (see the module documentation;
+    ``rw`` as in :func:`ram`)."""
     _check_shape(width, depth, read_ports)
     if not rom:
         if depth <= LOGIC_MAX_DEPTH:
             return LOGIC
-        return DISTRIBUTED if depth <= DIST_MAX_DEPTH else BLOCK
+        auto = yosys_mapping(width, depth, "ecp5", style=DISTRIBUTED, rom=False,
+                             read_ports=read_ports, rw=rw)
+        return BLOCK if auto.kind == BLOCK else DISTRIBUTED
     if depth == 1:
         return LOGIC
     tiles = yosys_mapping(width, depth, "ecp5", style=BLOCK, rom=True,
@@ -220,7 +227,7 @@ def ram(m: Module, name: str, *, width: int, depth: int, rw: str = "old",
     _check_shape(width, depth)
     if rw not in RW_MODES:
         raise ValueError(f"read/write mode must be one of {RW_MODES}, not {rw!r}")
-    style = style or choose_style(width, depth, rom=False)
+    style = style or choose_style(width, depth, rom=False, rw=rw)
     if depth <= LOGIC_MAX_DEPTH:
         return _register_ram(m, name, width, depth, rw, read_en)
     mem = Memory(shape=width, depth=depth, init=[], attrs=yosys_attrs(style, rom=False, rw=rw))
@@ -273,9 +280,9 @@ class BufferedFIFO(Elaboratable):
     an inner queue of ``depth - 1`` words and the output register ``r_data``. A word written
     in cycle t can be read from cycle t + 2 on. ``w_rdy`` is high while the inner queue has
     room, ``r_rdy`` while the output register holds a word (neither depends on ``r_en`` or
-    ``w_en``). The inner queue is registers up to 2 words (so FIFOs of up to 3 words have no
-    memory), LUT RAM up to 32 words and block RAM beyond (:func:`ram`, whose reads never
-    meet a write of the same word: ``rw="dont_care"``). Depth 1 is one register that takes a
+    ``w_en``). The inner queue is a :func:`ram` whose reads never meet a write of the same
+    word (``rw="dont_care"``): registers up to 2 words (so FIFOs of up to 3 words have no
+    memory), then LUT RAM or block RAM by the policy. Depth 1 is one register that takes a
     word only while empty."""
 
     def __init__(self, *, width: int, depth: int):
@@ -294,7 +301,7 @@ class BufferedFIFO(Elaboratable):
     def inner_style(self) -> str | None:
         """Style of the inner queue (None for depth 1: one register)."""
         n = self.depth - 1
-        return choose_style(max(self.width, 1), n, rom=False) if n else None
+        return choose_style(max(self.width, 1), n, rom=False, rw="dont_care") if n else None
 
     def elaborate(self, platform):
         m = Module()
@@ -481,7 +488,7 @@ def bram_tiles(width: int, depth: int, family: str, *, rom: bool = False, read_p
                style: str | None = None, rw: str = "old") -> int:
     """Block RAM tiles (ECP5 DP16KD, iCE40 SB_RAM40_4K) a memory built here takes on
     ``family``; ``style`` defaults to the policy's choice (:func:`choose_style`)."""
-    style = style or choose_style(width, depth, rom=rom, read_ports=read_ports)
+    style = style or choose_style(width, depth, rom=rom, read_ports=read_ports, rw=rw)
     mp = yosys_mapping(width, depth, family, style=style, rom=rom, read_ports=read_ports, rw=rw)
     return mp.count if mp.kind == BLOCK else 0
 
@@ -500,7 +507,7 @@ class MemorySpec:
     @property
     def chosen_style(self) -> str:
         return self.style or choose_style(self.width, self.depth, rom=self.rom,
-                                          read_ports=self.read_ports)
+                                          read_ports=self.read_ports, rw=self.rw)
 
     def mapping(self, family: str) -> Mapping:
         return yosys_mapping(self.width, self.depth, family, style=self.chosen_style,

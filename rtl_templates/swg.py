@@ -45,7 +45,7 @@ Line buffer
 
 Line buffer memory
     The buffer is a RAM with one write and one synchronous read port (``memory.ram``: LUT RAM
-    up to 32 words, block RAM beyond). A read meets a write of the same word in the same cycle
+    or block RAM by the memory policy). A read meets a write of the same word in the same cycle
     only at the end of an output row whose last beat reads row ``F`` at word 0 (one channel
     block, the last window's last column 0: ``(OW-1)*SW - left + KW - 1 = 0``, and ``KH = 1``
     or a window with only its last row inside the map) while the writer starts row ``F + R``;

@@ -119,10 +119,11 @@ def test_fifo_matches_model_and_amaranth_stalls(depth):
 
 
 def test_fifo_storage_follows_the_policy():
-    """No memory for FIFOs of up to three words; LUT RAM up to 33; block RAM beyond."""
+    """No memory for FIFOs of up to three words; 64-bit words in LUT RAM up to 33, in block
+    RAM beyond."""
     styles, memories = {}, {}
     for d in (1, 2, 3, 4, 33, 34):
-        fifo = M.BufferedFIFO(width=8, depth=d)
+        fifo = M.BufferedFIFO(width=64, depth=d)
         styles[d] = fifo.inner_style
         frag = Fragment.get(fifo, None)
         memories[d] = [name for _, name, _ in frag.subfragments]
@@ -130,7 +131,8 @@ def test_fifo_storage_follows_the_policy():
                       34: M.BLOCK}
     assert memories == {1: [], 2: [], 3: [], 4: ["storage"], 33: ["storage"],
                         34: ["storage"]}
-    assert M.fifo_memory(8, 34).chosen_style == M.BLOCK
+    assert M.fifo_memory(64, 34).chosen_style == M.BLOCK
+    assert M.fifo_memory(8, 34).chosen_style == M.DISTRIBUTED
 
 
 # ============================================================================ RAM and ROM helpers
@@ -243,7 +245,9 @@ def test_policy():
     assert M.choose_style(8, 2, rom=False) == M.LOGIC
     assert M.choose_style(64, 3, rom=False) == M.DISTRIBUTED
     assert M.choose_style(64, 32, rom=False) == M.DISTRIBUTED
-    assert M.choose_style(8, 33, rom=False) == M.BLOCK
+    assert M.choose_style(64, 33, rom=False, rw="dont_care") == M.BLOCK
+    assert M.choose_style(8, 160, rom=False, rw="dont_care") == M.DISTRIBUTED
+    assert M.choose_style(8, 161, rom=False, rw="dont_care") == M.BLOCK
     assert M.choose_style(352, 1, rom=True) == M.LOGIC
     assert M.choose_style(256, 36, rom=True) == M.LOGIC      # 9,216 bits in 8 DP16KD
     assert M.choose_style(8, 1024, rom=True) == M.BLOCK
