@@ -443,11 +443,12 @@ def _def_cost(d: _RamDef, width: int, depth: int, n_wr: int, n_rd: int, rw: str
 
 def yosys_mapping(width: int, depth: int, family: str, *, style: str, rom: bool,
                   read_ports: int = 1, rw: str = "old") -> Mapping:
-    """What Yosys 0.70 (``synth_ecp5`` / ``synth_ice40``) makes of a memory built by
-    :func:`rom` or :func:`ram` in ``style`` (see the module documentation): ``rom`` has no
-    write port, a RAM one; ``read_ports`` synchronous read ports; ``rw`` as in :func:`ram`.
+    """What Yosys 0.70 (``synth_ecp5`` / ``synth_ice40``) makes of a ``width`` × ``depth``
+    memory in the Verilog with the attributes of ``style`` (:func:`yosys_attrs`): ``rom`` has
+    no write port, a RAM one; ``read_ports`` synchronous read ports; ``rw`` as in :func:`ram`.
     A style of ``logic`` maps to logic; ``block`` to the family's block RAM; ``distributed``
-    (no attribute) to whatever costs least in Yosys' model."""
+    (no attribute) to whatever costs least in Yosys' model. (What :func:`ram` and :func:`rom`
+    write as registers or constants instead of a memory: :meth:`MemorySpec.mapping`.)"""
     _check_shape(width, depth, read_ports)
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, not {family!r}")
@@ -455,7 +456,7 @@ def yosys_mapping(width: int, depth: int, family: str, *, style: str, rom: bool,
         raise ValueError(f"memory style must be one of {STYLES}, not {style!r}")
     bits = width * depth
     logic = Mapping(LOGIC, None, 0, bits * (read_ports if rom else 1))
-    if style == LOGIC or (not rom and depth <= LOGIC_MAX_DEPTH) or (rom and depth == 1):
+    if style == LOGIC:
         return logic
     n_wr = 0 if rom else 1
     best: tuple[float, Mapping] | None = None
@@ -486,11 +487,10 @@ def yosys_mapping(width: int, depth: int, family: str, *, style: str, rom: bool,
 
 def bram_tiles(width: int, depth: int, family: str, *, rom: bool = False, read_ports: int = 1,
                style: str | None = None, rw: str = "old") -> int:
-    """Block RAM tiles (ECP5 DP16KD, iCE40 SB_RAM40_4K) a memory built here takes on
-    ``family``; ``style`` defaults to the policy's choice (:func:`choose_style`)."""
-    style = style or choose_style(width, depth, rom=rom, read_ports=read_ports, rw=rw)
-    mp = yosys_mapping(width, depth, family, style=style, rom=rom, read_ports=read_ports, rw=rw)
-    return mp.count if mp.kind == BLOCK else 0
+    """Block RAM tiles (ECP5 DP16KD, iCE40 SB_RAM40_4K) a memory built by :func:`ram` (or,
+    with the stored width of :func:`rom_layout`, by :func:`rom`) takes on ``family``;
+    ``style`` defaults to the policy's choice (:func:`choose_style`)."""
+    return MemorySpec(width, depth, rom, read_ports, rw, style).bram_tiles(family)
 
 
 @dataclass(frozen=True)
@@ -510,6 +510,10 @@ class MemorySpec:
                                           read_ports=self.read_ports, rw=self.rw)
 
     def mapping(self, family: str) -> Mapping:
+        """What the memory becomes on ``family`` (registers or constants where the helpers
+        write no memory: a RAM of at most :data:`LOGIC_MAX_DEPTH` words, a one-word ROM)."""
+        if self.depth <= (1 if self.rom else LOGIC_MAX_DEPTH):
+            return Mapping(LOGIC, None, 0, self.width * self.depth)
         return yosys_mapping(self.width, self.depth, family, style=self.chosen_style,
                              rom=self.rom, read_ports=self.read_ports, rw=self.rw)
 
