@@ -93,6 +93,7 @@ from hwgen.rtl_templates.requant import (
     round24_pipe,
     round_clamp,
 )
+from hwgen.rtl_templates.resources import Mul, add_muls
 from hwgen.rtl_templates.words import lanes
 
 #: cycles from a (joined) input transfer to the output transfer of that beat, per semantics
@@ -307,10 +308,25 @@ def cost(p: AddParams) -> Cost:
         multipliers=2 * p.pe,
         multiplier_widths=[(p.da_bits, _odd(p.ma)[0].bit_length() or 1),
                            (p.db_bits, _odd(p.mb)[0].bit_length() or 1)] * p.pe,
+        multiplies=multiplies(p),
         memory_bits=depth * p.pe * p.out_type.bits,
         registers=p.pe * lane_regs + p.pipeline_depth + (depth + 1).bit_length()
         + 2 * depth.bit_length() + 4,
     )
+
+
+def multiplies(p: AddParams) -> dict[Mul, int]:
+    """Per lane the two constant products ``(a - za)·ma`` and ``(b - zb)·mb`` (their trailing
+    zero bits are a shift; the used bits are those of the product registers)."""
+    (blo, bhi) = p.db_bounds
+    pa_bits = signed_width(*p.prod_bounds[0])
+    pb_bits = signed_width(blo * p.mb, bhi * p.mb)
+    out: dict[Mul, int] = {}
+    for bits, mult, used in ((p.da_bits, p.ma, pa_bits), (p.db_bits, p.mb, pb_bits)):
+        m = Mul.by_constant(bits, True, mult, used - _odd(mult)[1])
+        if m is not None:
+            out = add_muls(out, {m: p.pe})
+    return out
 
 
 # ---------------------------------------------------------------------------- hardware

@@ -51,6 +51,7 @@ from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.quant import QType, Quantized, Requant, make_requant, signed_width
 from hwgen.rtl_templates.requant import delay, requant_stages, round_clamp
+from hwgen.rtl_templates.resources import Mul
 from hwgen.rtl_templates.words import lanes
 
 #: cycles from an input transfer to that beat's output transfer
@@ -272,6 +273,7 @@ def cost(p: ConcatParams) -> Cost:
     prod_bits = p.d_bits + p.mult_bits + 1
     return Cost(cycles=beats, latency=timing(p, 0, beats - 1)[1] + 1,
                 multipliers=p.pe, multiplier_widths=[(p.d_bits, p.mult_bits)] * p.pe,
+                multiplies={Mul(p.d_bits, True, p.mult_bits, False): p.pe},
                 memory_bits=depth * p.pe * ob,
                 registers=regs + p.pe * (in_bits + prod_bits) + 4)
 

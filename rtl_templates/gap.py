@@ -43,7 +43,7 @@ from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.quant import QType, Requant, signed_width
-from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.requant import RequantPipeline, requant_muls
 from hwgen.rtl_templates.words import lanes, pack_word
 
 #: cycles from taking the last input beat of a channel block to its output transfer
@@ -131,6 +131,7 @@ def cost(p: GAPParams) -> Cost:
         latency=timing(p, 0, steps - 1)[1] + 1,
         multipliers=p.pe,
         multiplier_widths=[(p.acc_bits, mult_w)] * p.pe,
+        multiplies=requant_muls(p.requant, p.acc_bits, p.pe),
         memory_bits=p.nb * p.pe * p.acc_bits
         + (p.nb * p.pe * mult_w if per_channel else 0)
         + _fifo_depth(p) * p.pe * p.out_type.bits,

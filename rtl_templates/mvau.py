@@ -48,7 +48,8 @@ from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.pipeline import delay, reg, tree_stages, tree_sum
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
-from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.requant import RequantPipeline, requant_muls
+from hwgen.rtl_templates.resources import Mul, add_muls
 from hwgen.rtl_templates.words import lanes, pack_word
 from hwgen.rtl_templates.xnor_mvau import (
     check_sign_requant,
@@ -176,6 +177,7 @@ def cost(p: MVAUParams) -> Cost:
         multipliers=n_dot + n_rq,
         multiplier_widths=[(p.in_type.bits, p.w_bits)] * n_dot
         + [(p.acc_bits, p.requant.mult_bits)] * n_rq,
+        multiplies=multiplies(p),
         memory_bits=steps * p.pe * p.simd * p.w_bits
         + (p.sf * p.simd * p.in_type.bits if p.nf > 1 else 0)
         + p.nf * p.pe * (p.acc_bits + p.requant.mult_bits)
@@ -184,6 +186,14 @@ def cost(p: MVAUParams) -> Cost:
         + p.simd * p.in_type.bits + p.pe * p.simd * (p.in_type.bits + p.w_bits)
         + 64,
     )
+
+
+def multiplies(p: MVAUParams) -> dict[Mul, int]:
+    """The dot products' terms (input × weight, weights signed) and the requantizers'
+    product tiles."""
+    dot = {Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True): p.pe * p.simd} \
+        if p.datapath == "mul" else {}
+    return add_muls(dot, requant_muls(p.requant, p.acc_bits, p.pe, is_bipolar(p.out_type)))
 
 
 def timing(p: MVAUParams, in_first: int, in_last: int) -> tuple[int, int]:

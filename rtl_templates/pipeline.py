@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from amaranth.hdl import Module, Signal, unsigned
 
+from hwgen.rtl_templates.resources import Mul
+
 #: operand chunk of the pipelined wide product: one hard multiplier on both families
 MUL_CHUNK = 16
 #: adder-tree levels between two registers
@@ -63,6 +65,19 @@ def tree_sum(m: Module, terms, name: str):
 
 def chunks(width: int) -> int:
     return max(1, -(-width // MUL_CHUNK))
+
+
+def mul_pipe_muls(a_bits: int, b_bits: int) -> dict[Mul, int]:
+    """The tiles :func:`mul_pipe` writes for an ``a_bits`` × ``b_bits`` product (unsigned
+    chunk × chunk multiplications, record → count)."""
+    out: dict[Mul, int] = {}
+    for i in range(chunks(a_bits)):
+        wa = min(a_bits, (i + 1) * MUL_CHUNK) - i * MUL_CHUNK
+        for j in range(chunks(b_bits)):
+            wb = min(b_bits, (j + 1) * MUL_CHUNK) - j * MUL_CHUNK
+            m = Mul(wa, False, wb, False)
+            out[m] = out.get(m, 0) + 1
+    return out
 
 
 def mul_stages(a_bits: int, b_bits: int) -> int:

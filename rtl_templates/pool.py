@@ -67,7 +67,7 @@ from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.quant import QType, Requant, signed_width
-from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.requant import RequantPipeline, requant_muls
 from hwgen.rtl_templates.vvau import stream_to_windows
 from hwgen.rtl_templates.words import lanes
 
@@ -216,6 +216,7 @@ def cost(p: PoolParams) -> Cost:
         latency=timing(p, 0, steps - 1)[1] + 1,
         multipliers=p.pe,
         multiplier_widths=[(p.acc_bits, mult_w)] * p.pe,
+        multiplies=requant_muls(p.requant, p.acc_bits, p.pe),
         memory_bits=idx_rom + fifo_bits,
         registers=p.pe * (p.in_type.bits + 3 * p.acc_bits + 2 * mult_w) + 64
         + 2 * max(1, (p.pixels - 1).bit_length()),

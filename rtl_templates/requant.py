@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 
-from hwgen.rtl_templates.pipeline import delay, mul_pipe, mul_stages, reg
+from hwgen.rtl_templates.pipeline import delay, mul_pipe, mul_pipe_muls, mul_stages, reg
 from hwgen.rtl_templates.quant import F32_BITS, Requant, signed_width
+from hwgen.rtl_templates.resources import Mul
 from hwgen.rtl_templates.xnor_mvau import sign_bit
 
 #: register stages of :func:`round24_pipe`
@@ -111,6 +112,16 @@ def round_clamp_mag(m: Module, neg, mag, rq: Requant, name: str):
     zb = abs(zp).bit_length() + 1
     v = reg(m, Mux(neg, zp - ymag, zp + ymag), signed(len(ymag) + zb + 1), f"{name}_v")
     return clamp(m, v, rq.lo, rq.hi, name)
+
+
+def requant_muls(rq: Requant, acc_bits: int, lanes: int = 1, sign: bool = False
+                 ) -> dict[Mul, int]:
+    """The multiplications of ``lanes`` lanes of :class:`RequantPipeline` (record → count):
+    the tiles of each lane's product of magnitude and multiplier; none for a sign
+    requantizer."""
+    if sign:
+        return {}
+    return {m: n * lanes for m, n in mul_pipe_muls(acc_bits, rq.mult_bits).items()}
 
 
 class RequantPipeline:

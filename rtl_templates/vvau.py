@@ -49,7 +49,8 @@ from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.pipeline import delay, reg
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
-from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.requant import RequantPipeline, requant_muls
+from hwgen.rtl_templates.resources import Mul, add_muls
 from hwgen.rtl_templates.words import lanes, pack_word
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
@@ -182,6 +183,8 @@ def cost(p: VVAUParams) -> Cost:
         multipliers=2 * p.pe,
         multiplier_widths=[(p.in_type.bits, p.w_bits)] * p.pe
         + [(p.acc_bits, p.requant.mult_bits)] * p.pe,
+        multiplies=add_muls({Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True): p.pe},
+                            requant_muls(p.requant, p.acc_bits, p.pe)),
         memory_bits=p.nb * p.kernel * p.pe * p.w_bits
         + p.nb * p.pe * (p.acc_bits + p.requant.mult_bits)
         + _fifo_depth(p) * p.pe * p.out_type.bits,
