@@ -43,7 +43,8 @@ from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.quant import QType, Requant, signed_width
-from hwgen.rtl_templates.requant import RequantPipeline, requant_muls
+from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.resources import unsigned_muls
 from hwgen.rtl_templates.words import lanes, pack_word
 
 #: cycles from taking the last input beat of a channel block to its output transfer
@@ -52,9 +53,15 @@ from hwgen.rtl_templates.words import lanes, pack_word
 BASE_DEPTH = 4
 
 
+def spacing(p: GAPParams) -> int:
+    """Fewest cycles between two sums reaching the requantizer: the channel blocks of the
+    last pixel follow each other; with one block, a frame apart."""
+    return p.pixels if p.nb == 1 else 1
+
+
 def pipeline_depth(p: GAPParams) -> int:
     """Cycles from the last step of an output beat to that beat's output transfer."""
-    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits)
+    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits, spacing=spacing(p))
 
 
 # ---------------------------------------------------------------------------- params
@@ -125,13 +132,14 @@ def cost(p: GAPParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
     steps = p.pixels * p.nb
     mult_w = p.requant.mult_bits
+    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=spacing(p))
     per_channel = len(p.requant.mult) > 1
     return Cost(
         cycles=steps,
         latency=timing(p, 0, steps - 1)[1] + 1,
-        multipliers=p.pe,
-        multiplier_widths=[(p.acc_bits, mult_w)] * p.pe,
-        multiplies=requant_muls(p.requant, p.acc_bits, p.pe),
+        multipliers=len(rq_tiles),
+        multiplier_widths=rq_tiles,
+        multiplies=unsigned_muls(rq_tiles),
         memory_bits=p.nb * p.pe * p.acc_bits
         + (p.nb * p.pe * mult_w if per_channel else 0)
         + _fifo_depth(p) * p.pe * p.out_type.bits,
@@ -230,7 +238,8 @@ class GAP(wiring.Component):
         m.d.sync += [s.eq(n) for s, n in zip(s2, sums)]
 
         # --- stages 3, 4: bias, product; round half to even, zero point, clamp → FIFO ------
-        rqp = RequantPipeline(m, v2, s2, [p.bias] * PE, mult2, rq, acc_w, ob)
+        rqp = RequantPipeline(m, v2, s2, [p.bias] * PE, mult2, rq, acc_w, ob,
+                              spacing=spacing(p))
         out.write(rqp.data, rqp.valid)
         return m
 

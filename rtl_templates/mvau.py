@@ -48,8 +48,8 @@ from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.pipeline import delay, reg, tree_stages, tree_sum
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
-from hwgen.rtl_templates.requant import RequantPipeline, requant_muls
-from hwgen.rtl_templates.resources import Mul, add_muls
+from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.resources import Mul, add_muls, unsigned_muls
 from hwgen.rtl_templates.words import lanes, pack_word
 from hwgen.rtl_templates.xnor_mvau import (
     check_sign_requant,
@@ -65,14 +65,15 @@ BASE_DEPTH = 5
 
 def operand_stages(p: MVAUParams) -> int:
     """Registers between the memories and the dot products' register: the operands, the
-    products, the adder tree's inner stages."""
-    return 2 + tree_stages(p.simd)
+    products (with a hard multiplier: its operand registers, the product, and one more so
+    the multiplier's registers can sit next to it), the adder tree's inner stages."""
+    return (4 if p.datapath == "mul" else 2) + tree_stages(p.simd)
 
 
 def pipeline_depth(p: MVAUParams) -> int:
     """Cycles from issuing the last step of an output beat to that beat's output transfer."""
     return (BASE_DEPTH + operand_stages(p)
-            + RequantPipeline.depth(p.requant, p.acc_bits, is_bipolar(p.out_type)))
+            + RequantPipeline.depth(p.requant, p.acc_bits, is_bipolar(p.out_type), p.sf))
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,14 +171,15 @@ def cost(p: MVAUParams) -> Cost:
     rq_bits = p.acc_bits + p.requant.mult_bits
     # ±1 operands need no multiplier; a bipolar output is a sign test, not a requantizer
     n_dot = p.pe * p.simd if p.datapath == "mul" else 0
-    n_rq = 0 if is_bipolar(p.out_type) else p.pe
+    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, is_bipolar(p.out_type),
+                                          p.sf)
     return Cost(
         cycles=steps * p.vectors,
         latency=timing(p, 0, p.sf - 1)[1] + 1,
-        multipliers=n_dot + n_rq,
-        multiplier_widths=[(p.in_type.bits, p.w_bits)] * n_dot
-        + [(p.acc_bits, p.requant.mult_bits)] * n_rq,
-        multiplies=multiplies(p),
+        multipliers=n_dot + len(rq_tiles),
+        multiplier_widths=[(p.in_type.bits, p.w_bits)] * n_dot + rq_tiles,
+        multiplies=add_muls({Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True): n_dot},
+                            unsigned_muls(rq_tiles)),
         memory_bits=steps * p.pe * p.simd * p.w_bits
         + (p.sf * p.simd * p.in_type.bits if p.nf > 1 else 0)
         + p.nf * p.pe * (p.acc_bits + p.requant.mult_bits)
@@ -186,14 +188,6 @@ def cost(p: MVAUParams) -> Cost:
         + p.simd * p.in_type.bits + p.pe * p.simd * (p.in_type.bits + p.w_bits)
         + 64,
     )
-
-
-def multiplies(p: MVAUParams) -> dict[Mul, int]:
-    """The dot products' terms (input × weight, weights signed) and the requantizers'
-    product tiles."""
-    dot = {Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True): p.pe * p.simd} \
-        if p.datapath == "mul" else {}
-    return add_muls(dot, requant_muls(p.requant, p.acc_bits, p.pe, is_bipolar(p.out_type)))
 
 
 def timing(p: MVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
@@ -326,8 +320,10 @@ class MVAU(wiring.Component):
                 terms = [select_term(wl[s][0], xs[s]) for s in range(SIMD)]
             elif p.datapath == "bipolar_in":
                 terms = [select_term(x1[s], wl[s].as_signed()) for s in range(SIMD)]
-            else:
-                terms = [xs[s] * wl[s].as_signed() for s in range(SIMD)]
+            else:   # each hard multiplier with operand and product registers of its own
+                terms = [reg(m, reg(m, xs[s], xs[s].shape(), f"xt_{pe}_{s}")
+                             * reg(m, wl[s].as_signed(), signed(wb), f"wt_{pe}_{s}"),
+                             signed(ib + wb + 1), f"prod_{pe}_{s}") for s in range(SIMD)]
             terms = [reg(m, t, t.shape(), f"term_{pe}_{s}") for s, t in enumerate(terms)]
             dots.append(tree_sum(m, terms, f"dot_{pe}"))
         extra = operand_stages(p)
@@ -357,7 +353,7 @@ class MVAU(wiring.Component):
         # --- stages 4, 5: bias, product; round half to even, zero point, clamp → FIFO ------
         rqp = RequantPipeline(m, v3, s3, [w[:acc_w].as_signed() for w in params3],
                               [w[acc_w:] for w in params3], rq, acc_w, ob,
-                              sign=is_bipolar(p.out_type))
+                              sign=is_bipolar(p.out_type), spacing=SF)
         out.write(rqp.data, rqp.valid)
         return m
 

@@ -11,9 +11,7 @@ a comparison) with a few LUT levels around it, or one hard multiplier tile (at m
 """
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal, unsigned
-
-from hwgen.rtl_templates.resources import Mul
+from amaranth.hdl import Module, Mux, Signal, unsigned
 
 #: operand chunk of the pipelined wide product: one hard multiplier on both families
 MUL_CHUNK = 16
@@ -67,19 +65,6 @@ def chunks(width: int) -> int:
     return max(1, -(-width // MUL_CHUNK))
 
 
-def mul_pipe_muls(a_bits: int, b_bits: int) -> dict[Mul, int]:
-    """The tiles :func:`mul_pipe` writes for an ``a_bits`` × ``b_bits`` product (unsigned
-    chunk × chunk multiplications, record → count)."""
-    out: dict[Mul, int] = {}
-    for i in range(chunks(a_bits)):
-        wa = min(a_bits, (i + 1) * MUL_CHUNK) - i * MUL_CHUNK
-        for j in range(chunks(b_bits)):
-            wb = min(b_bits, (j + 1) * MUL_CHUNK) - j * MUL_CHUNK
-            m = Mul(wa, False, wb, False)
-            out[m] = out.get(m, 0) + 1
-    return out
-
-
 def mul_stages(a_bits: int, b_bits: int) -> int:
     """Registers :func:`mul_pipe` puts between its operands and the product: each tile's
     operands, the partial products, then one per level of their sum."""
@@ -109,3 +94,63 @@ def mul_pipe(m: Module, a, b, name: str):
         parts = [reg(m, t, unsigned(wa + wb), f"{name}_s{level}_{k}") for k, t in enumerate(nxt)]
         level += 1
     return parts[0]
+
+
+def seq_mul_stages(a_bits: int, b_bits: int) -> int:
+    """Cycles from :class:`SeqMul`'s start to its products: one per tile-sized partial
+    product, then the operand, product and accumulator registers."""
+    return chunks(a_bits) * chunks(b_bits) + 3
+
+
+class SeqMul:
+    """Products of unsigned pairs ``(a, b)`` in one hard multiplier tile each, one partial
+    product per cycle: for a block whose products are needed at most every
+    ``chunks(a)·chunks(b)`` cycles (a requantizer behind many synapse folds), the product of
+    a wide pair costs one tile instead of a tile per partial product.
+
+    ``start`` (cycle t) samples every ``a`` and ``b``; :attr:`products` hold them from cycle
+    ``t + seq_mul_stages(...)`` for one cycle. Starts must be at least
+    ``chunks(a)·chunks(b)`` cycles apart. The control (partial-product counter) is shared by
+    all pairs; each pair has its operand latches, tile operand registers, product register
+    and accumulator."""
+
+    def __init__(self, m: Module, start, pairs, name: str):
+        wa, wb = len(pairs[0][0]), len(pairs[0][1])
+        ca, cb = chunks(wa), chunks(wb)
+        n = ca * cb
+        k = Signal(range(max(n, 2)), name=f"{name}_k")
+        run = Signal(name=f"{name}_run")
+        with m.If(start):
+            m.d.sync += [k.eq(0), run.eq(1)]
+        with m.Elif(run):
+            m.d.sync += [k.eq(k + 1), run.eq(k != n - 1)]
+        # stage X: this cycle's chunks; stage Y: their product; stage Z: accumulate
+        first_x = reg(m, run & (k == 0), unsigned(1), f"{name}_fx")
+        k_x = reg(m, k, k.shape(), f"{name}_kx")
+        first_y = reg(m, first_x, unsigned(1), f"{name}_fy")
+        k_y = reg(m, k_x, k.shape(), f"{name}_ky")
+        self.products = []
+        for p, (a, b) in enumerate(pairs):
+            la = Signal(unsigned(wa), name=f"{name}_la{p}")
+            lb = Signal(unsigned(wb), name=f"{name}_lb{p}")
+            with m.If(start):
+                m.d.sync += [la.eq(a), lb.eq(b)]
+            a_chunks = [la[i * MUL_CHUNK:min(wa, (i + 1) * MUL_CHUNK)] for i in range(ca)]
+            b_chunks = [lb[j * MUL_CHUNK:min(wb, (j + 1) * MUL_CHUNK)] for j in range(cb)]
+            opa = Signal(unsigned(min(wa, MUL_CHUNK)), name=f"{name}_opa{p}")
+            opb = Signal(unsigned(min(wb, MUL_CHUNK)), name=f"{name}_opb{p}")
+            with m.Switch(k):
+                for i in range(ca):
+                    for j in range(cb):
+                        with m.Case(i * cb + j):
+                            m.d.sync += [opa.eq(a_chunks[i]), opb.eq(b_chunks[j])]
+            pp = reg(m, opa * opb, unsigned(len(opa) + len(opb)), f"{name}_pp{p}")
+            acc = Signal(unsigned(wa + wb), name=f"{name}_acc{p}")
+            shifted = Signal(unsigned(wa + wb), name=f"{name}_sh{p}")
+            with m.Switch(k_y):
+                for i in range(ca):
+                    for j in range(cb):
+                        with m.Case(i * cb + j):
+                            m.d.comb += shifted.eq(pp << (MUL_CHUNK * (i + j)))
+            m.d.sync += acc.eq(Mux(first_y, 0, acc) + shifted)
+            self.products.append(acc)

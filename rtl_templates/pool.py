@@ -67,7 +67,8 @@ from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.quant import QType, Requant, signed_width
-from hwgen.rtl_templates.requant import RequantPipeline, requant_muls
+from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.resources import unsigned_muls
 from hwgen.rtl_templates.vvau import stream_to_windows
 from hwgen.rtl_templates.words import lanes
 
@@ -80,7 +81,9 @@ BASE_DEPTH = {"max": 3, "avg": 4}
 def pipeline_depth(p: PoolParams) -> int:
     """Cycles from the last step of an output beat to that beat's output transfer."""
     d = BASE_DEPTH[p.kind]
-    return d if p.kind == "max" else d + RequantPipeline.depth(p.requant, p.acc_bits)
+    if p.kind == "max":
+        return d
+    return d + RequantPipeline.depth(p.requant, p.acc_bits, spacing=p.kernel)
 
 
 # ---------------------------------------------------------------------------- params
@@ -210,13 +213,14 @@ def cost(p: PoolParams) -> Cost:
                     memory_bits=fifo_bits,
                     registers=p.pe * 2 * p.in_type.bits + 48)
     mult_w = p.requant.mult_bits
+    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=p.kernel)
     idx_rom = p.pixels * p.index_bits if len(p.count_values) > 1 else 0
     return Cost(
         cycles=steps,
         latency=timing(p, 0, steps - 1)[1] + 1,
-        multipliers=p.pe,
-        multiplier_widths=[(p.acc_bits, mult_w)] * p.pe,
-        multiplies=requant_muls(p.requant, p.acc_bits, p.pe),
+        multipliers=len(rq_tiles),
+        multiplier_widths=rq_tiles,
+        multiplies=unsigned_muls(rq_tiles),
         memory_bits=idx_rom + fifo_bits,
         registers=p.pe * (p.in_type.bits + 3 * p.acc_bits + 2 * mult_w) + 64
         + 2 * max(1, (p.pixels - 1).bit_length()),
@@ -325,7 +329,7 @@ class Pool(wiring.Component):
             mult_sel = Const(mults[0], unsigned(mult_w))
 
         # --- stages 3, 4: bias, product; round half to even, zero point, clamp → FIFO ------
-        rqp = RequantPipeline(m, v2, s2, [p.bias] * PE, mult_sel, rq, acc_w, ob)
+        rqp = RequantPipeline(m, v2, s2, [p.bias] * PE, mult_sel, rq, acc_w, ob, spacing=K)
         out.write(rqp.data, rqp.valid)
         return m
 

@@ -13,7 +13,7 @@ magnitude and the sign is put back afterwards (round half to even is symmetric).
 Every step is registered, so no path holds more than one wide carry chain and a few LUT
 levels, or one hard multiplier tile: sum + bias, its sign and magnitude, the product of
 magnitude and multiplier in 16×16 tiles (:func:`~rtl_templates.pipeline.mul_pipe`), the
-float32 rounding (:func:`round24_pipe`, two stages: the mask of bits to drop, then the
+float32 rounding (:func:`round24_pipe`, three stages: the mask of bits to drop, then the
 rounding add), the division by ``2**shift``, sign and zero point, the clamp. The pipeline
 never stalls, so the stages need no enables; the blocks count
 :meth:`RequantPipeline.depth` (or :func:`requant_stages`) into their latency.
@@ -22,13 +22,21 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 
-from hwgen.rtl_templates.pipeline import delay, mul_pipe, mul_pipe_muls, mul_stages, reg
+from hwgen.rtl_templates.pipeline import (
+    MUL_CHUNK,
+    SeqMul,
+    chunks,
+    delay,
+    mul_pipe,
+    mul_stages,
+    reg,
+    seq_mul_stages,
+)
 from hwgen.rtl_templates.quant import F32_BITS, Requant, signed_width
-from hwgen.rtl_templates.resources import Mul
 from hwgen.rtl_templates.xnor_mvau import sign_bit
 
 #: register stages of :func:`round24_pipe`
-ROUND24_STAGES = 2
+ROUND24_STAGES = 3
 
 
 def rhe_const(a, k: int):
@@ -54,16 +62,19 @@ def round24_pipe(m: Module, mag, name: str):
     after :data:`ROUND24_STAGES` registers; unsigned, one bit wider than ``mag``.
 
     No shifter: the bits to drop are those more than 23 places below the leading one, a mask
-    ``low`` made by OR-smearing ``mag`` downwards (first stage). Adding ``half - 1`` plus the
-    lowest kept bit and clearing the ``low`` bits rounds half to even (second stage)."""
+    ``low`` made by OR-smearing ``mag`` downwards (two stages of three OR levels each). Adding
+    ``half - 1`` plus the lowest kept bit and clearing the ``low`` bits rounds half to even
+    (third stage)."""
     w = len(mag)
     if w <= F32_BITS:                   # exact already: the stages only delay
         return delay(m, mag, ROUND24_STAGES, f"{name}_r24")
-    smear = mag
-    k = 1
+    smear, k = mag, 1
     while k < w:                        # smear[j] = OR of mag[j..w-1]
         smear = smear | (smear >> k)
         k *= 2
+        if k == 8:                      # a register after the first three levels (w > 24)
+            smear = reg(m, smear, unsigned(w), f"{name}_smear")
+            mag = reg(m, mag, unsigned(w), f"{name}_mag0")
     low = reg(m, smear >> F32_BITS, unsigned(w), f"{name}_low")    # the bits rounded away
     mag1 = reg(m, mag, unsigned(w), f"{name}_mag1")
     lsb = (mag1 & ((low << 1) & ~low)).any()                        # the lowest kept bit
@@ -114,16 +125,6 @@ def round_clamp_mag(m: Module, neg, mag, rq: Requant, name: str):
     return clamp(m, v, rq.lo, rq.hi, name)
 
 
-def requant_muls(rq: Requant, acc_bits: int, lanes: int = 1, sign: bool = False
-                 ) -> dict[Mul, int]:
-    """The multiplications of ``lanes`` lanes of :class:`RequantPipeline` (record → count):
-    the tiles of each lane's product of magnitude and multiplier; none for a sign
-    requantizer."""
-    if sign:
-        return {}
-    return {m: n * lanes for m, n in mul_pipe_muls(acc_bits, rq.mult_bits).items()}
-
-
 class RequantPipeline:
     """The requantizer tail of ``len(sums)`` lanes, built into module ``m``.
 
@@ -134,17 +135,46 @@ class RequantPipeline:
     multiplier (:func:`~rtl_templates.pipeline.mul_pipe`) and :func:`round_clamp_mag`:
     :attr:`data` (lanes of ``out_bits``, packed) is valid when :attr:`valid`, :meth:`depth`
     registers after the input. With ``sign`` (a bipolar output) a sign test replaces the
-    product and each lane is one bit."""
+    product and each lane is one bit. ``spacing``: the fewest cycles between two valid
+    inputs; when it allows, each lane's product takes one multiplier tile for several cycles
+    (:meth:`sequential`)."""
 
     @staticmethod
-    def depth(rq: Requant, acc_bits: int, sign: bool = False) -> int:
+    def sequential(rq: Requant, acc_bits: int, spacing: int) -> bool:
+        """Whether the product is made one tile-sized partial product per cycle
+        (:class:`~rtl_templates.pipeline.SeqMul`): when inputs come at least as many cycles
+        apart as there are partial products."""
+        n = chunks(acc_bits) * chunks(rq.mult_bits)
+        return n > 1 and spacing >= n
+
+    @staticmethod
+    def depth(rq: Requant, acc_bits: int, sign: bool = False, spacing: int = 1) -> int:
         """Registers from the input to :attr:`data`."""
         if sign:
             return 2
-        return 2 + mul_stages(acc_bits, rq.mult_bits) + requant_stages(rq) - 1
+        seq = RequantPipeline.sequential(rq, acc_bits, spacing)
+        prod = (seq_mul_stages if seq else mul_stages)(acc_bits, rq.mult_bits)
+        return 2 + prod + requant_stages(rq) - 1
+
+    @staticmethod
+    def multiplies(rq: Requant, acc_bits: int, lanes: int, sign: bool = False,
+                   spacing: int = 1) -> list[tuple[int, int]]:
+        """The hardware multiplies of ``lanes`` lanes, as unsigned operand widths (each at
+        most a tile)."""
+        if sign:
+            return []
+        ca, cb = chunks(acc_bits), chunks(rq.mult_bits)
+
+        def width(w, i):
+            return min(w, (i + 1) * MUL_CHUNK) - i * MUL_CHUNK
+        tiles = [(width(acc_bits, i), width(rq.mult_bits, j))
+                 for i in range(ca) for j in range(cb)]
+        if RequantPipeline.sequential(rq, acc_bits, spacing):
+            tiles = [(min(acc_bits, MUL_CHUNK), min(rq.mult_bits, MUL_CHUNK))]
+        return tiles * lanes
 
     def __init__(self, m: Module, valid, sums, bias, mult, rq: Requant, acc_bits: int,
-                 out_bits: int, sign: bool = False, name: str = "rq"):
+                 out_bits: int, sign: bool = False, spacing: int = 1, name: str = "rq"):
         n, mult_w = len(sums), rq.mult_bits
         v1 = Signal(name=f"{name}_v1")
         s1 = [Signal(signed(acc_bits), name=f"{name}_s_{k}") for k in range(n)]
@@ -160,15 +190,20 @@ class RequantPipeline:
             outs = [Signal(name=f"{name}_b_{k}") for k in range(n)]
             m.d.sync += [b.eq(sign_bit(s, mm, rq.zero_point)) for b, s, mm in zip(outs, s1, m1)]
         else:
-            outs = []
-            m2 = {}
+            seq = self.sequential(rq, acc_bits, spacing)
+            stages = (seq_mul_stages if seq else mul_stages)(acc_bits, mult_w)
+            negs, mags, m2 = [], [], {}
             for k in range(n):
-                lane = f"{name}_{k}"
-                neg, mag = abs_pipe(m, s1[k], lane)
+                neg, mag = abs_pipe(m, s1[k], f"{name}_{k}")
                 if id(m1[k]) not in m2:         # a shared multiplier is delayed once
-                    m2[id(m1[k])] = reg(m, m1[k], unsigned(mult_w), f"{lane}_m2")
-                prod = mul_pipe(m, mag, m2[id(m1[k])], f"{lane}_mul")
-                neg = delay(m, neg, mul_stages(acc_bits, mult_w), f"{lane}_pneg")
-                outs.append(round_clamp_mag(m, neg, prod, rq, f"{name}_y_{k}")[:out_bits])
-        self.valid = delay(m, v1, self.depth(rq, acc_bits, sign) - 1, f"{name}_v")
+                    m2[id(m1[k])] = reg(m, m1[k], unsigned(mult_w), f"{name}_{k}_m2")
+                negs.append(delay(m, neg, stages, f"{name}_{k}_pneg"))
+                mags.append((mag, m2[id(m1[k])]))
+            if seq:
+                prods = SeqMul(m, delay(m, v1, 1, f"{name}_v2"), mags, f"{name}_seq").products
+            else:
+                prods = [mul_pipe(m, a, b, f"{name}_{k}_mul") for k, (a, b) in enumerate(mags)]
+            outs = [round_clamp_mag(m, neg, prod, rq, f"{name}_y_{k}")[:out_bits]
+                    for k, (neg, prod) in enumerate(zip(negs, prods))]
+        self.valid = delay(m, v1, self.depth(rq, acc_bits, sign, spacing) - 1, f"{name}_v")
         self.data = Cat(*outs)

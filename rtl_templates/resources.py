@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 __all__ = ["DSP_RULES", "FAMILIES", "DSPRule", "Mul", "Resources", "add_muls", "dsp_tiles",
-           "mul_tiles_total"]
+           "mul_tiles_total", "unsigned_muls"]
 
 FAMILIES = ("ecp5", "ice40")
 
@@ -145,6 +145,16 @@ def add_muls(*parts: dict[Mul, int]) -> dict[Mul, int]:
         for m, n in part.items():
             if n:
                 out[m] = out.get(m, 0) + n
+    return out
+
+
+def unsigned_muls(widths) -> dict[Mul, int]:
+    """Unsigned products given as ``(a_bits, b_bits)`` pairs (the tiles of a wide product) as
+    records (→ count)."""
+    out: dict[Mul, int] = {}
+    for a, b in widths:
+        m = Mul(a, False, b, False)
+        out[m] = out.get(m, 0) + 1
     return out
 
 

@@ -49,19 +49,19 @@ from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.pipeline import delay, reg
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
-from hwgen.rtl_templates.requant import RequantPipeline, requant_muls
-from hwgen.rtl_templates.resources import Mul, add_muls
+from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.resources import Mul, add_muls, unsigned_muls
 from hwgen.rtl_templates.words import lanes, pack_word
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
 #: cycles to the requantizer's input plus the output FIFO's two (the requantizer's own
 #: stages come on top: :func:`pipeline_depth`)
-BASE_DEPTH = 6
+BASE_DEPTH = 9
 
 
 def pipeline_depth(p: VVAUParams) -> int:
     """Cycles from the last step of an output beat to that beat's output transfer."""
-    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits)
+    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits, spacing=p.kernel)
 
 
 # ---------------------------------------------------------------------------- layout
@@ -176,15 +176,15 @@ def golden(p: VVAUParams, x: np.ndarray) -> np.ndarray:
 def cost(p: VVAUParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
     steps = p.pixels * p.kernel * p.nb
+    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=p.kernel)
     rq_bits = p.acc_bits + p.requant.mult_bits
     return Cost(
         cycles=steps,
         latency=timing(p, 0, steps - 1)[1] + 1,
-        multipliers=2 * p.pe,
-        multiplier_widths=[(p.in_type.bits, p.w_bits)] * p.pe
-        + [(p.acc_bits, p.requant.mult_bits)] * p.pe,
+        multipliers=p.pe + len(rq_tiles),
+        multiplier_widths=[(p.in_type.bits, p.w_bits)] * p.pe + rq_tiles,
         multiplies=add_muls({Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True): p.pe},
-                            requant_muls(p.requant, p.acc_bits, p.pe)),
+                            unsigned_muls(rq_tiles)),
         memory_bits=p.nb * p.kernel * p.pe * p.w_bits
         + p.nb * p.pe * (p.acc_bits + p.requant.mult_bits)
         + _fifo_depth(p) * p.pe * p.out_type.bits,
@@ -280,7 +280,12 @@ class VVAU(wiring.Component):
         v1, first1, last1, cb1 = (delay(m, x, 1, f"{n}_x") for x, n in
                                   ((v1, "v1"), (first1, "first1"), (last1, "last1"), (cb1, "cb1")))
         xs = lanes(x1, PE, ib, p.in_type.signed)
-        prods = [x * w for x, w in zip(xs, lanes(w1, PE, wb, signed=True))]
+        # each hard multiplier with operand and product registers of its own, then one more
+        prods = [reg(m, reg(m, reg(m, x, x.shape(), f"xt_{ci}") * reg(m, w, w.shape(), f"wt_{ci}"),
+                            signed(ib + wb + 1), f"prod_{ci}"), signed(ib + wb + 1), f"prodr_{ci}")
+                 for ci, (x, w) in enumerate(zip(xs, lanes(w1, PE, wb, signed=True)))]
+        v1, first1, last1, cb1 = (delay(m, x, 3, f"{n}_p") for x, n in
+                                  ((v1, "v1"), (first1, "first1"), (last1, "last1"), (cb1, "cb1")))
 
         # --- stage 2: accumulate --------------------------------------------------------
         v2, first2, last2 = Signal(), Signal(), Signal()
@@ -303,7 +308,7 @@ class VVAU(wiring.Component):
 
         # --- stages 4, 5: bias, product; round half to even, zero point, clamp → FIFO ------
         rqp = RequantPipeline(m, v3, s3, [w[:acc_w].as_signed() for w in params3],
-                              [w[acc_w:] for w in params3], rq, acc_w, ob)
+                              [w[acc_w:] for w in params3], rq, acc_w, ob, spacing=K)
         out.write(rqp.data, rqp.valid)
         return m
 
