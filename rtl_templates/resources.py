@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 __all__ = ["DSP_RULES", "FAMILIES", "DSPRule", "Mul", "Resources", "add_muls", "dsp_tiles",
-           "mul_tiles_total", "unsigned_muls"]
+           "mul_tiles_total", "total", "unsigned_muls"]
 
 FAMILIES = ("ecp5", "ice40")
 
@@ -168,17 +168,34 @@ class Resources:
     """What one block (or a design) takes of one FPGA family: LUT4 cells (ECP5 ``LUT4``,
     iCE40 ``SB_LUT4``), flip-flops, carry cells (ECP5 ``CCU2C``, two LUTs' worth each; iCE40
     ``SB_CARRY``), DSP tiles, block RAM tiles (ECP5 ``DP16KD``, iCE40 ``SB_RAM40_4K``) and
-    distributed RAM cells (ECP5 ``TRELLIS_DPR16X4``)."""
-    lut4: int = 0
-    ff: int = 0
-    carry: int = 0
-    dsp: int = 0
-    bram: int = 0
-    dram: int = 0
+    distributed RAM cells (ECP5 ``TRELLIS_DPR16X4``). The parts of an estimate may hold
+    fractions; :meth:`rounded` gives the whole cells a block reports."""
+    lut4: float = 0
+    ff: float = 0
+    carry: float = 0
+    dsp: float = 0
+    bram: float = 0
+    dram: float = 0
 
     def __add__(self, other: Resources) -> Resources:
         return Resources(*(getattr(self, f.name) + getattr(other, f.name)
                            for f in fields(self)))
 
+    def __mul__(self, k: float) -> Resources:
+        return Resources(*(getattr(self, f.name) * k for f in fields(self)))
+
+    __rmul__ = __mul__
+
+    def rounded(self) -> Resources:
+        return Resources(*(max(0, int(round(getattr(self, f.name)))) for f in fields(self)))
+
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def total(parts) -> Resources:
+    """The sum of ``parts`` (Resources)."""
+    out = Resources()
+    for r in parts:
+        out = out + r
+    return out
