@@ -70,6 +70,7 @@ from amaranth.lib.wiring import In, Out
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.pipeline import mul_pipe, mul_stages
 from hwgen.rtl_templates.quant import (
     ACC_GUARD_BITS,
     MULT_BITS,
@@ -98,7 +99,7 @@ from hwgen.rtl_templates.words import lanes
 
 #: cycles from a (joined) input transfer to the output transfer of that beat, per semantics
 #: (the requantizer's stages after the sum come on top for "ort": :meth:`AddParams.pipeline_depth`)
-PIPELINE_DEPTHS = {"exact": 9, "ort": 8 + 1 + ROUND24_STAGES}
+PIPELINE_DEPTHS = {"exact": 8, "ort": 7 + 1 + ROUND24_STAGES}
 #: the default semantics of :func:`make_add_requant`
 DEFAULT_SEMANTICS = "ort"
 
@@ -146,8 +147,15 @@ class AddParams:
     @property
     def pipeline_depth(self) -> int:
         if self.ort:
-            return PIPELINE_DEPTHS["ort"] + requant_stages(self.sum_requant)
-        return PIPELINE_DEPTHS["exact"]
+            return PIPELINE_DEPTHS["ort"] + self.const_stages + requant_stages(self.sum_requant)
+        return PIPELINE_DEPTHS["exact"] + self.const_stages
+
+    @property
+    def const_stages(self) -> int:
+        """Registers from the operands less their zero points to the products: sign and
+        magnitude, the wider of the two tiled constant products, the sign back."""
+        return 2 + max(mul_stages(self.da_bits, max(1, _odd(self.ma)[0].bit_length())),
+                       mul_stages(self.db_bits, max(1, _odd(self.mb)[0].bit_length())))
 
     @property
     def sum_requant(self) -> Requant:
@@ -339,9 +347,18 @@ def _odd(m: int) -> tuple[int, int]:
     return m >> tz, tz
 
 
-def _times_const(x, m: int):
-    odd, tz = _odd(m)
-    return (x * Const(odd, unsigned(max(1, odd.bit_length())))) << tz
+def _times_const_pipe(m: Module, x, mult: int, stages: int, name: str):
+    """``x · mult`` of the signed ``x`` and a constant, ``stages`` registers later (the last
+    one is the caller's): sign and magnitude, the magnitude times the constant's odd part in
+    multiplier tiles (:func:`~rtl_templates.pipeline.mul_pipe`), delays to ``stages``, the
+    sign and the trailing zeros put back."""
+    odd, tz = _odd(mult)
+    neg, mag = abs_pipe(m, x, name)
+    odd_c = Const(odd, unsigned(max(1, odd.bit_length())))
+    prod = mul_pipe(m, mag, odd_c, name)
+    prod = delay(m, prod, stages - 2 - mul_stages(len(mag), len(odd_c)), f"{name}_al")
+    neg = delay(m, neg, stages - 2, f"{name}_neg")
+    return Mux(neg, -prod, prod) << tz
 
 
 class AddBlock(wiring.Component):
@@ -390,8 +407,10 @@ class AddBlock(wiring.Component):
                                        lanes(b1, PE, p.b_type.bits, p.b_type.signed))):
             da = reg(m, x - za, signed(p.da_bits), f"da_{k}")
             db = reg(m, y - zb, signed(p.db_bits), f"db_{k}")
-            m.d.sync += [pa[k].eq(_times_const(da, p.ma)), pb[k].eq(_times_const(db, p.mb))]
-        v2 = delay(m, v1, 2, "v2")
+            cs = p.const_stages
+            m.d.sync += [pa[k].eq(_times_const_pipe(m, da, p.ma, cs, f"pa_{k}")),
+                         pb[k].eq(_times_const_pipe(m, db, p.mb, cs, f"pb_{k}"))]
+        v2 = delay(m, v1, 1 + p.const_stages, "v2")
         if p.ort:
             pa = [delay(m, x, 1, f"pa_{k}") for k, x in enumerate(pa)]
             pb = [reg(m, x + f, signed(signed_width(pb_lo, pb_hi)), f"pbf_{k}")

@@ -5,18 +5,23 @@ start a step that will write a beat only while a credit is left. Credits count t
 places not yet promised: one is spent when such a step issues, one comes back when a beat
 leaves on ``o``. So the FIFO never overflows, back-pressure only holds the issue stage, and
 ``o.valid`` (the FIFO's ``r_rdy``) never depends on ``o.ready``.
+
+The FIFO is :class:`~hwgen.rtl_templates.memory.BufferedFIFO` (cycle for cycle Amaranth's
+``SyncFIFOBuffered``: a beat written in cycle t can leave in cycle t + 2), whose storage
+follows the memory policy: registers up to 3 beats, then LUT RAM or block RAM.
 """
 from __future__ import annotations
 
 from amaranth.hdl import Module, Signal
-from amaranth.lib.fifo import SyncFIFOBuffered
+
+from hwgen.rtl_templates.memory import BufferedFIFO
 
 
 class OutputCredits:
     """Output FIFO of ``depth`` beats driving stream ``o``, and its credit counter."""
 
     def __init__(self, m: Module, o, width: int, depth: int):
-        m.submodules.ofifo = self.fifo = SyncFIFOBuffered(width=width, depth=depth)
+        m.submodules.ofifo = self.fifo = BufferedFIFO(width=width, depth=depth)
         m.d.comb += [o.payload.eq(self.fifo.r_data), o.valid.eq(self.fifo.r_rdy),
                      self.fifo.r_en.eq(o.ready)]
         self.credits = Signal(range(depth + 1), init=depth)

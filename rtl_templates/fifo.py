@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.hdl import Module, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates.block import FoldSpace, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.memory import BufferedFIFO
 
 LATENCY = 2
 
@@ -56,7 +56,7 @@ class StreamFIFO(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.fifo = fifo = SyncFIFOBuffered(width=self.p.width, depth=self.p.depth)
+        m.submodules.fifo = fifo = BufferedFIFO(width=self.p.width, depth=self.p.depth)
         m.d.comb += [
             fifo.w_data.eq(self.i.payload), fifo.w_en.eq(self.i.valid),
             self.i.ready.eq(fifo.w_rdy),

@@ -17,8 +17,10 @@ Hardware
     C accumulators live in a RAM of NB words of PE lanes (the input cycles through the
     channel blocks once per pixel), updated by read-modify-write: the word of channel block
     ``cb`` is read when a beat is taken (cycle t), the beat added in t+1 and written back in
-    t+1; the read port is transparent for the write port, so back-to-back updates of the same
-    word (NB = 1) see each other. The first pixel of a frame adds to 0 instead of the RAM.
+    t+1. A read never meets the write of its own word (that write is of the previous channel
+    block), except for NB = 1: that one word is a register, and back-to-back updates see each
+    other. The RAM and the per-channel multiplier ROM follow ``memory``'s policy. The first
+    pixel of a frame adds to 0 instead of the RAM.
     During the last pixel the sums go on, one output beat per input beat:
     t+2: sum   t+3: add -pixels*z_in, multiplier   t+4: multiply; round half to even,
     zero point, clamp → output FIFO. A credit counter (only consulted in the last pixel)
@@ -36,12 +38,12 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.memory import ram, rom
 from hwgen.rtl_templates.quant import QType, Requant, signed_width
 from hwgen.rtl_templates.requant import RequantPipeline
 from hwgen.rtl_templates.resources import unsigned_muls
@@ -203,9 +205,10 @@ class GAP(wiring.Component):
         out.spend(issue & last_px)
 
         # --- accumulator RAM: read at t, add and write back at t+1 ---------------------------
-        m.submodules.accmem = accmem = Memory(shape=unsigned(PE * acc_w), depth=NB, init=[])
-        acc_wr = accmem.write_port()
-        acc_rd = accmem.read_port(transparent_for=(acc_wr,))
+        # one word (NB = 1): a register, read after its last update; otherwise a read never
+        # meets the write of its own word (the write is of the previous channel block)
+        acc_wr, acc_rd = ram(m, "accmem", width=PE * acc_w, depth=NB,
+                             rw="new" if NB == 1 else "dont_care")
         m.d.comb += acc_rd.addr.eq(cb)
 
         v1, first1, last1 = Signal(), Signal(), Signal()
@@ -223,9 +226,7 @@ class GAP(wiring.Component):
         if len(rq.mult) > 1:
             mults = p.mult_per_channel()
             words = [pack_word(mults[cb_ * PE:(cb_ + 1) * PE], mult_w) for cb_ in range(NB)]
-            m.submodules.mrom = mrom = Memory(shape=unsigned(PE * mult_w), depth=NB,
-                                              init=words)
-            m_rd = mrom.read_port()
+            m_rd, = rom(m, "mrom", width=PE * mult_w, init=words)
             m.d.comb += m_rd.addr.eq(cb1)
             mult2 = lanes(m_rd.data, PE, mult_w)
         else:

@@ -11,8 +11,9 @@ Semantics
     an activation between two quantized tensors, computed once by its owner — is exact.
 
 Hardware
-    One ROM of ``2**in_bits`` words of ``out_bits`` with one read port per lane (Yosys maps
-    it to LUTs or block RAM by size). An input beat is taken at cycle t while a credit is
+    One ROM of ``2**in_bits`` words of ``out_bits`` with one read port per lane, in LUTs or
+    block RAM as ``memory.choose_style`` decides (block RAM from two lanes of an 8-bit
+    table: a DP16KD serves two lanes). An input beat is taken at cycle t while a credit is
     left (``credits.OutputCredits``); the ROM answers at t+1 and the beat enters the output
     FIFO; it can leave it at t + ``LATENCY``. One beat per cycle; ``valid`` never waits for
     ``ready``.
@@ -24,12 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.hdl import Cat, Module, Signal, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.memory import rom
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import lanes
 
@@ -104,12 +105,10 @@ class LUT(wiring.Component):
         m = Module()
         out = OutputCredits(m, self.o, p.pe * p.out_type.bits, FIFO_DEPTH)
         raw = [v & ((1 << p.out_type.bits) - 1) for v in p.table]
-        m.submodules.rom = rom = Memory(shape=unsigned(p.out_type.bits), depth=len(raw),
-                                        init=raw)
         take = Signal()
         m.d.comb += [self.i.ready.eq(out.room), take.eq(self.i.valid & self.i.ready)]
         out.spend(take)
-        ports = [rom.read_port() for _ in range(p.pe)]
+        ports = rom(m, "rom", width=p.out_type.bits, init=raw, read_ports=p.pe)
         for port, x in zip(ports, lanes(self.i.payload, p.pe, p.in_type.bits)):
             m.d.comb += port.addr.eq(x)
         valid1 = Signal()

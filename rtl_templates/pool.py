@@ -60,12 +60,12 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.memory import rom
 from hwgen.rtl_templates.quant import QType, Requant, signed_width
 from hwgen.rtl_templates.requant import RequantPipeline
 from hwgen.rtl_templates.resources import unsigned_muls
@@ -308,10 +308,7 @@ class Pool(wiring.Component):
             px = Signal(range(max(p.pixels, 2)))
             with m.If(issue & last_k & (cb == NB - 1)):
                 m.d.sync += px.eq(Mux(px == p.pixels - 1, 0, px + 1))
-            m.submodules.idxrom = idxrom = Memory(
-                shape=unsigned(p.index_bits), depth=p.pixels,
-                init=[int(j) for j in p.count_index])
-            idx_rd = idxrom.read_port()
+            idx_rd, = rom(m, "idxrom", width=p.index_bits, init=p.count_index)
             m.d.comb += idx_rd.addr.eq(px)
             idx1 = idx_rd.data
 

@@ -19,7 +19,7 @@ Stream contract
 
 Line buffer
     A circular buffer of ``R`` rows (:attr:`SWGParams.buffer_rows`) of ``W*CB`` beats in one
-    :class:`amaranth.lib.memory.Memory`; global input row ``g`` (counted over all frames) lives
+    RAM (see *Line buffer memory*); global input row ``g`` (counted over all frames) lives
     in slot ``g mod R``, so the write address is a plain counter modulo ``R*W*CB``.
 
     *Writer*: one input beat per cycle. ``wrel`` is the row being written, counted in the
@@ -42,6 +42,20 @@ Line buffer
     rows of the previous one are generated). Typical values: ``KH + 1`` for "same" padding
     with stride 1, ``2*KH`` without padding (the next frame's first ``KH`` rows must fit
     beside the last ``KH`` rows of the previous one).
+
+Line buffer memory
+    The buffer is a RAM with one write and one synchronous read port (``memory.ram``: LUT RAM
+    or block RAM by the memory policy), read :data:`READ_DELAY` cycles after a beat issues.
+    The writer fills only rows below ``F + R`` (``F`` of the reader's current output row), and
+    a beat reads complete rows of its own output row, so a read can meet a write of its word
+    in the same cycle only in the ``READ_DELAY`` cycles after an output row ends: the writer
+    may then start row ``F + R`` (and the rows up to the next row's ``F + R``) while the last
+    beats of the old row are read. That happens when those last beats read the first words of
+    row ``F`` (or of the next rows): one column, one channel block, ``KH = 1`` or a window with
+    only its last row inside the map. There the old word is the right one;
+    :func:`rw_dont_care` finds those shapes by going through the last beats of every output
+    row, and every other buffer is built without read-before-write logic
+    (``rw="dont_care"``).
 
 Pipeline (a beat issued in cycle t)
     t: row/column/kernel counters → input row and column, pad flag, buffer slot
@@ -81,18 +95,20 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.hdl import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import delay, reg
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import pack_word
 
 #: cycles from issuing a beat to its earliest output transfer
 PIPELINE_DEPTH = 6
+#: cycles from issuing a beat to the line buffer read of its word (the address is registered)
+READ_DELAY = 2
 #: output FIFO depth: a credit returns PIPELINE_DEPTH + 1 cycles after its beat issued
 FIFO_DEPTH = PIPELINE_DEPTH + 2
 
@@ -359,6 +375,49 @@ def cost(p: SWGParams) -> Cost:
 
 # ---------------------------------------------------------------------------- hardware
 
+def rw_dont_care(p: SWGParams) -> bool:
+    """True when no line buffer read whose data is used meets a write of the same word in the
+    same cycle, so the buffer needs no read-before-write logic (see the module documentation,
+    *Line buffer memory*)."""
+    H, W, _ = p.in_shape
+    OH, OW = p.out_shape
+    KH, KW = p.kernel
+    SH, SW = p.stride
+    top, left = p.pads[0], p.pads[1]
+    CB, R, rb, L = p.cb, p.buffer_rows, p.row_in_beats, READ_DELAY
+    needs = p.row_needs()
+    if p.depthwise:          # one window's beats in issue order, as (kh, kw, cb)
+        window = [(kh, kw, cb) for cb in range(CB) for kh in range(KH) for kw in range(KW)]
+    else:
+        window = [(kh, kw, cb) for kh in range(KH) for kw in range(KW) for cb in range(CB)]
+
+    def first(J):            # F of global output row J, in global input rows
+        return (J // OH) * H + needs[J % OH][0]
+
+    def beats_back(J):       # (global input row or None for padding, word) backwards from J
+        while True:
+            f, oh = divmod(J, OH)
+            for ow in reversed(range(OW)):
+                for kh, kw, cb in reversed(window):
+                    h, w = oh * SH - top + kh, ow * SW - left + kw
+                    inside = 0 <= h < H and 0 <= w < W
+                    yield (f * H + h if inside else None), w * CB + cb
+            J -= 1
+
+    for J in range(OH):
+        gen = beats_back(J)
+        last = [next(gen) for _ in range(L)]           # last[k]: k beats before the end
+        step = first(J + 1) - first(J)
+        for j in range(L):                             # cycle t + 1 + j, t the row's last issue
+            row, word = last[L - 1 - j]
+            if row is None:
+                continue
+            for a in range(min(step, j // rb + 1)):    # writer in row F + R + a ...
+                if row % R == (first(J) + R + a) % R and word <= j - a * rb:   # ... word ≤ q
+                    return False
+    return True
+
+
 def _counter(n: int) -> Signal:
     return Signal(range(max(n, 2)))
 
@@ -387,10 +446,8 @@ class SWG(wiring.Component):
         row_beats = W * CB
         depth = R * row_beats
 
-        m.submodules.buf = buf = Memory(shape=unsigned(SIMD * bits), depth=max(depth, 2),
-                                        init=[])
-        wr = buf.write_port()
-        rd = buf.read_port()
+        wr, rd = ram(m, "linebuf", width=SIMD * bits, depth=max(depth, 2),
+                     rw="dont_care" if rw_dont_care(p) else "old")
 
         # --- output FIFO and credits ---------------------------------------------------
         out = OutputCredits(m, self.o, SIMD * bits, FIFO_DEPTH)

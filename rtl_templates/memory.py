@@ -1,0 +1,528 @@
+"""Memories the synthesis tools map on purpose: the policy, the hardware helpers, and what Yosys
+makes of each memory on the two FPGA families hwgen targets.
+
+Styles
+    Every memory of a block has one of three styles, chosen by :func:`choose_style` from its
+    shape (or given by the caller):
+
+    ``logic``
+        registers (a RAM) or LUTs (a ROM). A RAM of at most :data:`LOGIC_MAX_DEPTH` words is
+        written as registers, never as a memory (Yosys replaces a one-word memory "with list of
+        registers" and warns); a one-word ROM is a constant. A larger ROM in this style is a
+        memory with ``rom_style = "logic"``: a multiplexer of constants, about
+        ``width·depth/16`` LUT4 per read port, plus the read register.
+    ``distributed``
+        a RAM that ECP5 LUT RAM holds for less than block RAM, written as a memory with a
+        synchronous read port and no style attribute. On ECP5 Yosys maps it to LUT RAM
+        (``TRELLIS_DPR16X4``, 16 words × 4 bits, asynchronous read) and puts the read register
+        in flip-flops (or, for a RAM of a handful of bits such as 1 × 4, to registers). iCE40
+        has no LUT RAM; Yosys picks block RAM or registers by its cost model (registers below
+        about 66 bits). ``ram_style = "distributed"`` cannot be written instead:
+        ``synth_ice40`` stops with "no valid mapping found" on it.
+    ``block``
+        a memory with ``ram_style``/``rom_style = "block"`` and a synchronous read port (the
+        read register is the block RAM's own): ECP5 ``DP16KD`` (also in its 36-bit
+        pseudo-dual-port mode), iCE40 ``SB_RAM40_4K``.
+
+    The policy (:func:`choose_style`) uses Yosys' own exchange rates on ECP5 (a DP16KD costs
+    128, a TRELLIS_DPR16X4 4, a register bit 1, a LUT ROM bit 1/16) and pins the answer with
+    attributes, so that iCE40 gets block RAM exactly where ECP5 does:
+
+    * RAM: up to :data:`LOGIC_MAX_DEPTH` words → logic (registers); otherwise distributed
+      when ECP5 LUT RAM (or registers) costs less than block RAM — up to 32 words at any
+      width; with no read-before-write logic up to 64 words of 18 or 40 bits, 80 of 16, 160 of
+      8, 400 of 1 — block beyond;
+    * ROM: one word, or all words equal → a constant; block when it fills its ECP5 block RAM
+      tiles well enough — more than :data:`ROM_LUT_BITS_PER_TILE` bits (times its read
+      ports) per tile; logic otherwise.
+
+Reads and writes in the same cycle
+    A RAM read port is synchronous (data the cycle after the address). What it returns when
+    the same word is written in that cycle is the caller's choice (``rw``): ``"old"`` (the
+    word before the write: Amaranth's default, which Yosys emulates on block RAM with a
+    delayed write and a bypass), ``"new"`` (transparent; emulated with a bypass), or
+    ``"dont_care"`` — the caller guarantees that such a read is never used, and the memory
+    carries Yosys' ``no_rw_check`` attribute, so no emulation logic is built. Simulation
+    keeps Amaranth's read-old behaviour; only unused reads may differ in silicon.
+
+What Yosys makes of a memory
+    :func:`yosys_mapping` reproduces Yosys 0.70 ``memory_libmap`` for the memories built here
+    (one synchronous write port or none, synchronous read ports, no byte enables): the
+    primitive and how many of them, on ``"ecp5"`` (``synth_ecp5``: DP16KD / PDPW16KD — both
+    counted as ``DP16KD`` cells — and TRELLIS_DPR16X4) and ``"ice40"`` (``synth_ice40``:
+    SB_RAM40_4K in 256×16, 512×8, 1024×4, 2048×2). :func:`bram_tiles` is the block RAM count
+    the resource model needs. ``tests/test_memory.py`` checks both against Yosys.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Array, Cat, Const, Elaboratable, Module, Mux, Signal
+from amaranth.lib.memory import Memory
+
+__all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "FAMILIES", "LOGIC_MAX_DEPTH",
+           "ROM_LUT_BITS_PER_TILE", "BufferedFIFO", "Mapping", "MemorySpec", "ROMLayout",
+           "bram_tiles", "choose_style", "fifo_memory", "ram", "rom", "rom_layout", "rom_spec",
+           "yosys_attrs", "yosys_mapping"]
+
+LOGIC, DISTRIBUTED, BLOCK = "logic", "distributed", "block"
+STYLES = (LOGIC, DISTRIBUTED, BLOCK)
+FAMILIES = ("ecp5", "ice40")
+RW_MODES = ("old", "new", "dont_care")
+
+#: RAMs of at most this many words are registers, written as such
+LOGIC_MAX_DEPTH = 2
+#: bits of LUT ROM that cost as much as one ECP5 block RAM tile in Yosys' model (128 · 16)
+ROM_LUT_BITS_PER_TILE = 2048
+
+
+# ============================================================================ policy
+
+def choose_style(width: int, depth: int, *, rom: bool, read_ports: int = 1,
+                 rw: str = "old") -> str:
+    """The style of a ``width``-bit × ``depth``-word memory (see the module documentation;
+    ``rw`` as in :func:`ram`)."""
+    _check_shape(width, depth, read_ports)
+    if not rom:
+        if depth <= LOGIC_MAX_DEPTH:
+            return LOGIC
+        auto = yosys_mapping(width, depth, "ecp5", style=DISTRIBUTED, rom=False,
+                             read_ports=read_ports, rw=rw)
+        return BLOCK if auto.kind == BLOCK else DISTRIBUTED
+    if depth == 1:
+        return LOGIC
+    tiles = yosys_mapping(width, depth, "ecp5", style=BLOCK, rom=True,
+                          read_ports=read_ports).count
+    bits = width * depth * read_ports
+    return BLOCK if bits > ROM_LUT_BITS_PER_TILE * tiles else LOGIC
+
+
+def yosys_attrs(style: str, *, rom: bool, rw: str = "old") -> dict:
+    """Yosys attributes of a memory of ``style`` (none for a distributed one: see the module
+    documentation) and read/write mode ``rw``."""
+    if style not in STYLES:
+        raise ValueError(f"memory style must be one of {STYLES}, not {style!r}")
+    if rw not in RW_MODES:
+        raise ValueError(f"read/write mode must be one of {RW_MODES}, not {rw!r}")
+    attrs = {}
+    if style != DISTRIBUTED:
+        attrs["rom_style" if rom else "ram_style"] = style
+    if rw == "dont_care" and not rom:
+        attrs["no_rw_check"] = 1
+    return attrs
+
+
+def _check_shape(width: int, depth: int, read_ports: int = 1):
+    if width < 1 or depth < 1 or read_ports < 1:
+        raise ValueError(f"a memory needs a positive width, depth and read port count, not "
+                         f"{width}×{depth} with {read_ports} read ports")
+
+
+# ============================================================================ hardware
+
+class _ReadPort:
+    """Stand-in of a synchronous read port: ``addr``, ``en`` in; ``data`` out one cycle after
+    the address (same names as :class:`amaranth.lib.memory.ReadPort`)."""
+
+    def __init__(self, width: int, depth: int, name: str):
+        self.addr = Signal(range(max(depth, 2)), name=f"{name}_raddr")
+        self.en = Signal(init=1, name=f"{name}_ren")
+        self.data = Signal(width, name=f"{name}_rdata")
+
+
+class _WritePort:
+    def __init__(self, width: int, depth: int, name: str):
+        self.addr = Signal(range(max(depth, 2)), name=f"{name}_waddr")
+        self.en = Signal(name=f"{name}_wen")
+        self.data = Signal(width, name=f"{name}_wdata")
+
+
+@dataclass(frozen=True)
+class ROMLayout:
+    """How :func:`rom` stores a ROM: only its distinct bit columns that are not constant.
+    ``words``: the stored words (``width`` bits); ``sources[b]``: where bit ``b`` of a read
+    word comes from — ``("col", k)``, bit ``k`` of the stored word, or ``("const", v)``.
+    Yosys drops constant columns of a ROM itself (so its block RAM count depends on them);
+    duplicate columns (sign extensions) it keeps, and :func:`rom` stores them once."""
+    words: tuple[int, ...]
+    width: int
+    sources: tuple[tuple[str, int], ...]
+
+
+def rom_layout(init, width: int) -> ROMLayout:
+    """The :class:`ROMLayout` of ``init`` (words of ``width`` bits)."""
+    init = [int(v) & ((1 << width) - 1) for v in init]
+    full = (1 << len(init)) - 1
+    seen: dict[int, int] = {}
+    cols, sources = [], []
+    for b in range(width):
+        col = 0
+        for i, word in enumerate(init):
+            col |= ((word >> b) & 1) << i
+        if col in (0, full):
+            sources.append(("const", int(col == full)))
+        elif col in seen:
+            sources.append(("col", seen[col]))
+        else:
+            seen[col] = len(cols)
+            sources.append(("col", len(cols)))
+            cols.append(b)
+    words = tuple(sum(((word >> b) & 1) << k for k, b in enumerate(cols)) for word in init)
+    return ROMLayout(words, len(cols), tuple(sources))
+
+
+def rom_spec(init, width: int, read_ports: int = 1, style: str | None = None
+             ) -> MemorySpec | None:
+    """The memory :func:`rom` builds for ``init`` (None: no memory, only constants)."""
+    layout = rom_layout(init, width)
+    if layout.width == 0 or len(layout.words) == 1:
+        return None
+    return MemorySpec(layout.width, len(layout.words), rom=True, read_ports=read_ports,
+                      style=style)
+
+
+def rom(m: Module, name: str, *, width: int, init, read_ports: int = 1,
+        style: str | None = None) -> list:
+    """A ROM of ``len(init)`` words of ``width`` bits with ``read_ports`` synchronous read
+    ports, added to ``m`` as submodule ``name``. Returns the read ports (``addr``, ``en`` —
+    1 unless driven — and ``data``: the word at ``addr`` one cycle after).
+
+    Only the distinct non-constant bit columns are stored (:func:`rom_layout`); ``style``
+    (default :func:`choose_style` of the stored shape) applies to them. A ROM whose words
+    are all equal (a one-word ROM, say) is a constant: its ``data`` is the word at every
+    cycle."""
+    init = [int(v) for v in init]
+    depth = len(init)
+    _check_shape(width, depth, read_ports)
+    if style == DISTRIBUTED:
+        raise ValueError("a ROM is logic or block (ECP5 LUT RAM takes no ROM in Yosys)")
+    layout = rom_layout(init, width)
+    ports = [_ReadPort(width, depth, f"{name}{k}") for k in range(read_ports)]
+    spec = rom_spec(init, width, read_ports, style)
+    if spec is None:
+        m.d.comb += [p.data.eq(Const(init[0] & ((1 << width) - 1), width)) for p in ports]
+        return ports
+    mem = Memory(shape=spec.width, depth=depth, init=layout.words,
+                 attrs=yosys_attrs(spec.chosen_style, rom=True))
+    m.submodules[name] = mem
+    for port in ports:
+        rd = mem.read_port()
+        bits = [rd.data[k] if kind == "col" else Const(k, 1) for kind, k in layout.sources]
+        m.d.comb += [rd.addr.eq(port.addr), rd.en.eq(port.en), port.data.eq(Cat(*bits))]
+    return ports
+
+
+def ram(m: Module, name: str, *, width: int, depth: int, rw: str = "old",
+        read_en: bool = False, style: str | None = None):
+    """A RAM of ``depth`` words of ``width`` bits with one write port and one synchronous
+    read port, added to ``m`` as ``name``; returns ``(write_port, read_port)`` with the
+    signals of :class:`amaranth.lib.memory.WritePort` (``addr``, ``data``, ``en``) and
+    ``ReadPort`` (``addr``, ``en``, ``data``).
+
+    ``rw``: what a read returns when its word is written in the same cycle (``"old"``,
+    ``"new"``, or ``"dont_care"``: never used; see the module documentation). ``read_en``:
+    the caller drives the read port's ``en`` (its data then holds while ``en`` is low);
+    otherwise the port reads every cycle. ``style``: :func:`choose_style` by default; a RAM
+    of at most :data:`LOGIC_MAX_DEPTH` words is always registers."""
+    _check_shape(width, depth)
+    if rw not in RW_MODES:
+        raise ValueError(f"read/write mode must be one of {RW_MODES}, not {rw!r}")
+    style = style or choose_style(width, depth, rom=False, rw=rw)
+    if depth <= LOGIC_MAX_DEPTH:
+        return _register_ram(m, name, width, depth, rw, read_en)
+    mem = Memory(shape=width, depth=depth, init=[], attrs=yosys_attrs(style, rom=False, rw=rw))
+    m.submodules[name] = mem
+    wr = mem.write_port()
+    rd = mem.read_port(transparent_for=(wr,) if rw == "new" else ())
+    return wr, rd
+
+
+def _register_ram(m: Module, name: str, width: int, depth: int, rw: str, read_en: bool):
+    """A RAM of one or two words as registers, with the read semantics of :func:`ram`."""
+    wr, rd = _WritePort(width, depth, name), _ReadPort(width, depth, name)
+    words = [Signal(width, name=f"{name}_{k}") for k in range(depth)]
+    for k, word in enumerate(words):
+        hit = wr.en if depth == 1 else wr.en & (wr.addr == k)
+        with m.If(hit):
+            m.d.sync += word.eq(wr.data)
+
+    def word_at(addr):
+        return words[0] if depth == 1 else Array(words)[addr]
+
+    if read_en or rw == "old":
+        # a data register, as in a memory's read port
+        cur = word_at(rd.addr)
+        if rw == "new":
+            cur = Mux(wr.en & (wr.addr == rd.addr), wr.data, cur)
+        if read_en:
+            with m.If(rd.en):
+                m.d.sync += rd.data.eq(cur)
+        else:
+            m.d.sync += rd.data.eq(cur)
+    else:
+        # new data (or don't care) and no enable: register the address, read the word after
+        # this cycle's write
+        if depth == 1:
+            m.d.comb += rd.data.eq(words[0])
+        else:
+            addr1 = Signal.like(rd.addr, name=f"{name}_raddr1")
+            m.d.sync += addr1.eq(rd.addr)
+            m.d.comb += rd.data.eq(word_at(addr1))
+    return wr, rd
+
+
+class BufferedFIFO(Elaboratable):
+    """First-in first-out queue of ``depth`` words of ``width`` bits, cycle for cycle the same
+    as :class:`amaranth.lib.fifo.SyncFIFOBuffered` (the same ports: ``w_data``, ``w_en``,
+    ``w_rdy``, ``r_data``, ``r_en``, ``r_rdy``, ``level``), built so the tools map it as this
+    module's policy says:
+
+    an inner queue of ``depth - 1`` words and the output register ``r_data``. A word written
+    in cycle t can be read from cycle t + 2 on. ``w_rdy`` is high while the inner queue has
+    room, ``r_rdy`` while the output register holds a word (neither depends on ``r_en`` or
+    ``w_en``). The inner queue is a :func:`ram` whose reads never meet a write of the same
+    word (``rw="dont_care"``): registers up to 2 words (so FIFOs of up to 3 words have no
+    memory), then LUT RAM or block RAM by the policy. Depth 1 is one register that takes a
+    word only while empty."""
+
+    def __init__(self, *, width: int, depth: int):
+        if width < 0 or depth < 1:
+            raise ValueError(f"a FIFO needs depth ≥ 1 and width ≥ 0, not {width}×{depth}")
+        self.width, self.depth = width, depth
+        self.w_data = Signal(width)
+        self.w_en = Signal()
+        self.w_rdy = Signal()
+        self.r_data = Signal(width)
+        self.r_en = Signal()
+        self.r_rdy = Signal()
+        self.level = Signal(range(depth + 1))
+
+    @property
+    def inner_style(self) -> str | None:
+        """Style of the inner queue (None for depth 1: one register)."""
+        n = self.depth - 1
+        return choose_style(max(self.width, 1), n, rom=False, rw="dont_care") if n else None
+
+    def elaborate(self, platform):
+        m = Module()
+        D = self.depth
+        do_write = self.w_en & self.w_rdy
+        if D == 1:
+            m.d.comb += [self.w_rdy.eq(self.level == 0), self.r_rdy.eq(self.level == 1)]
+            with m.If(do_write):
+                m.d.sync += [self.r_data.eq(self.w_data), self.level.eq(1)]
+            with m.If(self.r_en & self.r_rdy):
+                m.d.sync += self.level.eq(0)
+            return m
+
+        n = D - 1
+        inner_level = Signal(range(n + 1))
+        do_inner_read = Signal()
+        m.d.comb += [
+            self.w_rdy.eq(inner_level != n),
+            do_inner_read.eq((inner_level != 0) & (~self.r_rdy | self.r_en)),
+            self.level.eq(inner_level + self.r_rdy),
+        ]
+        wr, rd = ram(m, "storage", width=max(self.width, 1), depth=n, rw="dont_care",
+                     read_en=True)
+        produce = Signal(range(max(n, 2)))
+        consume = Signal(range(max(n, 2)))
+        m.d.comb += [
+            wr.addr.eq(produce), wr.data.eq(self.w_data), wr.en.eq(do_write),
+            rd.addr.eq(consume), rd.en.eq(do_inner_read),
+            self.r_data.eq(rd.data[:self.width]),
+        ]
+        if n > 1:
+            with m.If(do_write):
+                m.d.sync += produce.eq(Mux(produce == n - 1, 0, produce + 1))
+            with m.If(do_inner_read):
+                m.d.sync += consume.eq(Mux(consume == n - 1, 0, consume + 1))
+        m.d.sync += inner_level.eq(inner_level + do_write - do_inner_read)
+        with m.If(do_inner_read):
+            m.d.sync += self.r_rdy.eq(1)
+        with m.Elif(self.r_en):
+            m.d.sync += self.r_rdy.eq(0)
+        return m
+
+
+# ============================================================================ what Yosys does
+
+@dataclass(frozen=True)
+class Mapping:
+    """What Yosys maps one memory to: ``kind`` (``"block"``, ``"distributed"`` or
+    ``"logic"``), the netlist cell (``"DP16KD"``, ``"TRELLIS_DPR16X4"``, ``"SB_RAM40_4K"``,
+    or ``None`` for logic) and how many of them; ``logic_bits``: storage bits left to
+    registers (a RAM) or LUTs (a ROM) when ``kind`` is logic."""
+    kind: str
+    cell: str | None
+    count: int
+    logic_bits: int = 0
+
+
+@dataclass(frozen=True)
+class _RamDef:
+    """One RAM cell of a Yosys memory library (``+/lattice/brams_16kd.txt`` and
+    ``lutrams_trellis.txt``, ``+/ice40/brams.txt``), reduced to what matters for hwgen's
+    memories."""
+    cell: str               # the cell it becomes in the netlist
+    kind: str               # "block" | "distributed"
+    abits: int
+    dbits: tuple[int, ...]
+    cost: int
+    byte: int               # write enable granularity (0: none)
+    wr_widths: tuple[int, int] | None   # min, max index into dbits of the write port
+    rd_max: int             # max index of a read port
+    rd_sync: bool           # read port is synchronous (else asynchronous: register emulated)
+    shared_ports: int       # >0: write and read ports come from one group of this many ports
+    rom_ok: bool = True     # False: "prune_rom" (no ROM mapping)
+
+
+_LIBRARIES = {
+    "ecp5": (
+        _RamDef("TRELLIS_DPR16X4", DISTRIBUTED, 4, (4,), 4, 0, (0, 0), 0, False, 0,
+                rom_ok=False),
+        _RamDef("DP16KD", BLOCK, 14, (1, 2, 4, 9, 18), 128, 9, (0, 4), 4, True, 2),
+        _RamDef("DP16KD", BLOCK, 14, (1, 2, 4, 9, 18, 36), 128, 9, (5, 5), 5, True, 0),
+    ),
+    "ice40": (
+        _RamDef("SB_RAM40_4K", BLOCK, 11, (2, 4, 8, 16), 64, 0, (0, 2), 3, True, 0),
+        _RamDef("SB_RAM40_4K", BLOCK, 11, (2, 4, 8, 16), 64, 1, (3, 3), 3, True, 0),
+    ),
+}
+
+
+def _def_cost(d: _RamDef, width: int, depth: int, n_wr: int, n_rd: int, rw: str
+              ) -> tuple[float, int] | None:
+    """Yosys' cost and cell count of mapping the memory onto ``d`` (``memory_libmap``'s
+    ``handle_geom`` for one configuration), or None if it cannot."""
+    if n_wr == 0 and not d.rom_ok:
+        return None
+    # emulation score: one point per read port not shared with a write port, three per soft
+    # transparency, three per write port for read-first emulation
+    emu = n_rd
+    if n_wr and rw != "dont_care":
+        if rw == "new":
+            emu += 3 * n_rd
+        elif d.rd_sync:          # read-old on a synchronous port: read-first emulation
+            emu += 3 * n_wr + 3 * n_rd
+    if d.shared_ports:
+        space = d.shared_ports - n_wr
+        repl_port = -(-n_rd // space)
+    else:
+        repl_port = n_rd
+    if d.byte == 0:
+        byte_log2 = len(d.dbits) - 1
+    else:
+        byte_log2 = max((i for i, b in enumerate(d.dbits) if d.byte >= b), default=0)
+    best = None
+    best_int = 0
+    for base in range(len(d.dbits)):
+        unit = min(base, d.rd_max)
+        if n_wr:
+            unit = min(unit, d.wr_widths[1])
+        if unit != base and best is not None:
+            break
+        if n_wr and base < d.wr_widths[0] and base < byte_log2:
+            continue
+        uw = d.dbits[unit]
+        eb = d.byte if d.byte and d.byte <= uw else uw
+        if n_wr == 0:
+            eb = 1
+        swizzle = -(-width // eb) * eb
+        addrs = 1 << (d.abits - base)
+        mult_a = (depth - 1) // addrs + 1
+        repl = -(-(mult_a * swizzle) // uw)
+        demux = mult_a * n_wr if mult_a != 1 else 0
+        mux = n_rd * (mult_a - 1) * width
+        cost = d.cost * repl * repl_port + 0.5 * mux + 0.5 * demux + 2 * emu
+        if best is None or cost < best_int:
+            best = (cost, repl * repl_port)
+            best_int = int(cost)
+    return best
+
+
+def yosys_mapping(width: int, depth: int, family: str, *, style: str, rom: bool,
+                  read_ports: int = 1, rw: str = "old") -> Mapping:
+    """What Yosys 0.70 (``synth_ecp5`` / ``synth_ice40``) makes of a ``width`` × ``depth``
+    memory in the Verilog with the attributes of ``style`` (:func:`yosys_attrs`): ``rom`` has
+    no write port, a RAM one; ``read_ports`` synchronous read ports; ``rw`` as in :func:`ram`.
+    A style of ``logic`` maps to logic; ``block`` to the family's block RAM; ``distributed``
+    (no attribute) to whatever costs least in Yosys' model. (What :func:`ram` and :func:`rom`
+    write as registers or constants instead of a memory: :meth:`MemorySpec.mapping`.)"""
+    _check_shape(width, depth, read_ports)
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, not {family!r}")
+    if style not in STYLES:
+        raise ValueError(f"memory style must be one of {STYLES}, not {style!r}")
+    bits = width * depth
+    logic = Mapping(LOGIC, None, 0, bits * (read_ports if rom else 1))
+    if style == LOGIC:
+        return logic
+    n_wr = 0 if rom else 1
+    best: tuple[float, Mapping] | None = None
+    by_kind: dict[str, tuple[float, Mapping]] = {}
+    for d in _LIBRARIES[family]:
+        if style == BLOCK and d.kind != BLOCK:
+            continue
+        got = _def_cost(d, width, depth, n_wr, read_ports, rw)
+        if got is None:
+            continue
+        cost, count = got
+        if d.kind not in by_kind or cost < by_kind[d.kind][0]:
+            by_kind[d.kind] = (cost, Mapping(d.kind, d.cell, count))
+    if style == BLOCK:
+        if not by_kind:
+            raise ValueError(f"no block RAM of {family} takes a {width}×{depth} memory")
+        best = by_kind[BLOCK]
+        floor = int(best[0])
+    else:
+        floor = int(bits / 16 if rom else bits)   # Yosys compares against int(logic cost)
+    chosen = logic
+    for kind in (DISTRIBUTED, BLOCK):
+        if kind in by_kind and by_kind[kind][0] < floor:
+            floor = int(by_kind[kind][0])
+            chosen = by_kind[kind][1]
+    return best[1] if style == BLOCK and chosen is logic else chosen
+
+
+def bram_tiles(width: int, depth: int, family: str, *, rom: bool = False, read_ports: int = 1,
+               style: str | None = None, rw: str = "old") -> int:
+    """Block RAM tiles (ECP5 DP16KD, iCE40 SB_RAM40_4K) a memory built by :func:`ram` (or,
+    with the stored width of :func:`rom_layout`, by :func:`rom`) takes on ``family``;
+    ``style`` defaults to the policy's choice (:func:`choose_style`)."""
+    return MemorySpec(width, depth, rom, read_ports, rw, style).bram_tiles(family)
+
+
+@dataclass(frozen=True)
+class MemorySpec:
+    """One memory as :func:`rom`, :func:`ram` or :class:`BufferedFIFO` builds it, for a
+    resource model: ``style`` None means the policy's choice."""
+    width: int
+    depth: int
+    rom: bool = False
+    read_ports: int = 1
+    rw: str = "old"
+    style: str | None = None
+
+    @property
+    def chosen_style(self) -> str:
+        return self.style or choose_style(self.width, self.depth, rom=self.rom,
+                                          read_ports=self.read_ports, rw=self.rw)
+
+    def mapping(self, family: str) -> Mapping:
+        """What the memory becomes on ``family`` (registers or constants where the helpers
+        write no memory: a RAM of at most :data:`LOGIC_MAX_DEPTH` words, a one-word ROM)."""
+        if self.depth <= (1 if self.rom else LOGIC_MAX_DEPTH):
+            return Mapping(LOGIC, None, 0, self.width * self.depth)
+        return yosys_mapping(self.width, self.depth, family, style=self.chosen_style,
+                             rom=self.rom, read_ports=self.read_ports, rw=self.rw)
+
+    def bram_tiles(self, family: str) -> int:
+        mp = self.mapping(family)
+        return mp.count if mp.kind == BLOCK else 0
+
+
+def fifo_memory(width: int, depth: int) -> MemorySpec:
+    """The inner queue of a :class:`BufferedFIFO` (``depth - 1`` words; registers up to
+    :data:`LOGIC_MAX_DEPTH`). The output register (``width`` flip-flops) comes on top."""
+    return MemorySpec(max(width, 1), max(depth - 1, 1), rw="dont_care")
