@@ -257,8 +257,9 @@ def format_text(rep: InspectReport, family: str = DEFAULT_FAMILY) -> str:
                       f"{sum(b.cost.memory_bits for b in plumb):,}",
                       _res_cell(total(b.cost.resources(family) for b in plumb).rounded()),
                       "FIFOs, forks, width converters"])
-    widths = [min(max([len(_COLS[k])] + [len(row[k]) for row in table]), 40)
-              for k in range(len(_COLS) - 1)]
+    head = [*_COLS[:7], f"{family} {_COLS[7]}", _COLS[8]]
+    widths = [min(max([len(head[k])] + [len(row[k]) for row in table]), 40)
+              for k in range(len(head) - 1)]
     right = {4, 5, 6, 7}
 
     def fmt(row):
@@ -268,7 +269,7 @@ def format_text(rep: InspectReport, family: str = DEFAULT_FAMILY) -> str:
             cells.append(v.rjust(w) if k in right else v.ljust(w))
         return "  ".join(cells + [row[-1]]).rstrip()
 
-    lines.append(fmt([*_COLS[:7], f"{family} {_COLS[7]}", _COLS[8]]))
+    lines.append(fmt(head))
     lines.extend(fmt(row) for row in table)
     lines.append("")
     if rep.problems:

@@ -53,6 +53,7 @@ from hwgen.rtl_templates.pipeline import (
     reg,
     tree_stages,
     tree_sum,
+    tree_sum_groups,
     tree_sum_registers,
 )
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
@@ -278,10 +279,9 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         ff += PE * SIMD * tw
         terms = res.magnitude(tw, family) * (PE * SIMD)
     tree = res.Resources()
-    n, w = SIMD, tw
-    while n > 1:
-        tree = tree + res.add(min(w, A), family) * (n // 2)
-        n, w = (n + 1) // 2, w + 1
+    for ops, w in tree_sum_groups(SIMD, tw):
+        w = min(w + 2, A)
+        tree = tree + res.add(w, family) + res.Resources(lut4=(ops - 2) * w)
     parts["terms"] = terms + res.Resources(ff=ff)
     parts["tree"] = tree * PE + res.Resources(ff=PE * tree_sum_registers(SIMD, tw, A))
     parts["acc"] = res.accumulate(A, family) * PE + res.Resources(ff=3 * PE * A + p_reg)

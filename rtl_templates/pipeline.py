@@ -73,6 +73,20 @@ def tree_sum_registers(n: int, width: int, keep: int = 0) -> int:
     return bits
 
 
+def tree_sum_groups(n: int, width: int) -> list[tuple[int, int]]:
+    """The sums between :func:`tree_sum`'s registers for ``n`` terms of ``width`` bits, as
+    (operands, width): the tools turn a sum of several operands into carry-save adders
+    (full adders in LUTs) and one carry chain."""
+    groups = []
+    k, w = n, width
+    while k > 1:
+        span = 1 << TREE_LEVELS_PER_STAGE
+        full, rest = divmod(k, span)
+        groups += [(span, w)] * full + ([(rest, w)] if rest > 1 else [])
+        k, w = full + (1 if rest else 0), w + TREE_LEVELS_PER_STAGE
+    return groups
+
+
 def counter_bits(n: int) -> int:
     """Bits of ``Signal(range(max(n, 2)))``: a counter over ``n`` values."""
     return max(1, (max(n, 2) - 1).bit_length())

@@ -355,6 +355,8 @@ def memory(width: int, depth: int, family: str, *, rom: bool, style: str | None 
     one per 16 bits of a column) and its read register, a RAM registers, a read multiplexer
     and the write enables."""
     lw = width if logic_width is None else logic_width
+    if width < 1 or depth < 1:          # nothing stored: constants
+        return Resources()
     if plain:
         if rom and depth <= 1:
             return Resources()
