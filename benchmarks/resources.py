@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 from amaranth.back import verilog
 
 import hwgen
@@ -237,6 +238,47 @@ def summarize(rows: list[dict]) -> None:
               f"{dsp:>7} {bram:>8}")
 
 
+def fit(items: list[Item], families, say) -> dict:
+    """Per block kind and family, the factors of the structural parts (and a constant) that
+    best fit Yosys's LUT4 and carry counts (non-negative least squares, relative errors):
+    the ``RESOURCE_FIT`` tables of the block files. Blocks not in the cache are skipped."""
+    from scipy.optimize import nnls
+
+    out: dict = {}
+    by_kind: dict[str, list] = {}
+    for it in items:
+        if it.params is None:
+            continue
+        text, top = it.source()
+        cost = block_spec(it.kind).cost(it.params)
+        for fam in families:
+            res = cached(text, top, fam)
+            if res is not None:
+                by_kind.setdefault(it.kind, []).append((fam, cost.parts.get(fam, {}), res))
+    for kind, rows in sorted(by_kind.items()):
+        for fam in families:
+            rs = [(parts, res) for f, parts, res in rows if f == fam]
+            names = sorted({n for parts, _ in rs for n in parts})
+            if not rs or not names:
+                continue
+            for key in ("lut4", "carry"):
+                x = [[getattr(parts[n], key) if n in parts else 0.0 for n in names] + [1.0]
+                     for parts, _ in rs]
+                y = [float(getattr(res, key)) for _, res in rs]
+                xa, ya = np.array(x), np.array(y)
+                w = 1 / np.maximum(ya, 20)
+                used = xa.any(axis=0)
+                coef = np.zeros(len(names) + 1)
+                coef[used], _ = nnls(xa[:, used] * w[:, None], ya * w)
+                pred = xa @ coef
+                rat = (pred + 1) / (ya + 1)
+                say(f"{kind} {fam} {key}: {len(rs)} blocks, fitted ratio "
+                    f"{rat.min():.2f}..{rat.max():.2f}")
+                out.setdefault(kind, {}).setdefault(fam, {})[key] = {
+                    n: round(float(c), 3) for n, c, u in zip(names + ["1"], coef, used) if u}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a small grid and the small designs")
@@ -250,6 +292,8 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, help="seconds per Yosys run")
     ap.add_argument("--cached", action="store_true",
                     help="only what is in the synthesis cache (never runs Yosys)")
+    ap.add_argument("--fit", action="store_true",
+                    help="print the calibration tables fitted to the cached blocks")
     args = ap.parse_args(argv)
     families = list(FAMILIES) if args.family == "both" else [args.family]
 
@@ -268,6 +312,9 @@ def main(argv=None):
     if args.only:
         items = [it for it in items if fnmatch.fnmatchcase(it.name, args.only)]
     say(f"{len(items)} items, {len(families)} families")
+    if args.fit:
+        print(json.dumps(fit(items, families, say), indent=1))
+        return
     rows = measure(items, families, args.timeout, say, args.cached)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")

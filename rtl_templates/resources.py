@@ -398,12 +398,10 @@ def fifo(width: int, depth: int, family: str) -> Resources:
     ptr = max(1, (max(n, 2) - 1).bit_length())
     lvl = max(1, n.bit_length())
     store = memory(max(width, 1), n, family, rom=False, rw="dont_care")
-    if store.bram == 0 and store.dram == 0:     # registers: the read register is r_data
-        store = Resources(ff=width * n, lut4=width * (n - 1) + n)
-    else:
-        store = store + Resources(ff=-width * (store.dram > 0))
-    ctl = Resources(ff=width + (2 * ptr if n > 1 else 0) + lvl + 1,
-                    lut4=(2 * ptr if n > 1 else 0) + 2 * lvl + 4, carry=0)
+    if store.bram == 0 and store.dram == 0:     # registers, and r_data the read register
+        store = Resources(ff=width * n + width, lut4=width * (n - 1) + n)
+    ctl = Resources(ff=(2 * ptr if n > 1 else 0) + lvl + 1,
+                    lut4=(2 * ptr if n > 1 else 0) + 2 * lvl + 4)
     return store + ctl
 
 
