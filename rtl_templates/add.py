@@ -317,7 +317,7 @@ def cost(p: AddParams) -> Cost:
         raise ValueError(f"PE={p.pe} does not divide the {elements} elements of a frame")
     beats = elements // p.pe
     depth = _fifo_depth(p)
-    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, multiplies(p))
     return Cost(
         cycles=beats,
         latency=timing(p, 0, beats - 1)[1] + 1,

@@ -267,7 +267,8 @@ def cost(p: ConcatParams) -> Cost:
     beats = pixels * p.beats_per_pixel
     depth = _fifo_depth(p)
     ob = p.out_type.bits
-    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
+    muls = {Mul(p.d_bits, True, p.mult_bits, False): p.pe} if p.mode == "requant" else {}
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
     common = dict(cycles=beats, latency=timing(p, 0, beats - 1)[1] + 1,
                   registers=max(r.ff for r in by_family.values()), by_family=by_family,
                   parts=parts)
@@ -277,7 +278,7 @@ def cost(p: ConcatParams) -> Cost:
         rom = sum(1 << t.bits for t in p.in_types) * ob
         return Cost(memory_bits=depth * p.pe * ob + p.pe * rom, **common)
     return Cost(multipliers=p.pe, multiplier_widths=[(p.d_bits, p.mult_bits)] * p.pe,
-                multiplies={Mul(p.d_bits, True, p.mult_bits, False): p.pe},
+                multiplies=muls,
                 memory_bits=depth * p.pe * ob, **common)
 
 

@@ -138,7 +138,7 @@ def cost(p: GAPParams) -> Cost:
     mult_w = p.requant.mult_bits
     rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=spacing(p))
     per_channel = len(p.requant.mult) > 1
-    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, unsigned_muls(rq_tiles))
     return Cost(
         cycles=steps,
         latency=timing(p, 0, steps - 1)[1] + 1,

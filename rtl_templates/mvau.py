@@ -205,14 +205,15 @@ def cost(p: MVAUParams) -> Cost:
     n_dot = p.pe * p.simd if p.datapath == "mul" else 0
     rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, is_bipolar(p.out_type),
                                           p.sf)
-    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
+    muls = add_muls({Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True): n_dot},
+                    unsigned_muls(rq_tiles))
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
     return Cost(
         cycles=steps * p.vectors,
         latency=timing(p, 0, p.sf - 1)[1] + 1,
         multipliers=n_dot + len(rq_tiles),
         multiplier_widths=[(p.in_type.bits, p.w_bits)] * n_dot + rq_tiles,
-        multiplies=add_muls({Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True): n_dot},
-                            unsigned_muls(rq_tiles)),
+        multiplies=muls,
         memory_bits=steps * p.pe * p.simd * p.w_bits
         + (p.sf * p.simd * p.in_type.bits if p.nf > 1 else 0)
         + p.nf * p.pe * (p.acc_bits + p.requant.mult_bits)

@@ -210,12 +210,13 @@ def cost(p: PoolParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
     steps = p.pixels * p.kernel * p.nb
     fifo_bits = _fifo_depth(p) * p.pe * p.out_type.bits
-    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
+    rq_tiles = [] if p.kind == "max" else \
+        RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=p.kernel)
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, unsigned_muls(rq_tiles))
     regs = max(r.ff for r in by_family.values())
     if p.kind == "max":
         return Cost(cycles=steps, latency=timing(p, 0, steps - 1)[1] + 1,
                     memory_bits=fifo_bits, registers=regs, by_family=by_family, parts=parts)
-    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=p.kernel)
     idx_rom = p.pixels * p.index_bits if len(p.count_values) > 1 else 0
     return Cost(
         cycles=steps,

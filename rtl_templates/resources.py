@@ -44,8 +44,8 @@ from hwgen.rtl_templates.memory import BLOCK, DISTRIBUTED, MemorySpec, rom_spec,
 __all__ = ["DSP_RULES", "FAMILIES", "DSPRule", "Fit", "Mul", "Resources", "accumulate", "add",
            "add_muls", "add_or_sub", "bit_columns", "compare", "dsp_tiles", "equal",
            "estimate", "fifo", "fitted", "live_columns", "magnitude", "memory", "merge_fits",
-           "mul_tiles_total", "mux", "param_live", "reduce_or", "rom", "rom_live", "sub", "total",
-           "unsigned_muls"]
+           "mul_tiles_total", "mux", "param_live", "reduce_or", "rom", "rom_live",
+           "soft_logic", "sub", "total", "unsigned_muls"]
 
 FAMILIES = ("ecp5", "ice40")
 
@@ -132,6 +132,46 @@ def _tiles(a: int, b: int, y: int, rule: DSPRule, top: bool) -> int:
         return n * _tiles(a, m, min(y, a + m), rule, False) + _tiles(a, last, a + last, rule,
                                                                      False)
     return 1
+
+
+def _soft(a: int, b: int, y: int, signed: bool, rule: DSPRule, top: bool
+          ) -> list[tuple[int, int, bool]]:
+    """The slices of an A × B product ``mul2dsp`` leaves to logic (as :func:`_tiles`)."""
+    if top and a < b:
+        a, b = b, a
+    if a < rule.min_bits or b < rule.min_bits or y < rule.y_min:
+        return [(a, b, signed)]
+    m = rule.max_bits
+    if a > m:
+        n = (a - 1) // m
+        last = a - n * m
+        return n * _soft(m, b, min(y, b + m), False, rule, False) + _soft(last, b, b + last,
+                                                                          signed, rule, False)
+    if b > m:
+        n = (b - 1) // m
+        last = b - n * m
+        return n * _soft(a, m, min(y, a + m), False, rule, False) + _soft(a, last, a + last,
+                                                                          signed, rule, False)
+    return []
+
+
+def soft_logic(mul: Mul, family: str) -> Resources:
+    """The logic Yosys builds for the parts of ``mul`` no DSP tile takes (measured on
+    isolated products: about ``2·A·B - A`` LUT4 for an A × B slice, a quarter more when
+    signed, and a carry chain), plus the adders that join a split product's slices."""
+    rule = DSP_RULES[family]
+    a, b, y = mul.cell()
+    slices = _soft(a, b, y, mul.a_signed or mul.b_signed, rule, True)
+    out = Resources()
+    for sa, sb, sg in slices:
+        if min(sa, sb) <= 1:
+            out = out + Resources(lut4=max(sa, sb) * (2 if sg else 1))
+        else:
+            out = out + Resources(lut4=2 * sa * sb - sa + (0.5 * sa * sb if sg else 0),
+                                  carry=sa + 1)
+    if slices and dsp_tiles(mul, family):      # a slice joins the tiles' sum
+        out = out + add(y, family) * len(slices)
+    return out
 
 
 def dsp_tiles(mul: Mul, family: str) -> int:
@@ -436,9 +476,15 @@ def fitted(parts: dict[str, Resources], fit: dict[str, dict[str, float]] | None
     return out
 
 
-def estimate(parts_of, p, fit: Fit) -> tuple[dict[str, Resources], dict[str, dict]]:
+def estimate(parts_of, p, fit: Fit, multiplies: dict[Mul, int] | None = None
+             ) -> tuple[dict[str, Resources], dict[str, dict]]:
     """(family → rounded estimate, family → structural parts) of block parameters ``p``,
-    with ``parts_of(p, family)`` the block's structural parts and ``fit`` its
-    calibration."""
+    with ``parts_of(p, family)`` the block's structural parts, ``fit`` its calibration and
+    ``multiplies`` its multiplications (what no DSP tile takes is logic: part
+    ``mul_logic``)."""
     parts = {f: parts_of(p, f) for f in FAMILIES}
+    for f in FAMILIES:
+        soft = total(n * soft_logic(m, f) for m, n in (multiplies or {}).items())
+        if soft != Resources():
+            parts[f]["mul_logic"] = soft
     return {f: fitted(parts[f], fit.get(f)).rounded() for f in FAMILIES}, parts

@@ -185,14 +185,15 @@ def cost(p: VVAUParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
     steps = p.pixels * p.kernel * p.nb
     rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=p.kernel)
-    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
+    muls = add_muls({Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True): p.pe},
+                    unsigned_muls(rq_tiles))
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
     return Cost(
         cycles=steps,
         latency=timing(p, 0, steps - 1)[1] + 1,
         multipliers=p.pe + len(rq_tiles),
         multiplier_widths=[(p.in_type.bits, p.w_bits)] * p.pe + rq_tiles,
-        multiplies=add_muls({Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True): p.pe},
-                            unsigned_muls(rq_tiles)),
+        multiplies=muls,
         memory_bits=p.nb * p.kernel * p.pe * p.w_bits
         + p.nb * p.pe * (p.acc_bits + p.requant.mult_bits)
         + _fifo_depth(p) * p.pe * p.out_type.bits,
