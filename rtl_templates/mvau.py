@@ -59,10 +59,12 @@ from hwgen.rtl_templates.pipeline import (
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
 from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline
 from hwgen.rtl_templates.resources import (
+    EXACT_COLUMN_BITS,
     Mul,
     add_muls,
     merge_fits,
     param_live,
+    range_live,
     rom_live,
     unsigned_muls,
 )
@@ -170,9 +172,12 @@ class MVAUParams:
     def weight_columns(self) -> tuple[int, int]:
         """(non-constant, distinct non-constant) bit columns of the weight memory (words
         (nf, sf), lanes (pe, s)): what of it the tools keep (:func:`resources.rom_live`)."""
-        w = self.weights > 0 if self.w_bits == 1 else self.weights
-        v = np.asarray(w).reshape(self.nf, self.pe, self.sf, self.simd).transpose(0, 2, 1, 3)
-        return rom_live(v.reshape(self.nf * self.sf, self.pe * self.simd), self.w_bits)
+        w = np.asarray(self.weights > 0 if self.w_bits == 1 else self.weights)
+        v = w.reshape(self.nf, self.pe, self.sf, self.simd)
+        if w.size * self.w_bits > EXACT_COLUMN_BITS:     # per lane (pe, s): its range
+            return range_live(v.min(axis=(0, 2)), v.max(axis=(0, 2)), self.w_bits)
+        v = v.transpose(0, 2, 1, 3).reshape(self.nf * self.sf, self.pe * self.simd)
+        return rom_live(v, self.w_bits)
 
     @functools.cached_property
     def param_columns(self) -> tuple[int, int, float]:

@@ -44,7 +44,7 @@ from hwgen.rtl_templates.memory import BLOCK, DISTRIBUTED, MemorySpec, rom_spec,
 __all__ = ["DSP_RULES", "FAMILIES", "DSPRule", "Fit", "Mul", "Resources", "accumulate", "add",
            "add_muls", "add_or_sub", "bit_columns", "compare", "dsp_tiles", "equal",
            "estimate", "fifo", "fitted", "live_columns", "magnitude", "memory", "merge_fits",
-           "mul_tiles_total", "mux", "param_live", "reduce_or", "rom", "rom_live",
+           "mul_tiles_total", "mux", "param_live", "reduce_or", "range_live", "rom", "rom_live",
            "soft_logic", "sub", "total", "unsigned_muls"]
 
 FAMILIES = ("ecp5", "ice40")
@@ -341,7 +341,13 @@ def rom_live(values, bits: int) -> tuple[int, int]:
         return 0, 0
     if v.size * bits <= EXACT_COLUMN_BITS:
         return live_columns(bit_columns(v, bits))
-    lo, hi = v.min(axis=0).astype(np.int64), v.max(axis=0).astype(np.int64)
+    return range_live(v.min(axis=0), v.max(axis=0), bits)
+
+
+def range_live(lo, hi, bits: int) -> tuple[int, int]:
+    """:func:`rom_live`'s estimate for a large ROM from each lane's smallest and largest
+    value (``lo``, ``hi``)."""
+    lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
     mag = np.maximum(np.where(lo < 0, -lo - 1, 0), np.maximum(hi, 0))
     width = np.ceil(np.log2(mag + 1)).astype(np.int64)         # magnitude bits
     live = width + ((lo < 0) & (hi >= 0)).astype(np.int64)    # + a sign column if mixed
