@@ -238,10 +238,23 @@ def summarize(rows: list[dict]) -> None:
               f"{dsp:>7} {bram:>8}")
 
 
+def block_fit(kind: str) -> dict:
+    """The calibration table a block kind's estimate uses now (its module's
+    ``RESOURCE_FIT``)."""
+    mod = sys.modules[block_spec(kind).component.__module__]
+    return getattr(mod, "RESOURCE_FIT", {})
+
+
+#: weight of the prior (the current factors) against the blocks' relative errors
+PRIOR = 0.05
+
+
 def fit(items: list[Item], families, say) -> dict:
     """Per block kind and family, the factors of the structural parts (and a constant) that
-    best fit Yosys's LUT4 and carry counts (non-negative least squares, relative errors):
-    the ``RESOURCE_FIT`` tables of the block files. Blocks not in the cache are skipped."""
+    best fit Yosys's LUT4 and carry counts: non-negative least squares on relative errors,
+    pulled towards the current factors (``RESOURCE_FIT``, 1 for a part it does not name)
+    so that parts the blocks hardly exercise keep them. Blocks not in the synthesis cache
+    are skipped. Prints the tables the block files hold."""
     from scipy.optimize import nnls
 
     out: dict = {}
@@ -256,23 +269,28 @@ def fit(items: list[Item], families, say) -> dict:
             if res is not None:
                 by_kind.setdefault(it.kind, []).append((fam, cost.parts.get(fam, {}), res))
     for kind, rows in sorted(by_kind.items()):
+        now = block_fit(kind)
         for fam in families:
             rs = [(parts, res) for f, parts, res in rows if f == fam]
             names = sorted({n for parts, _ in rs for n in parts})
             if not rs or not names:
                 continue
             for key in ("lut4", "carry"):
-                x = [[getattr(parts[n], key) if n in parts else 0.0 for n in names] + [1.0]
-                     for parts, _ in rs]
-                y = [float(getattr(res, key)) for _, res in rs]
-                xa, ya = np.array(x), np.array(y)
-                w = 1 / np.maximum(ya, 20)
+                prior = [now.get(fam, {}).get(key, {}).get(n, 1.0) for n in names] + \
+                    [now.get(fam, {}).get(key, {}).get("1", 0.0)]
+                xa = np.array([[getattr(parts[n], key) if n in parts else 0.0 for n in names]
+                               + [1.0] for parts, _ in rs])
+                ya = np.array([float(getattr(res, key)) for _, res in rs])
                 used = xa.any(axis=0)
-                coef = np.zeros(len(names) + 1)
-                coef[used], _ = nnls(xa[:, used] * w[:, None], ya * w)
-                pred = xa @ coef
-                rat = (pred + 1) / (ya + 1)
-                say(f"{kind} {fam} {key}: {len(rs)} blocks, fitted ratio "
+                w = 1 / np.maximum(ya, 20)
+                lam = np.sqrt(PRIOR * len(rs))
+                k = int(used.sum())
+                a = np.vstack([(xa * w[:, None])[:, used], lam * np.eye(k)])
+                b = np.concatenate([ya * w, lam * np.array(prior)[used]])
+                coef = np.array(prior, dtype=float)
+                coef[used], _ = nnls(a, b)
+                rat = (xa @ coef + 1) / (ya + 1)
+                say(f"{kind} {fam} {key}: {len(rs)} blocks, estimate / Yosys "
                     f"{rat.min():.2f}..{rat.max():.2f}")
                 out.setdefault(kind, {}).setdefault(fam, {})[key] = {
                     n: round(float(c), 3) for n, c, u in zip(names + ["1"], coef, used) if u}

@@ -72,6 +72,7 @@ from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.pipeline import (
+    MUL_CHUNK,
     chunk_widths,
     chunks,
     counter_bits,
@@ -106,7 +107,7 @@ from hwgen.rtl_templates.requant import (
     round_clamp,
     round_clamp_parts,
 )
-from hwgen.rtl_templates.resources import Mul, merge_fits, unsigned_muls
+from hwgen.rtl_templates.resources import Mul, merge_fits
 from hwgen.rtl_templates.words import lanes
 
 #: cycles from a (joined) input transfer to the output transfer of that beat, per semantics
@@ -394,13 +395,22 @@ def resource_parts(p: AddParams, family: str) -> dict[str, res.Resources]:
 def multiplies(p: AddParams) -> dict[Mul, int]:
     """Per lane the tiles of the two constant products: the magnitude of ``a - za`` (``b -
     zb``) times the odd part of ``ma`` (``mb``) in :func:`~rtl_templates.pipeline.mul_pipe`
-    (the constant reaches the tiles through registers, so the tools see its declared
-    width)."""
-    tiles = []
-    for bits, mult in ((p.da_bits, p.ma), (p.db_bits, p.mb)):
-        odd_bits = max(1, _odd(mult)[0].bit_length())
-        tiles += [(a, b) for a in chunk_widths(bits) for b in chunk_widths(odd_bits)]
-    return {m: n * p.pe for m, n in unsigned_muls(tiles).items()}
+    (the constant reaches the tiles through registers, so the tools see its declared width).
+    A tile's product bits above what the product register keeps (its width less the
+    constant's trailing zeros) are not used, and the tools drop them."""
+    blo, bhi = p.db_bounds
+    out: dict[Mul, int] = {}
+    for bits, mult, reg_bits in ((p.da_bits, p.ma, signed_width(*p.prod_bounds[0])),
+                                 (p.db_bits, p.mb, signed_width(blo * p.mb, bhi * p.mb))):
+        odd, tz = _odd(mult)
+        used = reg_bits - tz
+        for i, wa in enumerate(chunk_widths(bits)):
+            for j, wb in enumerate(chunk_widths(max(1, odd.bit_length()))):
+                y = min(wa + wb, used - MUL_CHUNK * (i + j))
+                if y > 0:
+                    m = Mul(wa, False, wb, False, y_bits=y)
+                    out[m] = out.get(m, 0) + p.pe
+    return out
 
 
 # ---------------------------------------------------------------------------- hardware

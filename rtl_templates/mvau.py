@@ -210,7 +210,9 @@ def cost(p: MVAUParams) -> Cost:
     n_dot = p.pe * p.simd if p.datapath == "mul" else 0
     rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, is_bipolar(p.out_type),
                                           p.sf)
-    muls = add_muls({Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True): n_dot},
+    dot = Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True,
+              y_bits=min(p.in_type.bits + p.w_bits, p.acc_bits))
+    muls = add_muls({dot: n_dot},
                     unsigned_muls(rq_tiles))
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
     return Cost(

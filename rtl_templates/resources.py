@@ -44,8 +44,8 @@ from hwgen.rtl_templates.memory import BLOCK, DISTRIBUTED, MemorySpec, rom_spec,
 __all__ = ["DSP_RULES", "FAMILIES", "DSPRule", "Fit", "Mul", "Resources", "accumulate", "add",
            "add_muls", "add_or_sub", "bit_columns", "compare", "dsp_tiles", "equal",
            "estimate", "fifo", "fitted", "live_columns", "magnitude", "memory", "merge_fits",
-           "mul_tiles_total", "mux", "param_live", "reduce_or", "range_live", "rom", "rom_live",
-           "soft_logic", "sub", "total", "unsigned_muls"]
+           "mul_tiles_total", "mux", "param_live", "range_live", "reduce_or", "rom", "rom_live",
+           "rom_luts", "soft_logic", "sub", "total", "unsigned_muls"]
 
 FAMILIES = ("ecp5", "ice40")
 
@@ -385,6 +385,16 @@ def live_columns(cols: np.ndarray) -> tuple[int, int]:
 DPR_WORDS = 16
 
 
+def rom_luts(depth: int, family: str) -> float:
+    """LUT4s per column of a ROM of ``depth`` words in logic (measured on random contents):
+    one per 16 words; ECP5's wide multiplexers (PFUMX, L6MUX21) join them up to 128 words,
+    beyond that about 30 % more; iCE40 has none, so from 32 words about 2.2 times as many."""
+    per = max(1.0, depth / DPR_WORDS)
+    if family == "ecp5":
+        return per * (1.3 if depth > 128 else 1.0)
+    return per * (2.2 if depth > 16 else 1.0)
+
+
 def memory(width: int, depth: int, family: str, *, rom: bool, style: str | None = None,
            read_ports: int = 1, rw: str = "old", plain: bool = False,
            logic_width: int | None = None) -> Resources:
@@ -419,8 +429,7 @@ def memory(width: int, depth: int, family: str, *, rom: bool, style: str | None 
     if rom:
         if depth <= 1:
             return Resources()
-        return Resources(ff=lw * read_ports,
-                         lut4=read_ports * lw * max(1.0, depth / DPR_WORDS))
+        return Resources(ff=lw * read_ports, lut4=read_ports * lw * rom_luts(depth, family))
     return Resources(ff=width * depth + width * read_ports,
                      lut4=read_ports * width * (depth - 1) + depth)
 
@@ -446,8 +455,8 @@ def fifo(width: int, depth: int, family: str) -> Resources:
     store = memory(max(width, 1), n, family, rom=False, rw="dont_care")
     if store.bram == 0 and store.dram == 0:     # registers, and r_data the read register
         store = Resources(ff=width * n + width, lut4=width * (n - 1) + n)
-    ctl = Resources(ff=(2 * ptr if n > 1 else 0) + lvl + 1,
-                    lut4=(2 * ptr if n > 1 else 0) + 2 * lvl + 4)
+    ctl = (Resources(ff=(2 * ptr if n > 1 else 0) + lvl + 1, lut4=lvl + 6) + add(lvl, family)
+           + (add(ptr, family) * 2 if n > 1 else Resources()))
     return store + ctl
 
 

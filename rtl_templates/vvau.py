@@ -185,7 +185,9 @@ def cost(p: VVAUParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
     steps = p.pixels * p.kernel * p.nb
     rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=p.kernel)
-    muls = add_muls({Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True): p.pe},
+    dot = Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True,
+              y_bits=min(p.in_type.bits + p.w_bits, p.acc_bits))
+    muls = add_muls({dot: p.pe},
                     unsigned_muls(rq_tiles))
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
     return Cost(
