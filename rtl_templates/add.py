@@ -333,7 +333,23 @@ def cost(p: AddParams) -> Cost:
 
 
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
-RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {})
+RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
+    "ecp5": {
+        "lut4": {"ctl": 1.028, "fifo": 1.071, "lanes": 0.549, "mul_logic": 1.029,
+                 "rq_front": 0.349, "rq_r24": 0.601, "rq_tail": 0.255,
+                 "t_r24": 0.683, "1": 0.005},
+        "carry": {"ctl": 0.902, "fifo": 0.456, "lanes": 0.377, "rq_front": 1.517, "rq_r24": 1.357,
+                  "rq_tail": 0, "t_r24": 1.115, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"ctl": 0.908, "fifo": 0.602, "lanes": 0.397, "mul_logic": 0.762,
+                 "rq_front": 1.376, "rq_r24": 0.757, "rq_tail": 0, "t_r24": 1.036,
+                 "1": 0},
+        "carry": {"ctl": 0.918, "fifo": 0.474, "lanes": 0.261, "mul_logic": 1.187,
+                  "rq_front": 1.531, "rq_r24": 1.374, "rq_tail": 0,
+                  "t_r24": 1.183, "1": 0},
+    },
+})
 
 
 def _const_product_parts(bits: int, mult: int, stages: int, out_bits: int, family: str

@@ -283,7 +283,21 @@ def cost(p: ConcatParams) -> Cost:
 
 
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
-RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {})
+RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
+    "ecp5": {
+        "lut4": {"ctl": 1.259, "fifo": 1.297, "lanes": 1.023, "mux": 1.068, "rq_front": 0.737,
+                 "rq_r24": 1.073, "rq_tail": 0.357, "tables": 1.263, "1": 0.031},
+        "carry": {"ctl": 0.869, "fifo": 0.435, "lanes": 1.024, "rq_front": 1.156, "rq_r24": 1.316,
+                  "rq_tail": 0.538, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"ctl": 0.969, "fifo": 0.854, "lanes": 0.992, "mul_logic": 0.932, "mux": 1.012,
+                 "rq_front": 0.995, "rq_r24": 0.708, "rq_tail": 0.435,
+                 "tables": 0.894, "1": 0},
+        "carry": {"ctl": 0.887, "fifo": 0.545, "lanes": 0.997, "mul_logic": 0.913,
+                  "rq_front": 0.99, "rq_r24": 1.201, "rq_tail": 0.449, "1": 0},
+    },
+})
 
 
 def resource_parts(p: ConcatParams, family: str) -> dict[str, res.Resources]:

@@ -100,7 +100,16 @@ def cost(p: DWCParams) -> Cost:
 
 
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
-RESOURCE_FIT: res.Fit = {}
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"level": 1.085, "slots": 0.805, "1": 0.042},
+        "carry": {"level": 0.255, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"level": 0.897, "slots": 0.486, "1": 0},
+        "carry": {"level": 0.355, "1": 0},
+    },
+}
 
 
 def resource_parts(p: DWCParams, family: str) -> dict[str, res.Resources]:

@@ -45,7 +45,16 @@ def cost(p: FIFOParams) -> Cost:
 
 
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
-RESOURCE_FIT: res.Fit = {}
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"fifo": 1.73, "1": 0.061},
+        "carry": {"fifo": 0.76, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"fifo": 1.006, "1": 0},
+        "carry": {"fifo": 0.717, "1": 0},
+    },
+}
 
 
 def resource_parts(p: FIFOParams, family: str) -> dict[str, res.Resources]:

@@ -154,7 +154,24 @@ def cost(p: GAPParams) -> Cost:
 
 
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
-RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {})
+RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
+    "ecp5": {
+        "lut4": {"acc": 0.98, "ctl": 1.024, "fifo": 1.007, "mrom": 1, "rq_front": 0.58,
+                 "rq_lanes": 21.249, "rq_r24": 0.9, "rq_seq": 0.706,
+                 "rq_tail": 0.199, "1": 0.001},
+        "carry": {"acc": 0.989, "ctl": 0.992, "fifo": 0.992, "rq_front": 1.057, "rq_lanes": 6.769,
+                  "rq_prod": 0.412, "rq_r24": 1.218, "rq_seq": 0.936,
+                  "rq_tail": 0.375, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"acc": 0.993, "ctl": 1.005, "fifo": 1.009, "mrom": 1, "rq_front": 0.989,
+                 "rq_lanes": 24.33, "rq_prod": 0.502, "rq_r24": 0.718,
+                 "rq_seq": 0.788, "rq_tail": 0.415, "1": 0},
+        "carry": {"acc": 0.985, "ctl": 0.996, "fifo": 0.993, "rq_front": 0.949,
+                  "rq_lanes": 10.249, "rq_prod": 0.415, "rq_r24": 1.156,
+                  "rq_seq": 0.951, "rq_tail": 0.372, "1": 0},
+    },
+})
 
 
 def resource_parts(p: GAPParams, family: str) -> dict[str, res.Resources]:

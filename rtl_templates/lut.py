@@ -87,7 +87,16 @@ def cost(p: LUTParams) -> Cost:
 
 
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
-RESOURCE_FIT: res.Fit = {}
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"ctl": 1.203, "fifo": 1.405, "rom": 0.982, "1": 0.041},
+        "carry": {"ctl": 0.807, "fifo": 0.227, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"ctl": 1.005, "fifo": 0.97, "rom": 1.119, "1": 0.001},
+        "carry": {"ctl": 0.905, "fifo": 0.558, "1": 0},
+    },
+}
 
 
 def resource_parts(p: LUTParams, family: str) -> dict[str, res.Resources]:

@@ -248,7 +248,30 @@ def _fifo_depth(p: MVAUParams) -> int:
 
 
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
-RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {})
+RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
+    "ecp5": {
+        "lut4": {"acc": 1.003, "ctl": 1.066, "fifo": 1.04, "mem_i": 1.057, "mem_p": 1.023,
+                 "mem_w": 1.166, "mul_logic": 1.002, "rq_front": 0.585,
+                 "rq_lanes": 21.25, "rq_r24": 0.955, "rq_seq": 0.522,
+                 "rq_sign": 1.001, "rq_tail": 0.281, "terms": 1.003,
+                 "tree": 1.093, "1": 0.002},
+        "carry": {"acc": 0.928, "ctl": 0.787, "fifo": 0.82, "rq_front": 1.088, "rq_lanes": 6.766,
+                  "rq_prod": 0.458, "rq_r24": 1.273, "rq_seq": 0.957,
+                  "rq_sign": 0.825, "rq_tail": 0.287, "terms": 0.961,
+                  "tree": 0.976, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"acc": 0.996, "ctl": 0.976, "fifo": 0.956, "mem_i": 0.962, "mem_p": 1.001,
+                 "mem_w": 0.92, "mul_logic": 0.888, "rq_front": 0.972,
+                 "rq_lanes": 24.328, "rq_prod": 0.542, "rq_r24": 0.747,
+                 "rq_seq": 0.694, "rq_sign": 1.003, "rq_tail": 0.328, "terms": 1,
+                 "tree": 1.013, "1": 0},
+        "carry": {"acc": 0.968, "ctl": 0.924, "fifo": 0.898, "mul_logic": 0.895,
+                  "rq_front": 0.983, "rq_lanes": 10.246, "rq_prod": 0.455,
+                  "rq_r24": 1.236, "rq_seq": 0.991, "rq_sign": 0.921,
+                  "rq_tail": 0.269, "terms": 0.984, "tree": 0.954, "1": 0},
+    },
+})
 
 
 def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:

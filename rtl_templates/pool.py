@@ -230,7 +230,24 @@ def cost(p: PoolParams) -> Cost:
 
 
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
-RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {})
+RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
+    "ecp5": {
+        "lut4": {"acc": 1.003, "ctl": 1.2, "fifo": 1.142, "idx": 0.919, "rq_front": 0.596,
+                 "rq_lanes": 21.25, "rq_r24": 0.948, "rq_seq": 0.621,
+                 "rq_tail": 0.271, "run": 1.104, "1": 0.014},
+        "carry": {"acc": 1.003, "ctl": 0.696, "fifo": 0.531, "idx": 1.003, "rq_front": 1.087,
+                  "rq_lanes": 6.77, "rq_r24": 1.247, "rq_seq": 0.947,
+                  "rq_tail": 0.377, "run": 0.715, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"acc": 1.003, "ctl": 0.985, "fifo": 0.892, "idx": 0.962, "rq_front": 0.996,
+                 "rq_lanes": 24.33, "rq_r24": 0.732, "rq_seq": 0.747,
+                 "rq_tail": 0.43, "run": 1.006, "1": 0},
+        "carry": {"acc": 0.998, "ctl": 0.837, "fifo": 0.659, "idx": 1.002, "rq_front": 0.976,
+                  "rq_lanes": 10.25, "rq_r24": 1.182, "rq_seq": 0.952,
+                  "rq_tail": 0.369, "run": 0.907, "1": 0},
+    },
+})
 
 
 def resource_parts(p: PoolParams, family: str) -> dict[str, res.Resources]:

@@ -363,7 +363,16 @@ def cost(p: SWGParams) -> Cost:
 
 
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
-RESOURCE_FIT: res.Fit = {}
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"buf": 1.092, "ctl": 1.222, "data": 1.081, "fifo": 1.04, "1": 0.004},
+        "carry": {"ctl": 0.666, "fifo": 0.86, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"buf": 1.01, "ctl": 1.337, "data": 1.118, "fifo": 1.077, "1": 0.005},
+        "carry": {"ctl": 1.11, "fifo": 1.023, "1": 0.003},
+    },
+}
 
 
 def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
