@@ -180,6 +180,17 @@ class MVAUParams:
         return rom_live(v, self.w_bits)
 
     @functools.cached_property
+    def weight_lanes(self) -> tuple[int, int, int]:
+        """Lanes (pe, s) of the weight memory whose weights are all zero, all one other
+        value, or not all equal: a product by a constant lane is folded by the tools where
+        the product is logic (not a DSP tile), by zero it is nothing."""
+        v = np.asarray(self.weights).reshape(self.nf, self.pe, self.sf, self.simd)
+        lo, hi = v.min(axis=(0, 2)), v.max(axis=(0, 2))
+        const = lo == hi
+        zero = int((const & (lo == 0)).sum())
+        return zero, int(const.sum()) - zero, int((~const).sum())
+
+    @functools.cached_property
     def param_columns(self) -> tuple[int, int, float]:
         """(non-constant, distinct non-constant) bit columns of the bias and multiplier
         memory, and the non-constant multiplier bits per lane."""
@@ -214,7 +225,9 @@ def cost(p: MVAUParams) -> Cost:
               y_bits=min(p.in_type.bits + p.w_bits, p.acc_bits))
     muls = add_muls({dot: n_dot},
                     unsigned_muls(rq_tiles))
-    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
+    live = p.weight_lanes[2] if n_dot else 0
+    soft = add_muls({dot: live}, unsigned_muls(rq_tiles) if p.param_columns[2] else {})
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls, soft)
     return Cost(
         cycles=steps * p.vectors,
         latency=timing(p, 0, p.sf - 1)[1] + 1,
@@ -250,26 +263,26 @@ def _fifo_depth(p: MVAUParams) -> int:
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
 RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
     "ecp5": {
-        "lut4": {"acc": 1.003, "ctl": 1.066, "fifo": 1.04, "mem_i": 1.057, "mem_p": 1.023,
-                 "mem_w": 1.166, "mul_logic": 1.002, "rq_front": 0.585,
-                 "rq_lanes": 21.25, "rq_r24": 0.955, "rq_seq": 0.522,
-                 "rq_sign": 1.001, "rq_tail": 0.281, "terms": 1.003,
-                 "tree": 1.093, "1": 0.002},
-        "carry": {"acc": 0.928, "ctl": 0.787, "fifo": 0.82, "rq_front": 1.088, "rq_lanes": 6.766,
-                  "rq_prod": 0.458, "rq_r24": 1.273, "rq_seq": 0.957,
-                  "rq_sign": 0.825, "rq_tail": 0.287, "terms": 0.961,
-                  "tree": 0.976, "1": 0},
+        "lut4": {"acc": 1.005, "ctl": 1.114, "fifo": 1.074, "mem_i": 1.101, "mem_p": 1.038,
+                 "mem_w": 1.252, "mul_logic": 1.002, "rq_front": 0.579,
+                 "rq_lanes": 21.25, "rq_r24": 0.968, "rq_seq": 0.478,
+                 "rq_sign": 1.002, "rq_tail": 0.31, "terms": 1.017, "tree": 1.171,
+                 "1": 0.004},
+        "carry": {"acc": 0.822, "ctl": 0.668, "fifo": 0.692, "rq_front": 1.124, "rq_lanes": 6.766,
+                  "rq_prod": 0.483, "rq_r24": 1.301, "rq_seq": 0.972,
+                  "rq_sign": 0.542, "rq_tail": 0.31, "terms": 0.922,
+                  "tree": 0.911, "1": 0},
     },
     "ice40": {
-        "lut4": {"acc": 0.996, "ctl": 0.976, "fifo": 0.956, "mem_i": 0.962, "mem_p": 1.001,
-                 "mem_w": 0.92, "mul_logic": 0.888, "rq_front": 0.972,
-                 "rq_lanes": 24.328, "rq_prod": 0.542, "rq_r24": 0.747,
-                 "rq_seq": 0.694, "rq_sign": 1.003, "rq_tail": 0.328, "terms": 1,
-                 "tree": 1.013, "1": 0},
-        "carry": {"acc": 0.968, "ctl": 0.924, "fifo": 0.898, "mul_logic": 0.895,
-                  "rq_front": 0.983, "rq_lanes": 10.246, "rq_prod": 0.455,
-                  "rq_r24": 1.236, "rq_seq": 0.991, "rq_sign": 0.921,
-                  "rq_tail": 0.269, "terms": 0.984, "tree": 0.954, "1": 0},
+        "lut4": {"acc": 0.991, "ctl": 0.969, "fifo": 0.938, "mem_i": 0.959, "mem_p": 1.006,
+                 "mem_w": 0.896, "mul_logic": 0.792, "rq_front": 0.958,
+                 "rq_lanes": 24.327, "rq_prod": 0.563, "rq_r24": 0.788,
+                 "rq_seq": 0.687, "rq_sign": 1.003, "rq_tail": 0.281,
+                 "terms": 0.995, "tree": 1.011, "1": 0},
+        "carry": {"acc": 0.922, "ctl": 0.884, "fifo": 0.838, "mul_logic": 0.814, "rq_front": 1,
+                  "rq_lanes": 10.244, "rq_prod": 0.476, "rq_r24": 1.284,
+                  "rq_seq": 1.023, "rq_sign": 0.792, "rq_tail": 0.238,
+                  "terms": 0.948, "tree": 0.899, "1": 0},
     },
 })
 
@@ -299,7 +312,11 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     ff = 2 * SIMD * ib + w_reg
     if p.datapath == "mul":
         tw = ib + wb
-        ff += SIMD * ib + w_reg + 2 * PE * SIMD * tw
+        dot = Mul(ib, p.in_type.signed, wb, True, y_bits=min(tw, A))
+        zero, const, _ = p.weight_lanes
+        # products in logic by a constant weight are folded: by zero nothing is left
+        lanes = PE * SIMD - (zero if res.dsp_tiles(dot, family) == 0 else 0)
+        ff += SIMD * ib + w_reg + 2 * lanes * tw
         terms = res.Resources()
     elif p.datapath == "xnor":
         tw = 1

@@ -491,15 +491,18 @@ def fitted(parts: dict[str, Resources], fit: dict[str, dict[str, float]] | None
     return out
 
 
-def estimate(parts_of, p, fit: Fit, multiplies: dict[Mul, int] | None = None
+def estimate(parts_of, p, fit: Fit, multiplies: dict[Mul, int] | None = None,
+             soft_multiplies: dict[Mul, int] | None = None
              ) -> tuple[dict[str, Resources], dict[str, dict]]:
     """(family → rounded estimate, family → structural parts) of block parameters ``p``,
     with ``parts_of(p, family)`` the block's structural parts, ``fit`` its calibration and
-    ``multiplies`` its multiplications (what no DSP tile takes is logic: part
-    ``mul_logic``)."""
+    ``multiplies`` its multiplications: what no DSP tile takes is logic (part
+    ``mul_logic``), of ``soft_multiplies`` if given (those whose factors are not all
+    constant: the tools fold the others)."""
     parts = {f: parts_of(p, f) for f in FAMILIES}
+    muls = multiplies if soft_multiplies is None else soft_multiplies
     for f in FAMILIES:
-        soft = total(n * soft_logic(m, f) for m, n in (multiplies or {}).items())
+        soft = total(n * soft_logic(m, f) for m, n in (muls or {}).items())
         if soft != Resources():
             parts[f]["mul_logic"] = soft
     return {f: fitted(parts[f], fit.get(f)).rounded() for f in FAMILIES}, parts
