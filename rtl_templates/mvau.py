@@ -397,8 +397,9 @@ class MVAU(wiring.Component):
         sf = Signal(range(max(SF, 2)))
         nf = Signal(range(max(NF, 2)))
         widx = Signal(range(max(NF * SF, 2)))
-        last_sf = sf == SF - 1
-        first_nf = nf == 0
+        # sf == SF - 1 and nf == 0 kept as registers: the ready path starts at a flip-flop
+        last_sf = Signal(init=int(SF == 1))
+        first_nf = Signal(init=1)
         room = out.room
         can_issue = Signal()
         m.d.comb += [
@@ -416,10 +417,10 @@ class MVAU(wiring.Component):
         with m.If(can_issue):
             m.d.sync += widx.eq(Mux(widx == NF * SF - 1, 0, widx + 1))
             with m.If(last_sf):
-                m.d.sync += sf.eq(0)
-                m.d.sync += nf.eq(Mux(nf == NF - 1, 0, nf + 1))
+                m.d.sync += [sf.eq(0), last_sf.eq(SF == 1)]
+                m.d.sync += [nf.eq(Mux(nf == NF - 1, 0, nf + 1)), first_nf.eq(nf == NF - 1)]
             with m.Else():
-                m.d.sync += sf.eq(sf + 1)
+                m.d.sync += [sf.eq(sf + 1), last_sf.eq(sf == SF - 2)]
 
         out.spend(can_issue & last_sf)
 
