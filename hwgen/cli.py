@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                                        "(no Verilog; exit 0 also when nodes do not map)")
     i.add_argument("model", help="ONNX model (quantized, or float: estimated as 8-bit)")
     i.add_argument("--json", action="store_true", help="print the report as JSON")
+    i.add_argument("--family", choices=("ecp5", "ice40"), default="ecp5",
+                   help="FPGA family of the table's LUT/FF/DSP/BRAM column (default: ecp5; "
+                        "the totals give both)")
     _fold_args(i)
     return ap
 
@@ -143,7 +146,7 @@ def run(argv=None) -> int:
         if args.json:
             print(json.dumps(inspect.to_json(rep), indent=1))
         else:
-            print(inspect.format_text(rep))
+            print(inspect.format_text(rep, args.family))
         return 0
     if args.cmd == "quantize":
         o = _quant_opts(args)

@@ -40,6 +40,7 @@ from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, Folding
 from hwgen.dataflow.operators import is_float_model
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.resources import FAMILIES, Resources, add_muls, total
 
 JSON_FORMAT = "hwgen-inspect"
 JSON_VERSION = 1
@@ -99,10 +100,14 @@ class InspectReport:
                 out[w] = out.get(w, 0) + 1
         return out
 
+    def multiplies(self) -> dict:
+        """Every multiplication of every block (:class:`Mul` → count)."""
+        return add_muls(*(b.cost.multiplies for b in self.estimate.blocks))
+
     def devices(self) -> list[tuple[Device, list[str]]]:
         """Every supported device and why the design would not fit it (empty: it fits)."""
-        widths = self.multiplier_widths()
-        return [(d, d.shortfalls(self.estimate.totals, widths)) for d in DEVICES]
+        muls = self.multiplies()
+        return [(d, d.shortfalls(self.estimate.totals, muls)) for d in DEVICES]
 
 
 def inspect(model, fold=None, target_cycles: int | None = None) -> InspectReport:
@@ -174,24 +179,48 @@ def _rows(rep: ImportReport, est: Estimate) -> tuple[list[NodeRow], list[Problem
 
 # ------------------------------------------------------------------------------ text
 
-_COLS = ("node", "op", "blocks", "PE/SIMD", "cycles", "mults", "memory bits", "status")
+_COLS = ("node", "op", "blocks", "PE/SIMD", "cycles", "mults", "memory bits",
+         "LUT/FF/DSP/BRAM", "status")
+#: the family ``hwgen inspect``'s table gives resources for, unless told
+DEFAULT_FAMILY = "ecp5"
 
 
-def _cells(r: NodeRow) -> list[str]:
+def _num(v: float) -> str:
+    """A compact count: 950, 9.5k, 95k, 1.2M."""
+    v = int(round(v))
+    if v < 1000:
+        return str(v)
+    if v < 10_000:
+        return f"{v / 1000:.1f}k"
+    if v < 1_000_000:
+        return f"{v // 1000}k"
+    return f"{v / 1e6:.1f}M"
+
+
+def _res_cell(res: Resources) -> str:
+    """LUT4 (ECP5: carry cells counted as two), FF, DSP and block RAM tiles."""
+    return "/".join(_num(v) for v in (res.lut4 + 2 * res.carry, res.ff, res.dsp, res.bram))
+
+
+def _cells(r: NodeRow, family: str) -> list[str]:
     pe = ""
     if r.folding is not None:
         pe = f"{r.folding.pe}/{r.folding.simd}" if "mvau" in r.blocks else f"{r.folding.pe}/-"
     c = r.cost
+    res = _res_cell(c.resources(family).rounded()) if c else ""
     return [r.node, r.op, "+".join(r.blocks), pe,
             f"{c.cycles:,}" if c else "", f"{c.multipliers:,}" if c else "",
-            f"{c.memory_bits:,}" if c else "", r.status_text() + ("*" if r.after else "")]
+            f"{c.memory_bits:,}" if c else "", res, r.status_text() + ("*" if r.after else "")]
 
 
 def _clip(s: str, n: int) -> str:
     return s if len(s) <= n else "…" + s[-(n - 1):]
 
 
-def format_text(rep: InspectReport) -> str:
+def format_text(rep: InspectReport, family: str = DEFAULT_FAMILY) -> str:
+    """The report as text; the table's resources are of FPGA ``family``."""
+    if family not in FAMILIES:
+        raise HwgenError(f"unknown FPGA family {family!r} (choose {', '.join(FAMILIES)})")
     lines = [f"hwgen inspect: {rep.model}"]
     if rep.assumed:
         lines.append("float model: estimates assume 8-bit quantization (uint8 activations, "
@@ -207,10 +236,10 @@ def format_text(rep: InspectReport) -> str:
     def flush():
         if len(run) >= 4:
             ops = sorted({r.op_type for r in run})
-            table.append([f"({len(run)} nodes)", ", ".join(ops), "", "", "", "", "",
+            table.append([f"({len(run)} nodes)", ", ".join(ops), "", "", "", "", "", "",
                           f"constant ({run[0].node} … {run[-1].node})"])
         else:
-            table.extend(_cells(r) for r in run)
+            table.extend(_cells(r, family) for r in run)
         run.clear()
 
     for r in rep.rows:
@@ -218,7 +247,7 @@ def format_text(rep: InspectReport) -> str:
             run.append(r)
             continue
         flush()
-        table.append(_cells(r))
+        table.append(_cells(r, family))
     flush()
     plumb = rep.estimate.plumbing
     if plumb:
@@ -226,10 +255,12 @@ def format_text(rep: InspectReport) -> str:
                       f"{max(b.cost.cycles for b in plumb):,}",
                       f"{sum(b.cost.multipliers for b in plumb):,}",
                       f"{sum(b.cost.memory_bits for b in plumb):,}",
+                      _res_cell(total(b.cost.resources(family) for b in plumb).rounded()),
                       "FIFOs, forks, width converters"])
-    widths = [min(max([len(_COLS[k])] + [len(row[k]) for row in table]), 40)
-              for k in range(len(_COLS) - 1)]
-    right = {4, 5, 6}
+    head = [*_COLS[:7], f"{family} {_COLS[7]}", _COLS[8]]
+    widths = [min(max([len(head[k])] + [len(row[k]) for row in table]), 40)
+              for k in range(len(head) - 1)]
+    right = {4, 5, 6, 7}
 
     def fmt(row):
         cells = []
@@ -238,7 +269,7 @@ def format_text(rep: InspectReport) -> str:
             cells.append(v.rjust(w) if k in right else v.ljust(w))
         return "  ".join(cells + [row[-1]]).rstrip()
 
-    lines.append(fmt(list(_COLS)))
+    lines.append(fmt(head))
     lines.extend(fmt(row) for row in table)
     lines.append("")
     if rep.problems:
@@ -262,6 +293,12 @@ def format_text(rep: InspectReport) -> str:
                     else "n/a (the graph does not map end to end)"))
     lines.append(f"  {t['multipliers']:,} multipliers, {t['memory_bits']:,} memory bits "
                  f"({fmt_bits(t['memory_bits'])}), {t['registers']:,} registers")
+    for fam in FAMILIES:
+        r = t["resources"][fam]
+        extra = (f" + {r['carry']:,} CCU2C, {r['dram']:,} LUT RAM (16×4)" if fam == "ecp5"
+                 else f" ({r['carry']:,} SB_CARRY)")
+        lines.append(f"  {fam}: {r['lut4']:,} LUT4{extra}, {r['ff']:,} FF, {r['dsp']:,} DSP, "
+                     f"{r['bram']:,} block RAM")
     devs = rep.devices()
     fit = [d.name for d, why in devs if not why]
     lines.append("devices that could hold it: " + (", ".join(fit) if fit else "none"))
@@ -278,7 +315,8 @@ def _cost_json(c) -> dict | None:
     if c is None:
         return None
     return {"cycles": c.cycles, "latency": c.latency, "multipliers": c.multipliers,
-            "memory_bits": c.memory_bits, "registers": c.registers}
+            "memory_bits": c.memory_bits, "registers": c.registers,
+            "resources": {f: c.resources(f).rounded().as_dict() for f in FAMILIES}}
 
 
 def to_json(rep: InspectReport) -> dict:

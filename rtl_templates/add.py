@@ -67,9 +67,19 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.pipeline import (
+    MUL_CHUNK,
+    chunk_widths,
+    chunks,
+    counter_bits,
+    mul_pipe,
+    mul_pipe_registers,
+    mul_stages,
+)
 from hwgen.rtl_templates.quant import (
     ACC_GUARD_BITS,
     MULT_BITS,
@@ -83,6 +93,7 @@ from hwgen.rtl_templates.quant import (
     signed_width,
 )
 from hwgen.rtl_templates.requant import (
+    LANE_FIT,
     ROUND24_STAGES,
     abs_pipe,
     clamp,
@@ -90,14 +101,18 @@ from hwgen.rtl_templates.requant import (
     reg,
     requant_stages,
     rhe_const,
+    round24_logic,
     round24_pipe,
+    round24_registers,
     round_clamp,
+    round_clamp_parts,
 )
+from hwgen.rtl_templates.resources import Mul, merge_fits
 from hwgen.rtl_templates.words import lanes
 
 #: cycles from a (joined) input transfer to the output transfer of that beat, per semantics
 #: (the requantizer's stages after the sum come on top for "ort": :meth:`AddParams.pipeline_depth`)
-PIPELINE_DEPTHS = {"exact": 9, "ort": 8 + 1 + ROUND24_STAGES}
+PIPELINE_DEPTHS = {"exact": 8, "ort": 7 + 1 + ROUND24_STAGES}
 #: the default semantics of :func:`make_add_requant`
 DEFAULT_SEMANTICS = "ort"
 
@@ -145,8 +160,15 @@ class AddParams:
     @property
     def pipeline_depth(self) -> int:
         if self.ort:
-            return PIPELINE_DEPTHS["ort"] + requant_stages(self.sum_requant)
-        return PIPELINE_DEPTHS["exact"]
+            return PIPELINE_DEPTHS["ort"] + self.const_stages + requant_stages(self.sum_requant)
+        return PIPELINE_DEPTHS["exact"] + self.const_stages
+
+    @property
+    def const_stages(self) -> int:
+        """Registers from the operands less their zero points to the products: sign and
+        magnitude, the wider of the two tiled constant products, the sign back."""
+        return 2 + max(mul_stages(self.da_bits, max(1, _odd(self.ma)[0].bit_length())),
+                       mul_stages(self.db_bits, max(1, _odd(self.mb)[0].bit_length())))
 
     @property
     def sum_requant(self) -> Requant:
@@ -295,22 +317,116 @@ def cost(p: AddParams) -> Cost:
     if elements % p.pe:
         raise ValueError(f"PE={p.pe} does not divide the {elements} elements of a frame")
     beats = elements // p.pe
-    (pa_lo, pa_hi), (pb_lo, pb_hi) = p.prod_bounds
-    prod_bits = signed_width(pa_lo, pa_hi) + signed_width(pb_lo, pb_hi)
     depth = _fifo_depth(p)
-    lane_regs = p.a_type.bits + p.b_type.bits + prod_bits + p.sum_bits
-    if p.ort:  # the rounded second term and the delayed first product
-        lane_regs += signed_width(pb_lo, pb_hi) + 1 + signed_width(pa_lo, pa_hi)
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, multiplies(p))
     return Cost(
         cycles=beats,
         latency=timing(p, 0, beats - 1)[1] + 1,
         multipliers=2 * p.pe,
         multiplier_widths=[(p.da_bits, _odd(p.ma)[0].bit_length() or 1),
                            (p.db_bits, _odd(p.mb)[0].bit_length() or 1)] * p.pe,
+        multiplies=multiplies(p),
         memory_bits=depth * p.pe * p.out_type.bits,
-        registers=p.pe * lane_regs + p.pipeline_depth + (depth + 1).bit_length()
-        + 2 * depth.bit_length() + 4,
+        registers=max(r.ff for r in by_family.values()),
+        by_family=by_family, parts=parts,
     )
+
+
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
+    "ecp5": {
+        "lut4": {"ctl": 1.028, "fifo": 1.071, "lanes": 0.549, "mul_logic": 1.029,
+                 "rq_front": 0.349, "rq_r24": 0.601, "rq_tail": 0.255,
+                 "t_r24": 0.683, "1": 0.005},
+        "carry": {"ctl": 0.902, "fifo": 0.456, "lanes": 0.377, "rq_front": 1.517, "rq_r24": 1.357,
+                  "rq_tail": 0, "t_r24": 1.115, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"ctl": 0.908, "fifo": 0.602, "lanes": 0.397, "mul_logic": 0.762,
+                 "rq_front": 1.376, "rq_r24": 0.757, "rq_tail": 0, "t_r24": 1.036,
+                 "1": 0},
+        "carry": {"ctl": 0.918, "fifo": 0.474, "lanes": 0.261, "mul_logic": 1.187,
+                  "rq_front": 1.531, "rq_r24": 1.374, "rq_tail": 0,
+                  "t_r24": 1.183, "1": 0},
+    },
+})
+
+
+def _const_product_parts(bits: int, mult: int, stages: int, out_bits: int, family: str
+                         ) -> res.Resources:
+    """One lane's :func:`_times_const_pipe` of a ``bits``-bit operand into an ``out_bits``
+    register: sign and magnitude, the tiled product, its delays, the sign back."""
+    odd = max(1, _odd(mult)[0].bit_length())
+    w = bits + odd
+    ff = (1 + bits + mul_pipe_registers(bits, odd, b_regs=False) + 1
+          + (stages - 2 - mul_stages(bits, odd)) * w + (stages - 2) + out_bits)
+    logic = (res.magnitude(bits, family) + res.magnitude(w, family)
+             + res.add(w, family) * (chunks(bits) * chunks(odd) - 1))
+    return logic + res.Resources(ff=ff)
+
+
+def resource_parts(p: AddParams, family: str) -> dict[str, res.Resources]:
+    """The adder's hardware in the resource model's parts (see
+    :mod:`rtl_templates.resources`): output FIFO, control, per lane the operands less their
+    zero points, the two constant products, the sum and its rounding (``"ort"``: the float32
+    rounding of the second product first)."""
+    PE, ob = p.pe, p.out_type.bits
+    depth = _fifo_depth(p)
+    (pa_lo, pa_hi), (pb_lo, pb_hi) = p.prod_bounds
+    pa_bits = signed_width(pa_lo, pa_hi)
+    blo, bhi = p.db_bounds
+    pb_bits = signed_width(blo * p.mb, bhi * p.mb)
+    cs = p.const_stages
+    lane = (res.sub(p.da_bits, family) + res.sub(p.db_bits, family)
+            + res.Resources(ff=p.a_type.bits + p.b_type.bits + p.da_bits + p.db_bits)
+            + _const_product_parts(p.da_bits, p.ma, cs, pa_bits, family)
+            + _const_product_parts(p.db_bits, p.mb, cs, pb_bits, family)
+            + res.add(max(pa_bits, pb_bits), family) + res.Resources(ff=p.sum_bits))
+    parts = {"fifo": res.fifo(PE * ob, depth, family),
+             "ctl": res.Resources(ff=counter_bits(depth + 1) + p.pipeline_depth, lut4=6,
+                                  carry=counter_bits(depth + 1) / 2)}
+    if p.ort:
+        tb = signed_width(pb_lo, pb_hi)
+        n_st = 2 + ROUND24_STAGES
+        lane = lane + res.add(tb, family) + res.magnitude(tb, family) * 2 + res.Resources(
+            ff=pa_bits + tb + 1 + tb + ROUND24_STAGES + tb + 2 + n_st * pa_bits
+            + round24_registers(tb))
+        parts["t_r24"] = round24_logic(tb, family) * PE
+        parts["lanes"] = lane * PE
+        w = p.sum_bits
+        parts["rq_front"] = res.magnitude(w, family) * PE + res.Resources(ff=PE * (1 + w))
+        for k, v in round_clamp_parts(w, p.sum_requant, ob, family).items():
+            parts[k] = v * PE
+    else:
+        w = p.sum_bits
+        vw = w + abs(p.zy).bit_length() + 1
+        parts["lanes"] = lane * PE
+        parts["rq_tail"] = (res.reduce_or(p.shift, family) * 2 + res.add(w, family)
+                            + res.add(vw, family) + res.compare(vw, family, True) * 2
+                            + res.mux(ob, family, 3)) * PE
+        parts["rq_ff"] = res.Resources(ff=PE * (w + vw + min(ob, signed_width(p.lo, p.hi))))
+    return parts
+
+
+def multiplies(p: AddParams) -> dict[Mul, int]:
+    """Per lane the tiles of the two constant products: the magnitude of ``a - za`` (``b -
+    zb``) times the odd part of ``ma`` (``mb``) in :func:`~rtl_templates.pipeline.mul_pipe`
+    (the constant reaches the tiles through registers, so the tools see its declared width).
+    A tile's product bits above what the product register keeps (its width less the
+    constant's trailing zeros) are not used, and the tools drop them."""
+    blo, bhi = p.db_bounds
+    out: dict[Mul, int] = {}
+    for bits, mult, reg_bits in ((p.da_bits, p.ma, signed_width(*p.prod_bounds[0])),
+                                 (p.db_bits, p.mb, signed_width(blo * p.mb, bhi * p.mb))):
+        odd, tz = _odd(mult)
+        used = reg_bits - tz
+        for i, wa in enumerate(chunk_widths(bits)):
+            for j, wb in enumerate(chunk_widths(max(1, odd.bit_length()))):
+                y = min(wa + wb, used - MUL_CHUNK * (i + j))
+                if y > 0:
+                    m = Mul(wa, False, wb, False, y_bits=y)
+                    out[m] = out.get(m, 0) + p.pe
+    return out
 
 
 # ---------------------------------------------------------------------------- hardware
@@ -323,9 +439,18 @@ def _odd(m: int) -> tuple[int, int]:
     return m >> tz, tz
 
 
-def _times_const(x, m: int):
-    odd, tz = _odd(m)
-    return (x * Const(odd, unsigned(max(1, odd.bit_length())))) << tz
+def _times_const_pipe(m: Module, x, mult: int, stages: int, name: str):
+    """``x · mult`` of the signed ``x`` and a constant, ``stages`` registers later (the last
+    one is the caller's): sign and magnitude, the magnitude times the constant's odd part in
+    multiplier tiles (:func:`~rtl_templates.pipeline.mul_pipe`), delays to ``stages``, the
+    sign and the trailing zeros put back."""
+    odd, tz = _odd(mult)
+    neg, mag = abs_pipe(m, x, name)
+    odd_c = Const(odd, unsigned(max(1, odd.bit_length())))
+    prod = mul_pipe(m, mag, odd_c, name)
+    prod = delay(m, prod, stages - 2 - mul_stages(len(mag), len(odd_c)), f"{name}_al")
+    neg = delay(m, neg, stages - 2, f"{name}_neg")
+    return Mux(neg, -prod, prod) << tz
 
 
 class AddBlock(wiring.Component):
@@ -374,8 +499,10 @@ class AddBlock(wiring.Component):
                                        lanes(b1, PE, p.b_type.bits, p.b_type.signed))):
             da = reg(m, x - za, signed(p.da_bits), f"da_{k}")
             db = reg(m, y - zb, signed(p.db_bits), f"db_{k}")
-            m.d.sync += [pa[k].eq(_times_const(da, p.ma)), pb[k].eq(_times_const(db, p.mb))]
-        v2 = delay(m, v1, 2, "v2")
+            cs = p.const_stages
+            m.d.sync += [pa[k].eq(_times_const_pipe(m, da, p.ma, cs, f"pa_{k}")),
+                         pb[k].eq(_times_const_pipe(m, db, p.mb, cs, f"pb_{k}"))]
+        v2 = delay(m, v1, 1 + p.const_stages, "v2")
         if p.ort:
             pa = [delay(m, x, 1, f"pa_{k}") for k, x in enumerate(pa)]
             pb = [reg(m, x + f, signed(signed_width(pb_lo, pb_hi)), f"pbf_{k}")

@@ -46,11 +46,20 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType, Quantized, Requant, make_requant, signed_width
-from hwgen.rtl_templates.requant import delay, requant_stages, round_clamp
+from hwgen.rtl_templates.requant import (
+    LANE_FIT,
+    delay,
+    requant_stages,
+    round_clamp,
+    round_clamp_parts,
+)
+from hwgen.rtl_templates.resources import Mul, merge_fits
 from hwgen.rtl_templates.words import lanes
 
 #: cycles from an input transfer to that beat's output transfer
@@ -258,22 +267,69 @@ def cost(p: ConcatParams) -> Cost:
     beats = pixels * p.beats_per_pixel
     depth = _fifo_depth(p)
     ob = p.out_type.bits
-    regs = (p.beats_per_pixel.bit_length() + 1) + (depth + 1).bit_length() \
-        + 2 * depth.bit_length() + ob * p.pe
+    muls = {Mul(p.d_bits, True, p.mult_bits, False): p.pe} if p.mode == "requant" else {}
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
+    common = dict(cycles=beats, latency=timing(p, 0, beats - 1)[1] + 1,
+                  registers=max(r.ff for r in by_family.values()), by_family=by_family,
+                  parts=parts)
     if p.passthrough:
-        return Cost(cycles=beats, latency=timing(p, 0, beats - 1)[1] + 1,
-                    memory_bits=depth * p.pe * ob, registers=regs)
+        return Cost(memory_bits=depth * p.pe * ob, **common)
     if p.mode == "table":
         rom = sum(1 << t.bits for t in p.in_types) * ob
-        return Cost(cycles=beats, latency=timing(p, 0, beats - 1)[1] + 1,
-                    memory_bits=depth * p.pe * ob + p.pe * rom,
-                    registers=regs + p.pe * ob + 4)
-    in_bits = max(t.bits for t in p.in_types)
-    prod_bits = p.d_bits + p.mult_bits + 1
-    return Cost(cycles=beats, latency=timing(p, 0, beats - 1)[1] + 1,
-                multipliers=p.pe, multiplier_widths=[(p.d_bits, p.mult_bits)] * p.pe,
-                memory_bits=depth * p.pe * ob,
-                registers=regs + p.pe * (in_bits + prod_bits) + 4)
+        return Cost(memory_bits=depth * p.pe * ob + p.pe * rom, **common)
+    return Cost(multipliers=p.pe, multiplier_widths=[(p.d_bits, p.mult_bits)] * p.pe,
+                multiplies=muls,
+                memory_bits=depth * p.pe * ob, **common)
+
+
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
+    "ecp5": {
+        "lut4": {"ctl": 1.259, "fifo": 1.297, "lanes": 1.023, "mux": 1.068, "rq_front": 0.737,
+                 "rq_r24": 1.073, "rq_tail": 0.357, "tables": 1.263, "1": 0.031},
+        "carry": {"ctl": 0.869, "fifo": 0.435, "lanes": 1.024, "rq_front": 1.156, "rq_r24": 1.316,
+                  "rq_tail": 0.538, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"ctl": 0.969, "fifo": 0.854, "lanes": 0.992, "mul_logic": 0.932, "mux": 1.012,
+                 "rq_front": 0.995, "rq_r24": 0.708, "rq_tail": 0.435,
+                 "tables": 0.894, "1": 0},
+        "carry": {"ctl": 0.887, "fifo": 0.545, "lanes": 0.997, "mul_logic": 0.913,
+                  "rq_front": 0.99, "rq_r24": 1.201, "rq_tail": 0.449, "1": 0},
+    },
+})
+
+
+def resource_parts(p: ConcatParams, family: str) -> dict[str, res.Resources]:
+    """The concat's hardware in the resource model's parts (see
+    :mod:`rtl_templates.resources`): output FIFO, control, and per lane the tables (plain
+    memories, two inputs' tables in one) or the product and its rounding."""
+    PE, ob = p.pe, p.out_type.bits
+    depth = _fifo_depth(p)
+    kb = counter_bits(p.beats_per_pixel)
+    parts = {"fifo": res.fifo(PE * ob, depth, family),
+             "ctl": res.Resources(ff=kb + counter_bits(depth + 1) + 2, lut4=kb + 6,
+                                  carry=kb / 2)}
+    if p.passthrough:
+        parts["mux"] = res.mux(PE * ob, family)
+        return parts
+    if p.mode == "table":
+        n = sum(1 << t.bits for t in p.in_types)
+        mask = (1 << ob) - 1
+        init = [v & mask for v in p.tables[0]] + [v & mask for v in p.tables[1]]
+        live, distinct = res.rom_live(np.asarray(init).reshape(n, 1), ob)
+        parts["tables"] = (res.memory(live, n, family, rom=True, plain=True,
+                                      logic_width=distinct)
+                           + res.mux(n.bit_length(), family)) * PE
+        return parts
+    rq = p.hw_requant
+    w = p.d_bits + p.mult_bits + 1
+    parts["lanes"] = (res.sub(p.d_bits, family) + res.mux(p.d_bits, family)
+                      + res.Resources(ff=p.d_bits + w)) * PE
+    parts["rq_front"] = res.magnitude(w, family) * PE + res.Resources(ff=PE * (1 + w))
+    for k, v in round_clamp_parts(w, rq, ob, family).items():
+        parts[k] = v * PE
+    return parts
 
 
 # ---------------------------------------------------------------------------- hardware

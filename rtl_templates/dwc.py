@@ -33,8 +33,10 @@ from amaranth.hdl import Cat, Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.words import lanes
 
 
@@ -90,10 +92,41 @@ def timing(p: DWCParams, in_first: int, in_last: int) -> tuple[int, int]:
 def cost(p: DWCParams) -> Cost:
     """Busy cycles per frame: the beats of the side with more beats."""
     beats_in, beats_out = p.frame // p.in_elems, p.frame // p.out_elems
-    n = p.slots
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
     return Cost(cycles=max(beats_in, beats_out),
                 latency=timing(p, 0, beats_in - 1)[1] + 1,
-                registers=n * p.bits + n.bit_length() if n else 0)
+                registers=max(r.ff for r in by_family.values()), by_family=by_family,
+                parts=parts)
+
+
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"level": 1.085, "slots": 0.805, "1": 0.042},
+        "carry": {"level": 0.255, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"level": 0.897, "slots": 0.486, "1": 0},
+        "carry": {"level": 0.355, "1": 0},
+    },
+}
+
+
+def resource_parts(p: DWCParams, family: str) -> dict[str, res.Resources]:
+    """The converter's hardware in the resource model's parts (see
+    :mod:`rtl_templates.resources`): the slots and the multiplexer in front of each (hold,
+    shift by an output beat, or one of the input elements that can land there), the fill
+    level."""
+    n, i, o, b = p.slots, p.in_elems, p.out_elems, p.bits
+    if not n:
+        return {}
+    ways = 0
+    for j in range(n):
+        lands = sum(1 for k in range(i) if 0 <= j - k <= n - i)
+        ways += (j < n - o) + lands
+    lv = counter_bits(n + 1)
+    return {"slots": res.Resources(ff=n * b + lv, lut4=b * ways + n),
+            "level": res.add(lv, family) * 2 + res.compare(lv, family, True) * 2}
 
 
 def manifest(p: DWCParams) -> dict:

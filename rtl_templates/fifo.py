@@ -12,6 +12,7 @@ from amaranth.hdl import Module, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.memory import BufferedFIFO
@@ -36,8 +37,29 @@ def timing(p: FIFOParams, in_first: int, in_last: int) -> tuple[int, int]:
 
 
 def cost(p: FIFOParams) -> Cost:
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
     return Cost(cycles=p.beats, latency=timing(p, 0, p.beats - 1)[1] + 1,
-                memory_bits=p.width * p.depth, registers=p.width + 2 * p.depth.bit_length() + 4)
+                memory_bits=p.width * p.depth,
+                registers=max(r.ff for r in by_family.values()), by_family=by_family,
+                parts=parts)
+
+
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"fifo": 1.73, "1": 0.061},
+        "carry": {"fifo": 0.76, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"fifo": 1.006, "1": 0},
+        "carry": {"fifo": 0.717, "1": 0},
+    },
+}
+
+
+def resource_parts(p: FIFOParams, family: str) -> dict[str, res.Resources]:
+    """The FIFO in the resource model's parts (:func:`rtl_templates.resources.fifo`)."""
+    return {"fifo": res.fifo(p.width, p.depth, family)}
 
 
 def manifest(p: FIFOParams) -> dict:

@@ -33,6 +33,7 @@ from amaranth.hdl import Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
 
@@ -61,8 +62,10 @@ def timing(p: ForkParams, in_first: int, in_last: int) -> tuple[int, int]:
 
 def cost(p: ForkParams) -> Cost:
     """``p.beats`` per frame: one per cycle; only the per-output taken flags are state."""
+    by_family = {f: res.Resources(ff=p.n_outputs, lut4=2 * p.n_outputs + 1)
+                 for f in res.FAMILIES}
     return Cost(cycles=p.beats, latency=timing(p, 0, p.beats - 1)[1] + 1,
-                registers=p.n_outputs)
+                registers=p.n_outputs, by_family=by_family)
 
 
 def manifest(p: ForkParams) -> dict:

@@ -40,12 +40,15 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import ram, rom
+from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType, Requant, signed_width
-from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline
+from hwgen.rtl_templates.resources import merge_fits, unsigned_muls
 from hwgen.rtl_templates.words import lanes, pack_word
 
 #: cycles from taking the last input beat of a channel block to its output transfer
@@ -54,9 +57,15 @@ from hwgen.rtl_templates.words import lanes, pack_word
 BASE_DEPTH = 4
 
 
+def spacing(p: GAPParams) -> int:
+    """Fewest cycles between two sums reaching the requantizer: the channel blocks of the
+    last pixel follow each other; with one block, a frame apart."""
+    return p.pixels if p.nb == 1 else 1
+
+
 def pipeline_depth(p: GAPParams) -> int:
     """Cycles from the last step of an output beat to that beat's output transfer."""
-    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits)
+    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits, spacing=spacing(p))
 
 
 # ---------------------------------------------------------------------------- params
@@ -127,18 +136,67 @@ def cost(p: GAPParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
     steps = p.pixels * p.nb
     mult_w = p.requant.mult_bits
+    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=spacing(p))
     per_channel = len(p.requant.mult) > 1
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, unsigned_muls(rq_tiles))
     return Cost(
         cycles=steps,
         latency=timing(p, 0, steps - 1)[1] + 1,
-        multipliers=p.pe,
-        multiplier_widths=[(p.acc_bits, mult_w)] * p.pe,
+        multipliers=len(rq_tiles),
+        multiplier_widths=rq_tiles,
+        multiplies=unsigned_muls(rq_tiles),
         memory_bits=p.nb * p.pe * p.acc_bits
         + (p.nb * p.pe * mult_w if per_channel else 0)
         + _fifo_depth(p) * p.pe * p.out_type.bits,
-        registers=p.pe * (p.in_type.bits + 3 * p.acc_bits + 2 * mult_w) + 64
-        + 2 * max(1, (p.pixels - 1).bit_length()),
+        registers=max(r.ff for r in by_family.values()),
+        by_family=by_family, parts=parts,
     )
+
+
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
+    "ecp5": {
+        "lut4": {"acc": 0.98, "ctl": 1.024, "fifo": 1.007, "mrom": 1, "rq_front": 0.58,
+                 "rq_lanes": 21.249, "rq_r24": 0.9, "rq_seq": 0.706,
+                 "rq_tail": 0.199, "1": 0.001},
+        "carry": {"acc": 0.989, "ctl": 0.992, "fifo": 0.992, "rq_front": 1.057, "rq_lanes": 6.769,
+                  "rq_prod": 0.412, "rq_r24": 1.218, "rq_seq": 0.936,
+                  "rq_tail": 0.375, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"acc": 0.993, "ctl": 1.005, "fifo": 1.009, "mrom": 1, "rq_front": 0.989,
+                 "rq_lanes": 24.33, "rq_prod": 0.502, "rq_r24": 0.718,
+                 "rq_seq": 0.788, "rq_tail": 0.415, "1": 0},
+        "carry": {"acc": 0.985, "ctl": 0.996, "fifo": 0.993, "rq_front": 0.949,
+                  "rq_lanes": 10.249, "rq_prod": 0.415, "rq_r24": 1.156,
+                  "rq_seq": 0.951, "rq_tail": 0.372, "1": 0},
+    },
+})
+
+
+def resource_parts(p: GAPParams, family: str) -> dict[str, res.Resources]:
+    """The unit's hardware in the resource model's parts (see :mod:`rtl_templates.resources`):
+    output FIFO, control, the accumulator memory and its adders, the multiplier ROM and the
+    requantizers."""
+    PE, NB = p.pe, p.nb
+    ib, ob, A, rq = p.in_type.bits, p.out_type.bits, p.acc_bits, p.requant
+    depth = _fifo_depth(p)
+    cbb = counter_bits(NB)
+    ctl_bits = cbb + counter_bits(p.pixels) + counter_bits(depth + 1)
+    acc = res.memory(PE * A, NB, family, rom=False, rw="new" if NB == 1 else "dont_care")
+    parts = {"fifo": res.fifo(PE * ob, depth, family),
+             "ctl": res.Resources(ff=ctl_bits + 4 + cbb, lut4=ctl_bits + 6, carry=ctl_bits / 2),
+             "acc": acc + res.accumulate(A, family) * PE + res.Resources(ff=PE * (ib + A))}
+    m_live, copies = 0, 1
+    if len(rq.mult) > 1:
+        mults = np.asarray(p.mult_per_channel(), dtype=np.int64).reshape(NB, PE)
+        words = [pack_word(row, rq.mult_bits) for row in mults.tolist()]
+        parts["mrom"] = res.rom(words, PE * rq.mult_bits, family)
+        m_live = round(res.param_live(mults, mults, rq.mult_bits, rq.mult_bits)[2])
+        copies = PE
+    parts.update(RequantPipeline.parts(rq, A, ob, PE, family, spacing=spacing(p),
+                                       mult_live=m_live, mult_copies=copies if m_live else 1))
+    return parts
 
 
 def timing(p: GAPParams, in_first: int, in_last: int) -> tuple[int, int]:
@@ -230,7 +288,8 @@ class GAP(wiring.Component):
         m.d.sync += [s.eq(n) for s, n in zip(s2, sums)]
 
         # --- stages 3, 4: bias, product; round half to even, zero point, clamp → FIFO ------
-        rqp = RequantPipeline(m, v2, s2, [p.bias] * PE, mult2, rq, acc_w, ob)
+        rqp = RequantPipeline(m, v2, s2, [p.bias] * PE, mult2, rq, acc_w, ob,
+                              spacing=spacing(p))
         out.write(rqp.data, rqp.valid)
         return m
 

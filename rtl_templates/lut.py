@@ -27,10 +27,12 @@ from amaranth.hdl import Cat, Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import rom
+from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import lanes
 
@@ -77,9 +79,35 @@ def timing(p: LUTParams, in_first: int, in_last: int) -> tuple[int, int]:
 
 def cost(p: LUTParams) -> Cost:
     rom = (1 << p.in_type.bits) * p.out_type.bits
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
     return Cost(cycles=p.beats, latency=timing(p, 0, p.beats - 1)[1] + 1,
                 memory_bits=rom + FIFO_DEPTH * p.pe * p.out_type.bits,
-                registers=p.pe * p.in_type.bits + 1 + 2 * (FIFO_DEPTH + 1).bit_length())
+                registers=max(r.ff for r in by_family.values()), by_family=by_family,
+                parts=parts)
+
+
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"ctl": 1.203, "fifo": 1.405, "rom": 0.982, "1": 0.041},
+        "carry": {"ctl": 0.807, "fifo": 0.227, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"ctl": 1.005, "fifo": 0.97, "rom": 1.119, "1": 0.001},
+        "carry": {"ctl": 0.905, "fifo": 0.558, "1": 0},
+    },
+}
+
+
+def resource_parts(p: LUTParams, family: str) -> dict[str, res.Resources]:
+    """The table's hardware in the resource model's parts (see
+    :mod:`rtl_templates.resources`): the ROM with a read port per lane, the output FIFO and
+    the credit counter."""
+    raw = [v & ((1 << p.out_type.bits) - 1) for v in p.table]
+    cb = counter_bits(FIFO_DEPTH + 1)
+    return {"rom": res.rom(raw, p.out_type.bits, family, read_ports=p.pe),
+            "fifo": res.fifo(p.pe * p.out_type.bits, FIFO_DEPTH, family),
+            "ctl": res.Resources(ff=cb + 1, lut4=cb + 2, carry=cb / 2)}
 
 
 def manifest(p: LUTParams) -> dict:

@@ -43,12 +43,31 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.pipeline import delay, reg, tree_stages, tree_sum
+from hwgen.rtl_templates.pipeline import (
+    counter_bits,
+    delay,
+    reg,
+    tree_stages,
+    tree_sum,
+    tree_sum_groups,
+    tree_sum_registers,
+)
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
-from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline
+from hwgen.rtl_templates.resources import (
+    EXACT_COLUMN_BITS,
+    Mul,
+    add_muls,
+    merge_fits,
+    param_live,
+    range_live,
+    rom_live,
+    unsigned_muls,
+)
 from hwgen.rtl_templates.words import lanes, pack_word
 from hwgen.rtl_templates.xnor_mvau import (
     check_sign_requant,
@@ -64,14 +83,15 @@ BASE_DEPTH = 5
 
 def operand_stages(p: MVAUParams) -> int:
     """Registers between the memories and the dot products' register: the operands, the
-    products, the adder tree's inner stages."""
-    return 2 + tree_stages(p.simd)
+    products (with a hard multiplier: its operand registers, the product, and one more so
+    the multiplier's registers can sit next to it), the adder tree's inner stages."""
+    return (4 if p.datapath == "mul" else 2) + tree_stages(p.simd)
 
 
 def pipeline_depth(p: MVAUParams) -> int:
     """Cycles from issuing the last step of an output beat to that beat's output transfer."""
     return (BASE_DEPTH + operand_stages(p)
-            + RequantPipeline.depth(p.requant, p.acc_bits, is_bipolar(p.out_type)))
+            + RequantPipeline.depth(p.requant, p.acc_bits, is_bipolar(p.out_type), p.sf))
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,6 +168,37 @@ class MVAUParams:
         m = list(self.requant.mult)
         return m * self.mh if len(m) == 1 else m
 
+    @functools.cached_property
+    def weight_columns(self) -> tuple[int, int]:
+        """(non-constant, distinct non-constant) bit columns of the weight memory (words
+        (nf, sf), lanes (pe, s)): what of it the tools keep (:func:`resources.rom_live`)."""
+        w = np.asarray(self.weights > 0 if self.w_bits == 1 else self.weights)
+        v = w.reshape(self.nf, self.pe, self.sf, self.simd)
+        if w.size * self.w_bits > EXACT_COLUMN_BITS:     # per lane (pe, s): its range
+            return range_live(v.min(axis=(0, 2)), v.max(axis=(0, 2)), self.w_bits)
+        v = v.transpose(0, 2, 1, 3).reshape(self.nf * self.sf, self.pe * self.simd)
+        return rom_live(v, self.w_bits)
+
+    @functools.cached_property
+    def weight_lanes(self) -> tuple[int, int, int]:
+        """Lanes (pe, s) of the weight memory whose weights are all zero, all one other
+        value, or not all equal: a product by a constant lane is folded by the tools where
+        the product is logic (not a DSP tile), by zero it is nothing."""
+        v = np.asarray(self.weights).reshape(self.nf, self.pe, self.sf, self.simd)
+        lo, hi = v.min(axis=(0, 2)), v.max(axis=(0, 2))
+        const = lo == hi
+        zero = int((const & (lo == 0)).sum())
+        return zero, int(const.sum()) - zero, int((~const).sum())
+
+    @functools.cached_property
+    def param_columns(self) -> tuple[int, int, float]:
+        """(non-constant, distinct non-constant) bit columns of the bias and multiplier
+        memory, and the non-constant multiplier bits per lane."""
+        shape = (self.nf, self.pe)
+        return param_live(np.asarray(self.bias, dtype=np.int64).reshape(shape),
+                          np.asarray(self.mult_per_channel(), dtype=np.int64).reshape(shape),
+                          self.acc_bits, self.requant.mult_bits)
+
 
 # ---------------------------------------------------------------------------- golden
 
@@ -166,23 +217,29 @@ def golden(p: MVAUParams, x: np.ndarray) -> np.ndarray:
 def cost(p: MVAUParams) -> Cost:
     """Cycles for the ``p.vectors`` input vectors of a frame, latency, and resources."""
     steps = p.nf * p.sf
-    rq_bits = p.acc_bits + p.requant.mult_bits
     # ±1 operands need no multiplier; a bipolar output is a sign test, not a requantizer
     n_dot = p.pe * p.simd if p.datapath == "mul" else 0
-    n_rq = 0 if is_bipolar(p.out_type) else p.pe
+    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, is_bipolar(p.out_type),
+                                          p.sf)
+    dot = Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True,
+              y_bits=min(p.in_type.bits + p.w_bits, p.acc_bits))
+    muls = add_muls({dot: n_dot},
+                    unsigned_muls(rq_tiles))
+    live = p.weight_lanes[2] if n_dot else 0
+    soft = add_muls({dot: live}, unsigned_muls(rq_tiles) if p.param_columns[2] else {})
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls, soft)
     return Cost(
         cycles=steps * p.vectors,
         latency=timing(p, 0, p.sf - 1)[1] + 1,
-        multipliers=n_dot + n_rq,
-        multiplier_widths=[(p.in_type.bits, p.w_bits)] * n_dot
-        + [(p.acc_bits, p.requant.mult_bits)] * n_rq,
+        multipliers=n_dot + len(rq_tiles),
+        multiplier_widths=[(p.in_type.bits, p.w_bits)] * n_dot + rq_tiles,
+        multiplies=muls,
         memory_bits=steps * p.pe * p.simd * p.w_bits
         + (p.sf * p.simd * p.in_type.bits if p.nf > 1 else 0)
         + p.nf * p.pe * (p.acc_bits + p.requant.mult_bits)
         + _fifo_depth(p) * p.pe * p.out_type.bits,
-        registers=p.pe * (3 * p.acc_bits + rq_bits + p.requant.mult_bits)
-        + p.simd * p.in_type.bits + p.pe * p.simd * (p.in_type.bits + p.w_bits)
-        + 64,
+        registers=max(r.ff for r in by_family.values()),
+        by_family=by_family, parts=parts,
     )
 
 
@@ -201,6 +258,85 @@ def timing(p: MVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
 
 def _fifo_depth(p: MVAUParams) -> int:
     return pipeline_depth(p) + 3
+
+
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
+    "ecp5": {
+        "lut4": {"acc": 1.005, "ctl": 1.114, "fifo": 1.074, "mem_i": 1.101, "mem_p": 1.038,
+                 "mem_w": 1.252, "mul_logic": 1.002, "rq_front": 0.579,
+                 "rq_lanes": 21.25, "rq_r24": 0.968, "rq_seq": 0.478,
+                 "rq_sign": 1.002, "rq_tail": 0.31, "terms": 1.017, "tree": 1.171,
+                 "1": 0.004},
+        "carry": {"acc": 0.822, "ctl": 0.668, "fifo": 0.692, "rq_front": 1.124, "rq_lanes": 6.766,
+                  "rq_prod": 0.483, "rq_r24": 1.301, "rq_seq": 0.972,
+                  "rq_sign": 0.542, "rq_tail": 0.31, "terms": 0.922,
+                  "tree": 0.911, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"acc": 0.991, "ctl": 0.969, "fifo": 0.938, "mem_i": 0.959, "mem_p": 1.006,
+                 "mem_w": 0.896, "mul_logic": 0.792, "rq_front": 0.958,
+                 "rq_lanes": 24.327, "rq_prod": 0.563, "rq_r24": 0.788,
+                 "rq_seq": 0.687, "rq_sign": 1.003, "rq_tail": 0.281,
+                 "terms": 0.995, "tree": 1.011, "1": 0},
+        "carry": {"acc": 0.922, "ctl": 0.884, "fifo": 0.838, "mul_logic": 0.814, "rq_front": 1,
+                  "rq_lanes": 10.244, "rq_prod": 0.476, "rq_r24": 1.284,
+                  "rq_seq": 1.023, "rq_sign": 0.792, "rq_tail": 0.238,
+                  "terms": 0.948, "tree": 0.899, "1": 0},
+    },
+})
+
+
+def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
+    """The unit's hardware in the resource model's parts (see :mod:`rtl_templates.resources`):
+    memories, output FIFO, control, operand and product registers, adder trees,
+    accumulators and the requantizers."""
+    PE, SIMD, NF, SF = p.pe, p.simd, p.nf, p.sf
+    ib, wb, A, ob = p.in_type.bits, p.w_bits, p.acc_bits, p.out_type.bits
+    depth = _fifo_depth(p)
+    nfb = counter_bits(NF)
+    w_live, w_distinct = p.weight_columns
+    p_live, p_distinct, m_live = p.param_columns
+    wmem = res.memory(w_live, NF * SF, family, rom=True, plain=True, logic_width=w_distinct)
+    pmem = res.memory(p_live, NF, family, rom=True, plain=True, logic_width=p_distinct)
+    w_reg = w_live if wmem.bram else w_distinct
+    p_reg = p_live if pmem.bram else p_distinct
+    parts = {"mem_w": wmem, "mem_p": pmem, "fifo": res.fifo(PE * ob, depth, family)}
+    if NF > 1:
+        parts["mem_i"] = res.memory(SIMD * ib, SF, family, rom=False, plain=True) \
+            + res.mux(SIMD * ib, family)
+    ctl_bits = counter_bits(SF) + nfb + counter_bits(NF * SF) + counter_bits(depth + 1)
+    parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + operand_stages(p)) + 2,
+                                 lut4=ctl_bits + 8, carry=ctl_bits / 2)
+    # operands, products or ±1 terms, adder trees
+    ff = 2 * SIMD * ib + w_reg
+    if p.datapath == "mul":
+        tw = ib + wb
+        dot = Mul(ib, p.in_type.signed, wb, True, y_bits=min(tw, A))
+        zero, const, _ = p.weight_lanes
+        # products in logic by a constant weight are folded: by zero nothing is left
+        lanes = PE * SIMD - (zero if res.dsp_tiles(dot, family) == 0 else 0)
+        ff += SIMD * ib + w_reg + 2 * lanes * tw
+        terms = res.Resources()
+    elif p.datapath == "xnor":
+        tw = 1
+        ff += PE * SIMD
+        terms = res.Resources(lut4=PE * SIMD)
+    else:
+        tw = (ib if p.datapath == "select" else wb) + 1
+        ff += PE * SIMD * tw
+        terms = res.magnitude(tw, family) * (PE * SIMD)
+    tree = res.Resources()
+    for ops, w in tree_sum_groups(SIMD, tw):
+        w = min(w + 2, A)
+        tree = tree + res.add(w, family) + res.Resources(lut4=(ops - 2) * w)
+    parts["terms"] = terms + res.Resources(ff=ff)
+    parts["tree"] = tree * PE + res.Resources(ff=PE * tree_sum_registers(SIMD, tw, A))
+    parts["acc"] = res.accumulate(A, family) * PE + res.Resources(ff=3 * PE * A + p_reg)
+    parts.update(RequantPipeline.parts(
+        p.requant, A, ob, PE, family, sign=is_bipolar(p.out_type), spacing=SF,
+        mult_live=round(m_live), mult_copies=PE if m_live else 1))
+    return parts
 
 
 # ---------------------------------------------------------------------------- hardware
@@ -316,8 +452,10 @@ class MVAU(wiring.Component):
                 terms = [select_term(wl[s][0], xs[s]) for s in range(SIMD)]
             elif p.datapath == "bipolar_in":
                 terms = [select_term(x1[s], wl[s].as_signed()) for s in range(SIMD)]
-            else:
-                terms = [xs[s] * wl[s].as_signed() for s in range(SIMD)]
+            else:   # each hard multiplier with operand and product registers of its own
+                terms = [reg(m, reg(m, xs[s], xs[s].shape(), f"xt_{pe}_{s}")
+                             * reg(m, wl[s].as_signed(), signed(wb), f"wt_{pe}_{s}"),
+                             signed(ib + wb + 1), f"prod_{pe}_{s}") for s in range(SIMD)]
             terms = [reg(m, t, t.shape(), f"term_{pe}_{s}") for s, t in enumerate(terms)]
             dots.append(tree_sum(m, terms, f"dot_{pe}"))
         extra = operand_stages(p)
@@ -347,7 +485,7 @@ class MVAU(wiring.Component):
         # --- stages 4, 5: bias, product; round half to even, zero point, clamp → FIFO ------
         rqp = RequantPipeline(m, v3, s3, [w[:acc_w].as_signed() for w in params3],
                               [w[acc_w:] for w in params3], rq, acc_w, ob,
-                              sign=is_bipolar(p.out_type))
+                              sign=is_bipolar(p.out_type), spacing=SF)
         out.write(rqp.data, rqp.valid)
         return m
 

@@ -11,7 +11,7 @@ a comparison) with a few LUT levels around it, or one hard multiplier tile (at m
 """
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal, unsigned
+from amaranth.hdl import Module, Mux, Signal, unsigned
 
 #: operand chunk of the pipelined wide product: one hard multiplier on both families
 MUL_CHUNK = 16
@@ -61,8 +61,67 @@ def tree_sum(m: Module, terms, name: str):
     return terms[0]
 
 
+def tree_sum_registers(n: int, width: int, keep: int = 0) -> int:
+    """Flip-flops of :func:`tree_sum`'s inner registers for ``n`` terms of ``width`` bits of
+    which only the low ``keep`` bits of the sum are used (0: all): each level's sums are a bit
+    wider than its terms; bits above ``keep`` are removed by the tools."""
+    total, level, bits, k, w = _levels(n), 0, 0, n, width
+    while k > 1:
+        k, level, w = (k + 1) // 2, level + 1, w + 1
+        if level % TREE_LEVELS_PER_STAGE == 0 and level < total:
+            bits += k * (min(w, keep) if keep else w)
+    return bits
+
+
+def tree_sum_groups(n: int, width: int) -> list[tuple[int, int]]:
+    """The sums between :func:`tree_sum`'s registers for ``n`` terms of ``width`` bits, as
+    (operands, width): the tools turn a sum of several operands into carry-save adders
+    (full adders in LUTs) and one carry chain."""
+    groups = []
+    k, w = n, width
+    while k > 1:
+        span = 1 << TREE_LEVELS_PER_STAGE
+        full, rest = divmod(k, span)
+        groups += [(span, w)] * full + ([(rest, w)] if rest > 1 else [])
+        k, w = full + (1 if rest else 0), w + TREE_LEVELS_PER_STAGE
+    return groups
+
+
+def counter_bits(n: int) -> int:
+    """Bits of ``Signal(range(max(n, 2)))``: a counter over ``n`` values."""
+    return max(1, (max(n, 2) - 1).bit_length())
+
+
 def chunks(width: int) -> int:
     return max(1, -(-width // MUL_CHUNK))
+
+
+def chunk_widths(width: int) -> list[int]:
+    """Widths of the :data:`MUL_CHUNK`-bit chunks of a ``width``-bit operand."""
+    return [min(width, (i + 1) * MUL_CHUNK) - i * MUL_CHUNK for i in range(chunks(width))]
+
+
+def mul_pipe_registers(a_bits: int, b_bits: int, a_regs: bool = True, b_regs: bool = True
+                       ) -> int:
+    """Flip-flops of :func:`mul_pipe`: the tiles' operand registers (a chunk's registers are
+    the same for every tile it meets, so the tools keep one copy; ``a_regs``/``b_regs``
+    False: that operand is another lane's too, or constant, and counted there), the partial
+    products and the sums of the tree (a sum's low bits are zero below its lowest part)."""
+    w = a_bits + b_bits
+    bits = (a_bits if a_regs else 0) + (b_bits if b_regs else 0)
+    parts = []                      # (lowest, highest + 1) bit a part can hold
+    for i, wa in enumerate(chunk_widths(a_bits)):
+        for j, wb in enumerate(chunk_widths(b_bits)):
+            bits += wa + wb
+            parts.append((MUL_CHUNK * (i + j), MUL_CHUNK * (i + j) + wa + wb))
+    while len(parts) > 1:
+        nxt = [(min(x[0], y[0]), min(w, max(x[1], y[1]) + 1))
+               for x, y in zip(parts[0::2], parts[1::2])]
+        bits += sum(hi - lo for lo, hi in nxt)
+        if len(parts) % 2:
+            nxt.append(parts[-1])
+        parts = nxt
+    return bits
 
 
 def mul_stages(a_bits: int, b_bits: int) -> int:
@@ -94,3 +153,78 @@ def mul_pipe(m: Module, a, b, name: str):
         parts = [reg(m, t, unsigned(wa + wb), f"{name}_s{level}_{k}") for k, t in enumerate(nxt)]
         level += 1
     return parts[0]
+
+
+def seq_mul_registers(a_bits: int, b_bits: int, pairs: int, b_regs: bool = True) -> int:
+    """Flip-flops of :class:`SeqMul` for ``pairs`` pairs: the shared counter and its delayed
+    copies; per pair the operand latches, the tile's operands, the product and the
+    accumulator (``b_regs`` False: the ``b`` latches and tile operands are shared or
+    constant, counted once)."""
+    n = chunks(a_bits) * chunks(b_bits)
+    k = counter_bits(n)
+    shared = 3 * k + 3
+    a = min(a_bits, MUL_CHUNK)
+    b = min(b_bits, MUL_CHUNK)
+    per = a_bits + a + a + b + a_bits + b_bits
+    bb = b_bits + b
+    return shared + pairs * per + (pairs * bb if b_regs else bb)
+
+
+def seq_mul_stages(a_bits: int, b_bits: int) -> int:
+    """Cycles from :class:`SeqMul`'s start to its products: one per tile-sized partial
+    product, then the operand, product and accumulator registers."""
+    return chunks(a_bits) * chunks(b_bits) + 3
+
+
+class SeqMul:
+    """Products of unsigned pairs ``(a, b)`` in one hard multiplier tile each, one partial
+    product per cycle: for a block whose products are needed at most every
+    ``chunks(a)·chunks(b)`` cycles (a requantizer behind many synapse folds), the product of
+    a wide pair costs one tile instead of a tile per partial product.
+
+    ``start`` (cycle t) samples every ``a`` and ``b``; :attr:`products` hold them from cycle
+    ``t + seq_mul_stages(...)`` for one cycle. Starts must be at least
+    ``chunks(a)·chunks(b)`` cycles apart. The control (partial-product counter) is shared by
+    all pairs; each pair has its operand latches, tile operand registers, product register
+    and accumulator."""
+
+    def __init__(self, m: Module, start, pairs, name: str):
+        wa, wb = len(pairs[0][0]), len(pairs[0][1])
+        ca, cb = chunks(wa), chunks(wb)
+        n = ca * cb
+        k = Signal(range(max(n, 2)), name=f"{name}_k")
+        run = Signal(name=f"{name}_run")
+        with m.If(start):
+            m.d.sync += [k.eq(0), run.eq(1)]
+        with m.Elif(run):
+            m.d.sync += [k.eq(k + 1), run.eq(k != n - 1)]
+        # stage X: this cycle's chunks; stage Y: their product; stage Z: accumulate
+        first_x = reg(m, run & (k == 0), unsigned(1), f"{name}_fx")
+        k_x = reg(m, k, k.shape(), f"{name}_kx")
+        first_y = reg(m, first_x, unsigned(1), f"{name}_fy")
+        k_y = reg(m, k_x, k.shape(), f"{name}_ky")
+        self.products = []
+        for p, (a, b) in enumerate(pairs):
+            la = Signal(unsigned(wa), name=f"{name}_la{p}")
+            lb = Signal(unsigned(wb), name=f"{name}_lb{p}")
+            with m.If(start):
+                m.d.sync += [la.eq(a), lb.eq(b)]
+            a_chunks = [la[i * MUL_CHUNK:min(wa, (i + 1) * MUL_CHUNK)] for i in range(ca)]
+            b_chunks = [lb[j * MUL_CHUNK:min(wb, (j + 1) * MUL_CHUNK)] for j in range(cb)]
+            opa = Signal(unsigned(min(wa, MUL_CHUNK)), name=f"{name}_opa{p}")
+            opb = Signal(unsigned(min(wb, MUL_CHUNK)), name=f"{name}_opb{p}")
+            with m.Switch(k):
+                for i in range(ca):
+                    for j in range(cb):
+                        with m.Case(i * cb + j):
+                            m.d.sync += [opa.eq(a_chunks[i]), opb.eq(b_chunks[j])]
+            pp = reg(m, opa * opb, unsigned(len(opa) + len(opb)), f"{name}_pp{p}")
+            acc = Signal(unsigned(wa + wb), name=f"{name}_acc{p}")
+            shifted = Signal(unsigned(wa + wb), name=f"{name}_sh{p}")
+            with m.Switch(k_y):
+                for i in range(ca):
+                    for j in range(cb):
+                        with m.Case(i * cb + j):
+                            m.d.comb += shifted.eq(pp << (MUL_CHUNK * (i + j)))
+            m.d.sync += acc.eq(Mux(first_y, 0, acc) + shifted)
+            self.products.append(acc)

@@ -62,12 +62,15 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigne
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import rom
+from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType, Requant, signed_width
-from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline
+from hwgen.rtl_templates.resources import merge_fits, unsigned_muls
 from hwgen.rtl_templates.vvau import stream_to_windows
 from hwgen.rtl_templates.words import lanes
 
@@ -80,7 +83,9 @@ BASE_DEPTH = {"max": 3, "avg": 4}
 def pipeline_depth(p: PoolParams) -> int:
     """Cycles from the last step of an output beat to that beat's output transfer."""
     d = BASE_DEPTH[p.kind]
-    return d if p.kind == "max" else d + RequantPipeline.depth(p.requant, p.acc_bits)
+    if p.kind == "max":
+        return d
+    return d + RequantPipeline.depth(p.requant, p.acc_bits, spacing=p.kernel)
 
 
 # ---------------------------------------------------------------------------- params
@@ -205,23 +210,73 @@ def cost(p: PoolParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
     steps = p.pixels * p.kernel * p.nb
     fifo_bits = _fifo_depth(p) * p.pe * p.out_type.bits
+    rq_tiles = [] if p.kind == "max" else \
+        RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=p.kernel)
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, unsigned_muls(rq_tiles))
+    regs = max(r.ff for r in by_family.values())
     if p.kind == "max":
         return Cost(cycles=steps, latency=timing(p, 0, steps - 1)[1] + 1,
-                    memory_bits=fifo_bits,
-                    registers=p.pe * 2 * p.in_type.bits + 48)
-    mult_w = p.requant.mult_bits
+                    memory_bits=fifo_bits, registers=regs, by_family=by_family, parts=parts)
     idx_rom = p.pixels * p.index_bits if len(p.count_values) > 1 else 0
     return Cost(
         cycles=steps,
         latency=timing(p, 0, steps - 1)[1] + 1,
-        multipliers=p.pe,
-        multiplier_widths=[(p.acc_bits, mult_w)] * p.pe,
+        multipliers=len(rq_tiles),
+        multiplier_widths=rq_tiles,
+        multiplies=unsigned_muls(rq_tiles),
         memory_bits=idx_rom + fifo_bits,
-        registers=p.pe * (p.in_type.bits + 3 * p.acc_bits + 2 * mult_w) + 64
-        + 2 * max(1, (p.pixels - 1).bit_length()),
+        registers=regs, by_family=by_family, parts=parts,
     )
 
 
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
+    "ecp5": {
+        "lut4": {"acc": 1.003, "ctl": 1.2, "fifo": 1.142, "idx": 0.919, "rq_front": 0.596,
+                 "rq_lanes": 21.25, "rq_r24": 0.948, "rq_seq": 0.621,
+                 "rq_tail": 0.271, "run": 1.104, "1": 0.014},
+        "carry": {"acc": 1.003, "ctl": 0.696, "fifo": 0.531, "idx": 1.003, "rq_front": 1.087,
+                  "rq_lanes": 6.77, "rq_r24": 1.247, "rq_seq": 0.947,
+                  "rq_tail": 0.377, "run": 0.715, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"acc": 1.003, "ctl": 0.985, "fifo": 0.892, "idx": 0.962, "rq_front": 0.996,
+                 "rq_lanes": 24.33, "rq_r24": 0.732, "rq_seq": 0.747,
+                 "rq_tail": 0.43, "run": 1.006, "1": 0},
+        "carry": {"acc": 0.998, "ctl": 0.837, "fifo": 0.659, "idx": 1.002, "rq_front": 0.976,
+                  "rq_lanes": 10.25, "rq_r24": 1.182, "rq_seq": 0.952,
+                  "rq_tail": 0.369, "run": 0.907, "1": 0},
+    },
+})
+
+
+def resource_parts(p: PoolParams, family: str) -> dict[str, res.Resources]:
+    """The unit's hardware in the resource model's parts (see :mod:`rtl_templates.resources`):
+    output FIFO, control, the running maximum or sum, the count ROM and the requantizers."""
+    PE, NB, K = p.pe, p.nb, p.kernel
+    ib, ob = p.in_type.bits, p.out_type.bits
+    depth = _fifo_depth(p)
+    ctl_bits = counter_bits(K) + counter_bits(NB) + counter_bits(depth + 1)
+    parts = {"fifo": res.fifo(PE * ob, depth, family),
+             "ctl": res.Resources(ff=ctl_bits + 3, lut4=ctl_bits + 6, carry=ctl_bits / 2)}
+    if p.kind == "max":
+        parts["run"] = (res.compare(ib, family) + res.mux(ib, family)) * PE \
+            + res.Resources(ff=2 * PE * ib)
+        return parts
+    A, rq = p.acc_bits, p.requant
+    parts["acc"] = res.accumulate(A, family) * PE + res.Resources(ff=PE * (ib + 2 * A) + 1)
+    mults = p.mult_per_index()
+    n_idx = len(p.count_values)
+    m_live = 0
+    if n_idx > 1:
+        pxb = counter_bits(p.pixels)
+        m_live = sum(len({(v >> b) & 1 for v in mults}) > 1 for b in range(rq.mult_bits))
+        parts["idx"] = (res.rom([int(j) for j in p.count_index], p.index_bits, family)
+                        + res.mux(m_live, family, n_idx)
+                        + res.Resources(ff=pxb + p.index_bits, lut4=pxb, carry=pxb / 2))
+    parts.update(RequantPipeline.parts(rq, A, ob, PE, family, spacing=K, mult_live=m_live,
+                                       mult_copies=1))
+    return parts
 def timing(p: PoolParams, in_first: int, in_last: int) -> tuple[int, int]:
     """Cycles of the first and last output transfer of a frame whose first and last input
     beats were taken at ``in_first`` and ``in_last`` (output never stalled). The first output
@@ -321,7 +376,7 @@ class Pool(wiring.Component):
             mult_sel = Const(mults[0], unsigned(mult_w))
 
         # --- stages 3, 4: bias, product; round half to even, zero point, clamp → FIFO ------
-        rqp = RequantPipeline(m, v2, s2, [p.bias] * PE, mult_sel, rq, acc_w, ob)
+        rqp = RequantPipeline(m, v2, s2, [p.bias] * PE, mult_sel, rq, acc_w, ob, spacing=K)
         out.write(rqp.data, rqp.valid)
         return m
 

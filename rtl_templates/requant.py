@@ -13,7 +13,7 @@ magnitude and the sign is put back afterwards (round half to even is symmetric).
 Every step is registered, so no path holds more than one wide carry chain and a few LUT
 levels, or one hard multiplier tile: sum + bias, its sign and magnitude, the product of
 magnitude and multiplier in 16×16 tiles (:func:`~rtl_templates.pipeline.mul_pipe`), the
-float32 rounding (:func:`round24_pipe`, two stages: the mask of bits to drop, then the
+float32 rounding (:func:`round24_pipe`, three stages: the mask of bits to drop, then the
 rounding add), the division by ``2**shift``, sign and zero point, the clamp. The pipeline
 never stalls, so the stages need no enables; the blocks count
 :meth:`RequantPipeline.depth` (or :func:`requant_stages`) into their latency.
@@ -22,12 +22,24 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 
-from hwgen.rtl_templates.pipeline import delay, mul_pipe, mul_stages, reg
+from hwgen.rtl_templates import resources as res
+from hwgen.rtl_templates.pipeline import (
+    MUL_CHUNK,
+    SeqMul,
+    chunks,
+    delay,
+    mul_pipe,
+    mul_pipe_registers,
+    mul_stages,
+    reg,
+    seq_mul_registers,
+    seq_mul_stages,
+)
 from hwgen.rtl_templates.quant import F32_BITS, Requant, signed_width
 from hwgen.rtl_templates.xnor_mvau import sign_bit
 
 #: register stages of :func:`round24_pipe`
-ROUND24_STAGES = 2
+ROUND24_STAGES = 3
 
 
 def rhe_const(a, k: int):
@@ -53,21 +65,95 @@ def round24_pipe(m: Module, mag, name: str):
     after :data:`ROUND24_STAGES` registers; unsigned, one bit wider than ``mag``.
 
     No shifter: the bits to drop are those more than 23 places below the leading one, a mask
-    ``low`` made by OR-smearing ``mag`` downwards (first stage). Adding ``half - 1`` plus the
-    lowest kept bit and clearing the ``low`` bits rounds half to even (second stage)."""
+    ``low`` made by OR-smearing ``mag`` downwards (two stages of three OR levels each). Adding
+    ``half - 1`` plus the lowest kept bit and clearing the ``low`` bits rounds half to even
+    (third stage)."""
     w = len(mag)
     if w <= F32_BITS:                   # exact already: the stages only delay
         return delay(m, mag, ROUND24_STAGES, f"{name}_r24")
-    smear = mag
-    k = 1
+    smear, k = mag, 1
     while k < w:                        # smear[j] = OR of mag[j..w-1]
         smear = smear | (smear >> k)
         k *= 2
+        if k == 8:                      # a register after the first three levels (w > 24)
+            smear = reg(m, smear, unsigned(w), f"{name}_smear")
+            mag = reg(m, mag, unsigned(w), f"{name}_mag0")
     low = reg(m, smear >> F32_BITS, unsigned(w), f"{name}_low")    # the bits rounded away
     mag1 = reg(m, mag, unsigned(w), f"{name}_mag1")
     lsb = (mag1 & ((low << 1) & ~low)).any()                        # the lowest kept bit
     return reg(m, (mag1 + (low >> 1) + lsb) & ~Cat(low, Const(0, 1)), unsigned(w + 1),
                f"{name}_r24")
+
+
+def round24_registers(w: int) -> int:
+    """Flip-flops of :func:`round24_pipe` of a ``w``-bit magnitude as the tools keep them:
+    the smear register's bits at and above 24 (the others feed nothing), the magnitude
+    twice, the mask (zero above ``w - 24``), the result; for ``w <= 24`` the delays."""
+    if w <= F32_BITS:
+        return ROUND24_STAGES * w
+    return (w - F32_BITS - 1) + (2 * w - 1) + (w - F32_BITS) + (w + 1)
+
+
+def round_clamp_registers(w: int, rq: Requant, out_bits: int) -> int:
+    """Flip-flops of :func:`round_clamp_mag` of a ``w``-bit magnitude (its sign's delays
+    included; a result bit above ``out_bits`` is not used)."""
+    bits = round24_registers(w) + ROUND24_STAGES
+    kept = w + 1 if w > F32_BITS else w
+    zp = rq.zero_point
+    if rq.zp_first:
+        t = kept + abs(zp).bit_length() + rq.shift + 2
+        bits += t + 1 + t + round24_registers(t) + ROUND24_STAGES
+        kept = t + 1 if t > F32_BITS else t
+        zp = 0
+    ym = max(1, kept - rq.shift + 1)
+    bits += ym + 1 + ym + abs(zp).bit_length() + 1
+    return bits + min(signed_width(rq.lo, rq.hi), out_bits)
+
+
+def round24_logic(w: int, family: str) -> res.Resources:
+    """Structural logic of :func:`round24_pipe`: the OR-smear below the leading one, the
+    lowest kept bit, the rounding add and the mask."""
+    if w <= F32_BITS:
+        return res.Resources()
+    b = w - F32_BITS
+    return (res.Resources(lut4=b * max(1, (w - 1).bit_length()) / 2 + 2 * b)
+            + res.reduce_or(b, family) + res.add(w, family))
+
+
+def round_clamp_parts(w: int, rq: Requant, out_bits: int, family: str
+                      ) -> dict[str, res.Resources]:
+    """Structural parts of :func:`round_clamp_mag` of a ``w``-bit magnitude: ``rq_r24`` (the
+    float32 rounding), ``rq_zpf`` (the zero point's own rounding, ``zp_first``) and
+    ``rq_tail`` (division by ``2**shift`` rounding half to even, sign and zero point,
+    clamp); flip-flops in ``rq_ff``."""
+    kept = w + 1 if w > F32_BITS else w
+    zp = rq.zero_point
+    zpf = res.Resources()
+    if rq.zp_first:
+        t = kept + abs(zp).bit_length() + rq.shift + 2
+        zpf = res.add_or_sub(t, family) + res.magnitude(t, family) + round24_logic(t, family)
+        kept = t + 1 if t > F32_BITS else t
+        zp = 0
+    sh = rq.shift
+    vw = max(1, kept - sh + 1) + abs(zp).bit_length() + 1
+    tail = (res.reduce_or(sh, family) * 2 + res.add(max(1, kept - sh), family)
+            + res.add_or_sub(vw, family) + res.compare(vw, family, True) * 2
+            + res.mux(min(out_bits, signed_width(rq.lo, rq.hi)), family, 3))
+    return {"rq_r24": round24_logic(w, family), "rq_zpf": zpf, "rq_tail": tail,
+            "rq_ff": res.Resources(ff=round_clamp_registers(w, rq, out_bits))}
+
+
+#: calibration of the requantizer's parts (``benchmarks/resources.py --fit`` on lanes alone)
+LANE_FIT: res.Fit = {
+    "ecp5": {"lut4": {"rq_front": 0.59, "rq_prod": 0.0, "rq_seq": 0.59, "rq_r24": 0.93,
+                      "rq_zpf": 0.77, "rq_tail": 0.25, "rq_lanes": 21.25},
+             "carry": {"rq_front": 1.08, "rq_prod": 0.43, "rq_seq": 0.94, "rq_r24": 1.24,
+                       "rq_zpf": 0.83, "rq_tail": 0.37, "rq_lanes": 6.77}},
+    "ice40": {"lut4": {"rq_front": 0.99, "rq_prod": 0.52, "rq_seq": 0.73, "rq_r24": 0.72,
+                       "rq_zpf": 0.67, "rq_tail": 0.41, "rq_lanes": 24.33},
+              "carry": {"rq_front": 0.98, "rq_prod": 0.44, "rq_seq": 0.96, "rq_r24": 1.19,
+                        "rq_zpf": 0.83, "rq_tail": 0.40, "rq_lanes": 10.25}},
+}
 
 
 def clamp(m: Module, v, lo: int, hi: int, name: str):
@@ -123,17 +209,107 @@ class RequantPipeline:
     multiplier (:func:`~rtl_templates.pipeline.mul_pipe`) and :func:`round_clamp_mag`:
     :attr:`data` (lanes of ``out_bits``, packed) is valid when :attr:`valid`, :meth:`depth`
     registers after the input. With ``sign`` (a bipolar output) a sign test replaces the
-    product and each lane is one bit."""
+    product and each lane is one bit. ``spacing``: the fewest cycles between two valid
+    inputs; when it allows, each lane's product takes one multiplier tile for several cycles
+    (:meth:`sequential`)."""
 
     @staticmethod
-    def depth(rq: Requant, acc_bits: int, sign: bool = False) -> int:
+    def sequential(rq: Requant, acc_bits: int, spacing: int) -> bool:
+        """Whether the product is made one tile-sized partial product per cycle
+        (:class:`~rtl_templates.pipeline.SeqMul`): when inputs come at least as many cycles
+        apart as there are partial products."""
+        n = chunks(acc_bits) * chunks(rq.mult_bits)
+        return n > 1 and spacing >= n
+
+    @staticmethod
+    def depth(rq: Requant, acc_bits: int, sign: bool = False, spacing: int = 1) -> int:
         """Registers from the input to :attr:`data`."""
         if sign:
             return 2
-        return 2 + mul_stages(acc_bits, rq.mult_bits) + requant_stages(rq) - 1
+        seq = RequantPipeline.sequential(rq, acc_bits, spacing)
+        prod = (seq_mul_stages if seq else mul_stages)(acc_bits, rq.mult_bits)
+        return 2 + prod + requant_stages(rq) - 1
+
+    @staticmethod
+    def multiplies(rq: Requant, acc_bits: int, lanes: int, sign: bool = False,
+                   spacing: int = 1) -> list[tuple[int, int]]:
+        """The hardware multiplies of ``lanes`` lanes, as unsigned operand widths (each at
+        most a tile)."""
+        if sign:
+            return []
+        ca, cb = chunks(acc_bits), chunks(rq.mult_bits)
+
+        def width(w, i):
+            return min(w, (i + 1) * MUL_CHUNK) - i * MUL_CHUNK
+        tiles = [(width(acc_bits, i), width(rq.mult_bits, j))
+                 for i in range(ca) for j in range(cb)]
+        if RequantPipeline.sequential(rq, acc_bits, spacing):
+            tiles = [(min(acc_bits, MUL_CHUNK), min(rq.mult_bits, MUL_CHUNK))]
+        return tiles * lanes
+
+    @staticmethod
+    def registers(rq: Requant, acc_bits: int, out_bits: int, lanes: int, sign: bool = False,
+                  spacing: int = 1, mult_live: int | None = None, mult_copies: int | None = None
+                  ) -> int:
+        """Flip-flops of ``lanes`` lanes as the tools keep them. ``mult_live``: bits of a
+        lane's multiplier that are not constant (None: all ``rq.mult_bits``; 0: a constant
+        multiplier, whose registers the tools remove); ``mult_copies``: distinct multiplier
+        signals (None: one per lane; registers fed by the same signal are merged)."""
+        live = rq.mult_bits if mult_live is None else mult_live
+        copies = lanes if mult_copies is None else mult_copies
+        depth = RequantPipeline.depth(rq, acc_bits, sign, spacing)
+        bits = depth + lanes * acc_bits + copies * live     # valid delays, sum + bias, m1
+        if sign:
+            return bits + lanes
+        bits += lanes * (1 + acc_bits) + copies * live      # sign and magnitude, m2
+        seq = RequantPipeline.sequential(rq, acc_bits, spacing)
+        stages = (seq_mul_stages if seq else mul_stages)(acc_bits, rq.mult_bits)
+        bits += lanes * stages                              # the sign's delays
+        if seq:
+            bits += seq_mul_registers(acc_bits, rq.mult_bits, lanes, b_regs=False) \
+                + copies * (live + min(live, MUL_CHUNK)) - (rq.mult_bits
+                                                           + min(rq.mult_bits, MUL_CHUNK))
+        else:
+            bits += lanes * mul_pipe_registers(acc_bits, rq.mult_bits, b_regs=False) \
+                + copies * live
+        return bits + lanes * round_clamp_registers(acc_bits + rq.mult_bits, rq, out_bits)
+
+    @staticmethod
+    def parts(rq: Requant, acc_bits: int, out_bits: int, lanes: int, family: str,
+              sign: bool = False, spacing: int = 1, mult_live: int | None = None,
+              mult_copies: int | None = None) -> dict[str, res.Resources]:
+        """Structural parts of ``lanes`` lanes on ``family`` (calibrated by
+        :data:`LANE_FIT`): ``rq_front`` (sum + bias, magnitude), ``rq_prod`` (the sum of a
+        tiled product's partials) or ``rq_seq`` (the sequential product's multiplexers and
+        accumulator), the parts of :func:`round_clamp_parts`, ``rq_lanes`` (one LUT4 or
+        carry per lane: the calibration's constant), the flip-flops (:meth:`registers`) in
+        ``rq_ff``. A sign requantizer is a comparison per lane."""
+        a = acc_bits
+        ff = res.Resources(ff=RequantPipeline.registers(rq, a, out_bits, lanes, sign, spacing,
+                                                        mult_live, mult_copies))
+        if sign:
+            return {"rq_sign": res.add(a, family) * lanes + res.compare(a + 1, family) * lanes,
+                    "rq_ff": ff}
+        w = a + rq.mult_bits
+        ca, cb = chunks(a), chunks(rq.mult_bits)
+        if RequantPipeline.sequential(rq, a, spacing):
+            seq = (res.mux(min(a, MUL_CHUNK), family, ca) + res.mux(min(rq.mult_bits, MUL_CHUNK),
+                                                                    family, cb)
+                   + res.mux(w, family, ca * cb) + res.accumulate(w, family))
+            prod = res.Resources()
+        else:
+            seq, prod = res.Resources(), res.add(w, family) * (ca * cb - 1)
+        out = {"rq_front": (res.add(a, family) + res.magnitude(a, family)) * lanes,
+               "rq_prod": prod * lanes, "rq_seq": seq * lanes,
+               "rq_lanes": res.Resources(lut4=lanes, carry=lanes)}
+        for k, v in round_clamp_parts(w, rq, out_bits, family).items():
+            if k != "rq_ff":
+                out[k] = v * lanes
+        out["rq_ff"] = ff
+        return out
 
     def __init__(self, m: Module, valid, sums, bias, mult, rq: Requant, acc_bits: int,
-                 out_bits: int, sign: bool = False, name: str = "rq"):
+                 out_bits: int, sign: bool = False, spacing: int = 1, name: str = "rq"):
         n, mult_w = len(sums), rq.mult_bits
         v1 = Signal(name=f"{name}_v1")
         s1 = [Signal(signed(acc_bits), name=f"{name}_s_{k}") for k in range(n)]
@@ -149,15 +325,20 @@ class RequantPipeline:
             outs = [Signal(name=f"{name}_b_{k}") for k in range(n)]
             m.d.sync += [b.eq(sign_bit(s, mm, rq.zero_point)) for b, s, mm in zip(outs, s1, m1)]
         else:
-            outs = []
-            m2 = {}
+            seq = self.sequential(rq, acc_bits, spacing)
+            stages = (seq_mul_stages if seq else mul_stages)(acc_bits, mult_w)
+            negs, mags, m2 = [], [], {}
             for k in range(n):
-                lane = f"{name}_{k}"
-                neg, mag = abs_pipe(m, s1[k], lane)
+                neg, mag = abs_pipe(m, s1[k], f"{name}_{k}")
                 if id(m1[k]) not in m2:         # a shared multiplier is delayed once
-                    m2[id(m1[k])] = reg(m, m1[k], unsigned(mult_w), f"{lane}_m2")
-                prod = mul_pipe(m, mag, m2[id(m1[k])], f"{lane}_mul")
-                neg = delay(m, neg, mul_stages(acc_bits, mult_w), f"{lane}_pneg")
-                outs.append(round_clamp_mag(m, neg, prod, rq, f"{name}_y_{k}")[:out_bits])
-        self.valid = delay(m, v1, self.depth(rq, acc_bits, sign) - 1, f"{name}_v")
+                    m2[id(m1[k])] = reg(m, m1[k], unsigned(mult_w), f"{name}_{k}_m2")
+                negs.append(delay(m, neg, stages, f"{name}_{k}_pneg"))
+                mags.append((mag, m2[id(m1[k])]))
+            if seq:
+                prods = SeqMul(m, delay(m, v1, 1, f"{name}_v2"), mags, f"{name}_seq").products
+            else:
+                prods = [mul_pipe(m, a, b, f"{name}_{k}_mul") for k, (a, b) in enumerate(mags)]
+            outs = [round_clamp_mag(m, neg, prod, rq, f"{name}_y_{k}")[:out_bits]
+                    for k, (neg, prod) in enumerate(zip(negs, prods))]
+        self.valid = delay(m, v1, self.depth(rq, acc_bits, sign, spacing) - 1, f"{name}_v")
         self.data = Cat(*outs)

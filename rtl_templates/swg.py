@@ -97,11 +97,12 @@ from amaranth.hdl import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import ram
-from hwgen.rtl_templates.pipeline import delay, reg
+from hwgen.rtl_templates.pipeline import counter_bits, delay, reg
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import pack_word
 
@@ -350,27 +351,53 @@ def timing(p: SWGParams, in_first: int, in_last: int) -> tuple[int, int]:
 def cost(p: SWGParams) -> Cost:
     """Cycles per frame (steady state, back-to-back frames), latency of an idle block with
     the input offered every cycle, and resources; see the module documentation."""
-    R = p.buffer_rows
-    H, W, _ = p.in_shape
-    OH, OW = p.out_shape
-    KH, KW = p.kernel
     bits = p.qtype.bits
-    depth = R * W * p.cb
-
-    def w(n):  # bits of a counter over [0, n)
-        return max(1, (max(n, 2) - 1).bit_length())
-
-    counters = (w(OH) + w(OW) + w(KH) + w(KW) + w(p.cb)          # reader loop counters
-                + 2 * (w(H + max(p.pads)) + 1) + w(R)                # row/column base, slot
-                + w(depth) + w(W * p.cb) + w(2 * H + R + 1) + 1       # writer, wrel
-                + w(FIFO_DEPTH + 1))                                  # credits
-    pipe = w(R) + w(W) + w(p.cb) + 4                                 # stage 1/2 registers
+    depth = p.buffer_rows * p.in_shape[1] * p.cb
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
     return Cost(
         cycles=p.steady_cycles,
         latency=timing(p, 0, p.in_beats - 1)[1] + 1,
         memory_bits=depth * p.simd * bits + FIFO_DEPTH * p.simd * bits,
-        registers=counters + pipe + p.simd * bits,
+        registers=max(r.ff for r in by_family.values()), by_family=by_family, parts=parts,
     )
+
+
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"buf": 1.092, "ctl": 1.222, "data": 1.081, "fifo": 1.04, "1": 0.004},
+        "carry": {"ctl": 0.666, "fifo": 0.86, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"buf": 1.01, "ctl": 1.337, "data": 1.118, "fifo": 1.077, "1": 0.005},
+        "carry": {"ctl": 1.11, "fifo": 1.023, "1": 0.003},
+    },
+}
+
+
+def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
+    """The generator's hardware in the resource model's parts (see
+    :mod:`rtl_templates.resources`): the line buffer, the output FIFO, the reader's and
+    writer's counters and bounds, the address and data pipeline."""
+    R = p.buffer_rows
+    H, W, _ = p.in_shape
+    OH, OW = p.out_shape
+    KH, KW = p.kernel
+    width = p.simd * p.qtype.bits
+    depth = max(R * W * p.cb, 2)
+    cb = counter_bits
+    loops = cb(OH) + cb(OW) + cb(KH) + cb(KW) + cb(p.cb)
+    bases = 2 * (cb(H + max(p.pads) + max(KH, KW) + 2) + 1) + cb(R) + cb(H + R + 1) + cb(H)
+    writer = cb(depth) + cb(W * p.cb) + cb(2 * H + R + 5)
+    pipe = cb(R) + cb(W) + cb(p.cb) + cb(depth) + 8
+    ctl_ff = loops + bases + writer + pipe + cb(FIFO_DEPTH + 1)
+    return {
+        "buf": res.memory(width, depth, family, rom=False,
+                          rw="dont_care" if rw_dont_care(p) else "old"),
+        "fifo": res.fifo(width, FIFO_DEPTH, family),
+        "ctl": res.Resources(ff=ctl_ff, lut4=ctl_ff, carry=ctl_ff / 2),
+        "data": res.mux(width, family) + res.Resources(ff=width),
+    }
 
 
 # ---------------------------------------------------------------------------- hardware

@@ -44,23 +44,32 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.pipeline import delay, reg
+from hwgen.rtl_templates.pipeline import counter_bits, delay, reg
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
-from hwgen.rtl_templates.requant import RequantPipeline
+from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline
+from hwgen.rtl_templates.resources import (
+    Mul,
+    add_muls,
+    merge_fits,
+    param_live,
+    rom_live,
+    unsigned_muls,
+)
 from hwgen.rtl_templates.words import lanes, pack_word
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
 #: cycles to the requantizer's input plus the output FIFO's two (the requantizer's own
 #: stages come on top: :func:`pipeline_depth`)
-BASE_DEPTH = 6
+BASE_DEPTH = 9
 
 
 def pipeline_depth(p: VVAUParams) -> int:
     """Cycles from the last step of an output beat to that beat's output transfer."""
-    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits)
+    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits, spacing=p.kernel)
 
 
 # ---------------------------------------------------------------------------- layout
@@ -175,19 +184,79 @@ def golden(p: VVAUParams, x: np.ndarray) -> np.ndarray:
 def cost(p: VVAUParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
     steps = p.pixels * p.kernel * p.nb
-    rq_bits = p.acc_bits + p.requant.mult_bits
+    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=p.kernel)
+    dot = Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True,
+              y_bits=min(p.in_type.bits + p.w_bits, p.acc_bits))
+    muls = add_muls({dot: p.pe},
+                    unsigned_muls(rq_tiles))
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
     return Cost(
         cycles=steps,
         latency=timing(p, 0, steps - 1)[1] + 1,
-        multipliers=2 * p.pe,
-        multiplier_widths=[(p.in_type.bits, p.w_bits)] * p.pe
-        + [(p.acc_bits, p.requant.mult_bits)] * p.pe,
+        multipliers=p.pe + len(rq_tiles),
+        multiplier_widths=[(p.in_type.bits, p.w_bits)] * p.pe + rq_tiles,
+        multiplies=muls,
         memory_bits=p.nb * p.kernel * p.pe * p.w_bits
         + p.nb * p.pe * (p.acc_bits + p.requant.mult_bits)
         + _fifo_depth(p) * p.pe * p.out_type.bits,
-        registers=p.pe * (3 * p.acc_bits + rq_bits + p.requant.mult_bits
-                          + 2 * p.in_type.bits + p.w_bits) + 64,
+        registers=max(r.ff for r in by_family.values()),
+        by_family=by_family, parts=parts,
     )
+
+
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
+    "ecp5": {
+        "lut4": {"acc": 0.995, "ctl": 1.005, "fifo": 1, "mem_p": 1.003, "mem_w": 1.001,
+                 "mul_logic": 0.996, "rq_front": 0.581, "rq_lanes": 21.25,
+                 "rq_r24": 0.907, "rq_seq": 0.506, "rq_tail": 0.234, "1": 0},
+        "carry": {"acc": 0.991, "ctl": 0.994, "fifo": 0.995, "rq_front": 1.06, "rq_lanes": 6.769,
+                  "rq_prod": 0.447, "rq_r24": 1.222, "rq_seq": 0.912,
+                  "rq_tail": 0.361, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"acc": 0.989, "ctl": 0.998, "fifo": 0.998, "mem_p": 1, "mem_w": 0.991,
+                 "mul_logic": 0.997, "rq_front": 0.967, "rq_lanes": 24.33,
+                 "rq_prod": 0.508, "rq_r24": 0.681, "rq_seq": 0.639,
+                 "rq_tail": 0.374, "1": 0},
+        "carry": {"acc": 0.995, "ctl": 0.998, "fifo": 0.997, "rq_front": 0.969, "rq_lanes": 10.25,
+                  "rq_prod": 0.441, "rq_r24": 1.18, "rq_seq": 0.94,
+                  "rq_tail": 0.396, "1": 0},
+    },
+})
+
+
+def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
+    """The unit's hardware in the resource model's parts (see :mod:`rtl_templates.resources`):
+    memories, output FIFO, control, operand and product registers, accumulators and the
+    requantizers."""
+    PE, NB, K = p.pe, p.nb, p.kernel
+    ib, wb, A, ob = p.in_type.bits, p.w_bits, p.acc_bits, p.out_type.bits
+    depth = _fifo_depth(p)
+    cbb = counter_bits(NB)
+    w = np.asarray(p.weights).reshape(NB, PE, K).transpose(0, 2, 1).reshape(NB * K, PE)
+    w_live, w_distinct = rom_live(w, wb)
+    shape = (NB, PE)
+    p_live, p_distinct, m_live = param_live(
+        np.asarray(p.bias, dtype=np.int64).reshape(shape),
+        np.asarray(p.mult_per_channel(), dtype=np.int64).reshape(shape), A,
+        p.requant.mult_bits)
+    wmem = res.memory(w_live, NB * K, family, rom=True, plain=True, logic_width=w_distinct)
+    pmem = res.memory(p_live, NB, family, rom=True, plain=True, logic_width=p_distinct)
+    w_reg = w_live if wmem.bram else w_distinct
+    p_reg = p_live if pmem.bram else p_distinct
+    ctl_bits = counter_bits(K) + cbb + counter_bits(NB * K) + counter_bits(depth + 1)
+    parts = {
+        "mem_w": wmem, "mem_p": pmem, "fifo": res.fifo(PE * ob, depth, family),
+        "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * 6 + 1, lut4=ctl_bits + 8,
+                             carry=ctl_bits / 2),
+        "terms": res.Resources(ff=3 * PE * ib + 2 * w_reg + 2 * PE * (ib + wb)),
+        "acc": res.accumulate(A, family) * PE + res.Resources(ff=3 * PE * A + p_reg),
+    }
+    parts.update(RequantPipeline.parts(p.requant, A, ob, PE, family, spacing=K,
+                                       mult_live=round(m_live),
+                                       mult_copies=PE if m_live else 1))
+    return parts
 
 
 def timing(p: VVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
@@ -277,7 +346,12 @@ class VVAU(wiring.Component):
         v1, first1, last1, cb1 = (delay(m, x, 1, f"{n}_x") for x, n in
                                   ((v1, "v1"), (first1, "first1"), (last1, "last1"), (cb1, "cb1")))
         xs = lanes(x1, PE, ib, p.in_type.signed)
-        prods = [x * w for x, w in zip(xs, lanes(w1, PE, wb, signed=True))]
+        # each hard multiplier with operand and product registers of its own, then one more
+        prods = [reg(m, reg(m, reg(m, x, x.shape(), f"xt_{ci}") * reg(m, w, w.shape(), f"wt_{ci}"),
+                            signed(ib + wb + 1), f"prod_{ci}"), signed(ib + wb + 1), f"prodr_{ci}")
+                 for ci, (x, w) in enumerate(zip(xs, lanes(w1, PE, wb, signed=True)))]
+        v1, first1, last1, cb1 = (delay(m, x, 3, f"{n}_p") for x, n in
+                                  ((v1, "v1"), (first1, "first1"), (last1, "last1"), (cb1, "cb1")))
 
         # --- stage 2: accumulate --------------------------------------------------------
         v2, first2, last2 = Signal(), Signal(), Signal()
@@ -300,7 +374,7 @@ class VVAU(wiring.Component):
 
         # --- stages 4, 5: bias, product; round half to even, zero point, clamp → FIFO ------
         rqp = RequantPipeline(m, v3, s3, [w[:acc_w].as_signed() for w in params3],
-                              [w[acc_w:] for w in params3], rq, acc_w, ob)
+                              [w[acc_w:] for w in params3], rq, acc_w, ob, spacing=K)
         out.write(rqp.data, rqp.valid)
         return m
 

@@ -25,7 +25,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from hwgen.rtl_templates.gap import GAP, GAPParams, cost, golden, timing
+from hwgen.rtl_templates.gap import GAP, GAPParams, cost, golden, spacing, timing
 from hwgen.rtl_templates.quant import INT8, UINT8, QType, Requant, make_requant
 from hwgen.rtl_templates.requant import RequantPipeline
 from hwgen.sim.harness import run_block
@@ -324,6 +324,9 @@ def test_cost_formulas():
     c = cost(p)
     # four cycles to the requantizer and the output FIFO, then the requantizer's stages
     assert c.cycles == 64 * 2
-    assert c.latency == c.cycles + 4 + RequantPipeline.depth(p.requant, p.acc_bits)
-    assert c.multipliers == 5
+    assert c.latency == c.cycles + 4 + RequantPipeline.depth(p.requant, p.acc_bits,
+                                                              spacing=spacing(p))
+    # one requantizer per lane; its 15×26-bit product takes two 16×16 tiles (the channel
+    # blocks of the last pixel follow each other: no time to share a tile)
+    assert c.multipliers == 5 * 2 and c.multiplier_widths == [(15, 16), (15, 10)] * 5
     assert c.memory_bits >= 2 * 5 * (p.acc_bits + p.requant.mult_bits)

@@ -41,6 +41,7 @@ from hwgen.rtl_templates.axis_top import AxisTop, axis_width
 from hwgen.rtl_templates.mvau import MVAU, MVAUParams, cost
 from hwgen.rtl_templates.mvau import golden as mvau_golden
 from hwgen.rtl_templates.quant import INT8, QType, make_requant
+from hwgen.rtl_templates.requant import RequantPipeline
 from hwgen.rtl_templates.xnor_mvau import BIPOLAR, check_sign_requant, sign_requant, xnor_popcount
 from hwgen.sim.amaranth_sim import run_amaranth
 from hwgen.sim.base import StreamJob
@@ -435,9 +436,11 @@ def _random_bipolar_params(kind: str, pe: int, simd: int, seed: int) -> MVAUPara
 def test_bipolar_mvau_datapaths_amaranth(kind, pe, simd):
     p = _random_bipolar_params(kind, pe, simd, seed=pe * 10 + simd)
     assert p.datapath == {"xnor-sign": "xnor", "select-u4": "select"}.get(kind, kind)
-    # no multiplier in the dot products; the requantizer's unless the output is a sign
+    # no multiplier in the dot products; the requantizer's tiles unless the output is a sign
     c = cost(p)
-    assert c.multipliers == (0 if p.out_type == BIPOLAR else pe)
+    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, pe, p.out_type == BIPOLAR, p.sf)
+    assert c.multipliers == len(rq_tiles) and c.multiplier_widths == rq_tiles
+    assert len(rq_tiles) >= (0 if p.out_type == BIPOLAR else pe)
     assert p.w_bits == (1 if p.datapath in ("xnor", "select") else 4)
     rng = np.random.default_rng(7)
     n = 6

