@@ -47,6 +47,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
     delay,
@@ -303,7 +304,7 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     p_reg = p_live if pmem.bram else p_distinct
     parts = {"mem_w": wmem, "mem_p": pmem, "fifo": res.fifo(PE * ob, depth, family)}
     if NF > 1:
-        parts["mem_i"] = res.memory(SIMD * ib, SF, family, rom=False, plain=True) \
+        parts["mem_i"] = res.memory(SIMD * ib, SF, family, rom=False, rw="dont_care") \
             + res.mux(SIMD * ib, family)
     ctl_bits = counter_bits(SF) + nfb + counter_bits(NF * SF) + counter_bits(depth + 1)
     parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + operand_stages(p)) + 2,
@@ -385,9 +386,8 @@ class MVAU(wiring.Component):
         p_rd = pmem.read_port()
 
         if NF > 1:
-            m.submodules.ibuf = ibuf = Memory(shape=unsigned(SIMD * ib), depth=SF, init=[])
-            ib_rd = ibuf.read_port()
-            ib_wr = ibuf.write_port()
+            # written in neuron fold 0 only, read (and used) in folds 1..NF-1 only
+            ib_wr, ib_rd = ram(m, "ibuf", width=SIMD * ib, depth=SF, rw="dont_care")
 
         # --- output FIFO and credits -------------------------------------------------
         depth = _fifo_depth(p)
