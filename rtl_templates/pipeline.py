@@ -162,18 +162,18 @@ def seq_mul_registers(a_bits: int, b_bits: int, pairs: int, b_regs: bool = True)
     constant, counted once)."""
     n = chunks(a_bits) * chunks(b_bits)
     k = counter_bits(n)
-    shared = 3 * k + 3
+    shared = 3 * k + 4
     a = min(a_bits, MUL_CHUNK)
     b = min(b_bits, MUL_CHUNK)
-    per = a_bits + a + a + b + a_bits + b_bits
+    per = a_bits + a + a + b + 2 * (a_bits + b_bits)
     bb = b_bits + b
     return shared + pairs * per + (pairs * bb if b_regs else bb)
 
 
 def seq_mul_stages(a_bits: int, b_bits: int) -> int:
     """Cycles from :class:`SeqMul`'s start to its products: one per tile-sized partial
-    product, then the operand, product and accumulator registers."""
-    return chunks(a_bits) * chunks(b_bits) + 3
+    product, then the operand, product, shifted-product and accumulator registers."""
+    return chunks(a_bits) * chunks(b_bits) + 4
 
 
 class SeqMul:
@@ -198,10 +198,11 @@ class SeqMul:
             m.d.sync += [k.eq(0), run.eq(1)]
         with m.Elif(run):
             m.d.sync += [k.eq(k + 1), run.eq(k != n - 1)]
-        # stage X: this cycle's chunks; stage Y: their product; stage Z: accumulate
+        # stage X: this cycle's chunks; Y: their product; Z: shifted in place; then accumulate
         first_x = reg(m, run & (k == 0), unsigned(1), f"{name}_fx")
         k_x = reg(m, k, k.shape(), f"{name}_kx")
         first_y = reg(m, first_x, unsigned(1), f"{name}_fy")
+        first_z = reg(m, first_y, unsigned(1), f"{name}_fz")
         k_y = reg(m, k_x, k.shape(), f"{name}_ky")
         self.products = []
         for p, (a, b) in enumerate(pairs):
@@ -224,11 +225,14 @@ class SeqMul:
                     m.d.sync += [opa.eq(0), opb.eq(0)]
             pp = reg(m, opa * opb, unsigned(len(opa) + len(opb)), f"{name}_pp{p}")
             acc = Signal(unsigned(wa + wb), name=f"{name}_acc{p}")
+            # the partial product in place, registered: the accumulator's carry chain alone
             shifted = Signal(unsigned(wa + wb), name=f"{name}_sh{p}")
             with m.Switch(k_y):
                 for i in range(ca):
                     for j in range(cb):
                         with m.Case(i * cb + j):
-                            m.d.comb += shifted.eq(pp << (MUL_CHUNK * (i + j)))
-            m.d.sync += acc.eq(Mux(first_y, 0, acc) + shifted)
+                            m.d.sync += shifted.eq(pp << (MUL_CHUNK * (i + j)))
+                with m.Default():
+                    m.d.sync += shifted.eq(0)
+            m.d.sync += acc.eq(Mux(first_z, 0, acc) + shifted)
             self.products.append(acc)
