@@ -331,35 +331,42 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
         else:
             lo = mid + 1
     # the whole graph, plumbing included; a step slower while the plumbing tips it over
+    best = None
     for k in range(hi, len(cands)):
         ok, got = feasible(cands[k])
         if not ok:
             continue
         fold = got[0]
         dfg = lower(ig, fold, partial=partial, sources=sources)
-        if s.fits(_dfg_use(dfg, target.device)):
-            return fold, dfg, report(dfg, ig, target, "device search", evaluated)
-    if refuse:
         use = _dfg_use(dfg, target.device)
-        layers = _layer_use(dfg, target.device)
-        raise _refusal(s, None, use, target, what, layers)
+        if s.fits(use):
+            return fold, dfg, report(dfg, ig, target, "device search", evaluated)
+        over = max(use[k] / max(s.limit[k], 1) for k in KINDS)
+        if best is None or over < best[0]:
+            best = (over, fold, dfg, use)
+    _, fold, dfg, use = best
+    if refuse:
+        raise _refusal(s, None, use, target, what, _layer_use(dfg, target.device),
+                       "at any folding (the FIFOs between its layers included)")
     return fold, dfg, report(dfg, ig, target, "device search", evaluated)
 
 
 def _refusal(s: FoldSearch, uses: dict[str, OpUse] | None, use: dict[str, int],
-             target: Target, what: str, layers: dict[str, dict[str, int]] | None = None
-             ) -> DoesNotFit:
+             target: Target, what: str, layers: dict[str, dict[str, int]] | None = None,
+             how: str = "even fully folded") -> DoesNotFit:
     kind = next(k for k in KINDS if use[k] > s.limit[k])
     if layers is None:
         layers = {n: u.use for n, u in (uses or {}).items()}
     top, top_use = max(layers.items(), key=lambda nu: (nu[1][kind], nu[0]))
+    top = ("the FIFOs, forks and width converters between layers" if top == "(plumbing)"
+           else f"layer {top}")
     cap = s.device.capacity()[kind]
     others = [f"{use[k]:,} {k} (of {s.limit[k]:,})" for k in KINDS
               if k != kind and use[k] > s.limit[k]]
     also = f"; also {', '.join(others)}" if others else ""
     return DoesNotFit(
-        f"{what} does not fit {target.label} ({s.device.name}) even fully folded: it needs "
+        f"{what} does not fit {target.label} ({s.device.name}) {how}: it needs "
         f"{use[kind]:,} {kind}, the device has {cap:,} ({s.limit[kind]:,} at the "
-        f"{_pct(target.budget)} budget){also}; layer {top} alone takes {top_use[kind]:,} "
+        f"{_pct(target.budget)} budget){also}; {top} alone take {top_use[kind]:,} "
         f"(use a larger --board/--device, --budget, or --target-cycles/--fold to compile "
         f"anyway)")
