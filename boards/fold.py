@@ -358,8 +358,8 @@ def _refusal(s: FoldSearch, uses: dict[str, OpUse] | None, use: dict[str, int],
     if layers is None:
         layers = {n: u.use for n, u in (uses or {}).items()}
     top, top_use = max(layers.items(), key=lambda nu: (nu[1][kind], nu[0]))
-    top = ("the FIFOs, forks and width converters between layers" if top == "(plumbing)"
-           else f"layer {top}")
+    top = ("the FIFOs, forks and width converters between layers take" if top == "(plumbing)"
+           else f"layer {top} alone takes")
     cap = s.device.capacity()[kind]
     others = [f"{use[k]:,} {k} (of {s.limit[k]:,})" for k in KINDS
               if k != kind and use[k] > s.limit[k]]
@@ -367,6 +367,6 @@ def _refusal(s: FoldSearch, uses: dict[str, OpUse] | None, use: dict[str, int],
     return DoesNotFit(
         f"{what} does not fit {target.label} ({s.device.name}) {how}: it needs "
         f"{use[kind]:,} {kind}, the device has {cap:,} ({s.limit[kind]:,} at the "
-        f"{_pct(target.budget)} budget){also}; {top} alone take {top_use[kind]:,} "
+        f"{_pct(target.budget)} budget){also}; {top} {top_use[kind]:,} "
         f"(use a larger --board/--device, --budget, or --target-cycles/--fold to compile "
         f"anyway)")
