@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass, field
 
 from hwgen.boards.boards import DEFAULT_BOARD, Board, board_by_name
-from hwgen.boards.devices import KINDS, Device, by_name
+from hwgen.boards.devices import KINDS, Device, by_name, check_memory
 from hwgen.dataflow.intgraph import IntGraph
 from hwgen.dataflow.lower import DataflowGraph, Folding, lower, lower_op, op_macs
 from hwgen.errors import HwgenError
@@ -92,6 +92,7 @@ class OpUse:
     soft: int                        # logic cells of products a DSP-less device builds
     use: dict[str, int]              # the device's resource kinds
     multiplies: dict = field(default_factory=dict)
+    memory_bits: int = 0
 
 
 @dataclass
@@ -199,7 +200,8 @@ class FoldSearch:
                 muls = add_muls(*(c.multiplies for c in costs))
                 soft = self.device.soft_multiplier_cells(muls)
                 self._cache[key] = OpUse(max(c.cycles for c in costs), res, soft,
-                                         self.device.usage(res, soft), muls)
+                                         self.device.usage(res, soft), muls,
+                                         sum(c.memory_bits for c in costs))
         return self._cache[key]
 
     def weight(self, u: OpUse) -> float:
@@ -319,6 +321,8 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
         if got is None:
             raise HwgenError(f"{what}: no folding of its layers lowers")
         if refuse:
+            # more memory than any device holds: say so first
+            check_memory(sum(u.memory_bits for u in got[1].values()), f"{what}: model")
             raise _refusal(s, got[1], s.total_use(got[1]), target, what)
         fold = got[0]
         dfg = lower(ig, fold, partial=partial, sources=sources)
