@@ -371,6 +371,6 @@ def _refusal(s: FoldSearch, uses: dict[str, OpUse] | None, use: dict[str, int],
     return DoesNotFit(
         f"{what} does not fit {target.label} ({s.device.name}) {how}: it needs "
         f"{use[kind]:,} {kind}, the device has {cap:,} ({s.limit[kind]:,} at the "
-        f"{_pct(target.budget)} budget){also}; {top} {top_use[kind]:,} "
+        f"{_pct(target.budget)} budget){also}; {top} {top_use[kind]:,} {kind} "
         f"(use a larger --board/--device, --budget, or --target-cycles/--fold to compile "
         f"anyway)")
