@@ -9,7 +9,7 @@ Each design is an example model at the default folding (``mlp``) or at
 (``hwgen.boards.synth.timing_wrapper``: the core's stream ports are wider than any package,
 so wide inputs come from a shift register on one pin and wide outputs are XOR-reduced to one
 pin each), Yosys for each family (``synth_ecp5``; ``synth_ice40 -dsp``), then nextpnr: the
-ECP5 LFE5U-85F (CABGA381, speed 6) at a 150 MHz target and the iCE40 UP5K (SG48) at 48 MHz
+ECP5 LFE5U-85F (CABGA381, speed 6) at a 125 MHz target and the iCE40 UP5K (SG48) at 48 MHz
 when the synthesized cells can fit it.
 
 The counts are of the wrapped design: the wrapper adds at most the ``wrap FF`` column's
@@ -57,7 +57,7 @@ MODELS = {
 }
 FOLDINGS = {"": None, "@t64": 64}
 DESIGNS = [m + f for m in MODELS for f in FOLDINGS]
-TARGETS = {"ecp5": ("ECP5 LFE5U-85F", 150.0), "ice40": ("iCE40 UP5K", 48.0)}
+TARGETS = {"ecp5": ("ECP5 LFE5U-85F", 125.0), "ice40": ("iCE40 UP5K", 48.0)}
 
 
 def model_path(spec, tmp: Path) -> Path:

@@ -35,6 +35,8 @@ from importlib import metadata
 from pathlib import Path
 
 from hwgen.boards.devices import Device, by_name
+from hwgen.boards.dsp_pack import VERSION as DSP_PACK_VERSION
+from hwgen.boards.dsp_pack import pack_dsp_registers
 from hwgen.errors import HwgenError
 
 #: bumped when what an entry holds or how it is read changes (old entries are then ignored)
@@ -144,6 +146,9 @@ class PnrResult:
     log: str = ""
     report: str = ""
     key: str = ""
+    #: registers moved into ECP5 multiplier tiles before place and route
+    #: (:func:`hwgen.boards.dsp_pack.pack_dsp_registers`; empty: none packed)
+    dsp_registers: dict[str, int] = field(default_factory=dict, hash=False)
     cached: bool = field(default=False, compare=False)
 
     def used(self, bel: str) -> int:
@@ -470,13 +475,16 @@ def parse_report(report: dict, clock: str) -> dict:
 def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, seed: int = 1,
                     *, options=(), clock: str = "clk", cache: bool = True,
                     timeout: float | None = None, progress: Progress | None = None,
-                    cache_dir: str | os.PathLike | None = None) -> PnrResult:
+                    cache_dir: str | os.PathLike | None = None,
+                    pack_dsp: bool = True) -> PnrResult:
     """Place and route the netlist of ``synth`` on ``device`` (a Device or its name) at a
     target of ``freq_mhz`` MHz with nextpnr (``seed``; extra nextpnr ``options``).
 
     Failing timing is a result (``met`` False), not an error. ``clock`` is the port whose
-    net is the main clock. A design with more I/O bits than the package has pins is refused
-    (nextpnr-ecp5 would place it anyway): measure a core through :func:`timing_wrapper`.
+    net is the main clock. ``pack_dsp`` (ECP5): the registers before and after each
+    multiplier tile move into it first (:func:`~hwgen.boards.dsp_pack.pack_dsp_registers`),
+    which Yosys does not do for ECP5. A design with more I/O bits than the package has pins
+    is refused (nextpnr-ecp5 would place it anyway): measure a core through :func:`timing_wrapper`.
     ``cache``, ``timeout``, ``progress`` and ``cache_dir`` as for :func:`synthesize`."""
     dev = by_name(device) if isinstance(device, str) else device
     if synth.family != dev.family:
@@ -490,8 +498,10 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
     options = tuple(str(o) for o in options)
     root = Path(cache_dir) if cache_dir is not None else cache_root()
     version = tool_version(dev.nextpnr)
+    pack_dsp = bool(pack_dsp) and dev.family == "ecp5"
     key = content_key("nextpnr", version, synth.key, dev.name, dev.nextpnr_args,
-                      float(freq_mhz), int(seed), options, clock)
+                      float(freq_mhz), int(seed), options, clock,
+                      f"dsp_pack {DSP_PACK_VERSION}" if pack_dsp else "")
     final = root / f"nextpnr-{key}"
     step = f"{dev.nextpnr.removeprefix('yowasp-')} {synth.top} on {dev.name} at {freq_mhz:g} MHz"
     if cache:
@@ -508,10 +518,16 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-nextpnr-{key}-", dir=root))
     try:
-        try:
-            os.link(netlist, tmp / "netlist.json")
-        except OSError:
-            shutil.copyfile(netlist, tmp / "netlist.json")
+        packed = {}
+        if pack_dsp:
+            data = json.loads(netlist.read_text())
+            packed = pack_dsp_registers(data).as_dict()
+            (tmp / "netlist.json").write_text(json.dumps(data))
+        else:
+            try:
+                os.link(netlist, tmp / "netlist.json")
+            except OSError:
+                shutil.copyfile(netlist, tmp / "netlist.json")
         args = [*dev.nextpnr_args, "--json", "netlist.json", "--freq", f"{freq_mhz:g}",
                 "--seed", str(int(seed)), "--timing-allow-fail", "--report", "report.json",
                 "-q", "-l", "nextpnr.log", *options]
@@ -522,7 +538,7 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
         res = PnrResult(device=dev.name, freq_mhz=float(freq_mhz), seed=int(seed), **parsed,
                         nextpnr_version=f"{dev.nextpnr} {version}", seconds=seconds,
                         options=options, log=str(final / "nextpnr.log"),
-                        report=str(final / "report.json"), key=key)
+                        report=str(final / "report.json"), key=key, dsp_registers=packed)
         (tmp / "result.json").write_text(json.dumps(res.as_dict(), indent=1) + "\n")
         publish(tmp, final)
     finally:

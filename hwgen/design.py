@@ -236,7 +236,8 @@ def _check_manifest(m):
     _at(m, "folding", dict)
     for name in m["folding"]:
         for k in ("pe", "simd"):
-            _at(m["folding"], f"{name}.{k}", int, _pos, "an integer ≥ 1", "folding")
+            # a layer name may hold dots ("/net/net.0/Gemm"): no dotted path through it
+            _at(m["folding"][name], k, int, _pos, "an integer ≥ 1", f"folding.{name}")
         if set(m["folding"][name]) != {"pe", "simd"}:
             raise _Bad(f"folding.{name} must hold exactly pe and simd")
     ig = _at(m, "integer_graph", dict)

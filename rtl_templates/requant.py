@@ -39,7 +39,7 @@ from hwgen.rtl_templates.quant import F32_BITS, Requant, signed_width
 from hwgen.rtl_templates.xnor_mvau import sign_bit
 
 #: register stages of :func:`round24_pipe`
-ROUND24_STAGES = 3
+ROUND24_STAGES = 4
 
 
 def rhe_const(a, k: int):
@@ -65,9 +65,9 @@ def round24_pipe(m: Module, mag, name: str):
     after :data:`ROUND24_STAGES` registers; unsigned, one bit wider than ``mag``.
 
     No shifter: the bits to drop are those more than 23 places below the leading one, a mask
-    ``low`` made by OR-smearing ``mag`` downwards (two stages of three OR levels each). Adding
-    ``half - 1`` plus the lowest kept bit and clearing the ``low`` bits rounds half to even
-    (third stage)."""
+    ``low`` made by OR-smearing ``mag`` downwards (two stages of three OR levels each); the
+    lowest kept bit is found in a third stage, and adding ``half - 1`` plus that bit (a carry
+    chain alone in the fourth stage) and clearing the ``low`` bits rounds half to even."""
     w = len(mag)
     if w <= F32_BITS:                   # exact already: the stages only delay
         return delay(m, mag, ROUND24_STAGES, f"{name}_r24")
@@ -80,18 +80,21 @@ def round24_pipe(m: Module, mag, name: str):
             mag = reg(m, mag, unsigned(w), f"{name}_mag0")
     low = reg(m, smear >> F32_BITS, unsigned(w), f"{name}_low")    # the bits rounded away
     mag1 = reg(m, mag, unsigned(w), f"{name}_mag1")
-    lsb = (mag1 & ((low << 1) & ~low)).any()                        # the lowest kept bit
-    return reg(m, (mag1 + (low >> 1) + lsb) & ~Cat(low, Const(0, 1)), unsigned(w + 1),
+    lsb = reg(m, (mag1 & ((low << 1) & ~low)).any(), unsigned(1), f"{name}_lsb")  # lowest kept
+    low2 = reg(m, low, unsigned(w), f"{name}_low2")
+    mag2 = reg(m, mag1, unsigned(w), f"{name}_mag2")
+    return reg(m, (mag2 + (low2 >> 1) + lsb) & ~Cat(low2, Const(0, 1)), unsigned(w + 1),
                f"{name}_r24")
 
 
 def round24_registers(w: int) -> int:
     """Flip-flops of :func:`round24_pipe` of a ``w``-bit magnitude as the tools keep them:
     the smear register's bits at and above 24 (the others feed nothing), the magnitude
-    twice, the mask (zero above ``w - 24``), the result; for ``w <= 24`` the delays."""
+    three times, the mask twice (zero above ``w - 24``), the lowest kept bit, the result;
+    for ``w <= 24`` the delays."""
     if w <= F32_BITS:
         return ROUND24_STAGES * w
-    return (w - F32_BITS - 1) + (2 * w - 1) + (w - F32_BITS) + (w + 1)
+    return (w - F32_BITS - 1) + (3 * w - 2) + 2 * (w - F32_BITS) + 1 + (w + 1)
 
 
 def round_clamp_registers(w: int, rq: Requant, out_bits: int) -> int:

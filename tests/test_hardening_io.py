@@ -583,3 +583,16 @@ def test_read_input_checks_memory_and_reads_only_count(tmp_path, monkeypatch):
     np.savez(z, input=a)
     with pytest.raises(HwgenError, match="memory"):
         hio.read_input(z, "input")
+
+
+def test_layer_names_with_dots_load(tmp_path):
+    """TorchScript names layers of an nn.Sequential "/net/net.0/Gemm": the manifest's folding
+    is keyed by such names, and loading the design must not read the dots as a path."""
+    m = onnx.load(str(QDQ_MODEL))
+    for node in m.graph.node:
+        node.name = node.name.replace("fc", "/net/net.").replace("_", ".")
+    src = tmp_path / "dotted.onnx"
+    onnx.save(m, str(src))
+    api.compile(src, tmp_path / "d")
+    _, _, folding = design.load(tmp_path / "d")
+    assert folding and all("." in name for name in folding)
