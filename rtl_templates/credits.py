@@ -8,7 +8,7 @@ leaves on ``o``. So the FIFO never overflows, back-pressure only holds the issue
 
 The FIFO is :class:`~hwgen.rtl_templates.memory.BufferedFIFO` (cycle for cycle Amaranth's
 ``SyncFIFOBuffered``: a beat written in cycle t can leave in cycle t + 2), whose storage
-follows the memory policy: registers up to 3 beats, then LUT RAM or block RAM.
+follows the memory policy: registers up to 2 beats, then LUT RAM or block RAM.
 """
 from __future__ import annotations
 

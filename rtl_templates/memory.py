@@ -6,9 +6,9 @@ Styles
     shape (or given by the caller):
 
     ``logic``
-        registers (a RAM) or LUTs (a ROM). A RAM of at most :data:`LOGIC_MAX_DEPTH` words is
-        written as registers, never as a memory (Yosys replaces a one-word memory "with list of
-        registers" and warns); a one-word ROM is a constant. A larger ROM in this style is a
+        registers (a RAM) or LUTs (a ROM). A one-word RAM is written as a register, never as
+        a memory (Yosys replaces a one-word memory "with list of registers" and warns); a
+        one-word ROM is a constant. A larger ROM in this style is a
         memory with ``rom_style = "logic"``: a multiplexer of constants, about
         ``width·depth/16`` LUT4 per read port, plus the read register.
     ``distributed``
@@ -24,17 +24,18 @@ Styles
         read register is the block RAM's own): ECP5 ``DP16KD`` (also in its 36-bit
         pseudo-dual-port mode), iCE40 ``SB_RAM40_4K``.
 
-    The policy (:func:`choose_style`) uses Yosys' own exchange rates on ECP5 (a DP16KD costs
-    128, a TRELLIS_DPR16X4 4, a register bit 1, a LUT ROM bit 1/16) and pins the answer with
-    attributes, so that iCE40 gets block RAM exactly where ECP5 does:
+    The policy (:func:`choose_style`) uses Yosys' own exchange rates (a DP16KD costs 128, an
+    SB_RAM40_4K 64, a TRELLIS_DPR16X4 4, a register bit 1, a LUT ROM bit 1/16) and pins
+    block RAM and LUT ROM with attributes, so both families put the same memories in block
+    RAM:
 
-    * RAM: up to :data:`LOGIC_MAX_DEPTH` words → logic (registers); otherwise distributed
-      when ECP5 LUT RAM (or registers) costs less than block RAM — up to 32 words at any
-      width; with no read-before-write logic up to 64 words of 18 or 40 bits, 80 of 16, 160 of
-      8, 400 of 1 — block beyond;
-    * ROM: one word, or all words equal → a constant; block when it fills its ECP5 block RAM
-      tiles well enough — more than :data:`ROM_LUT_BITS_PER_TILE` bits (times its read
-      ports) per tile; logic otherwise.
+    * RAM: one word → a register; otherwise distributed when ECP5 LUT RAM (or registers)
+      costs less than block RAM — up to 32 words at any width; with no read-before-write
+      logic up to 64 words of 18 or 40 bits, 80 of 16, 160 of 8, 400 of 1 — block beyond;
+    * ROM: one word, or all words equal → a constant; block when block RAM costs less than
+      LUT ROM (one multiplexer per read port) on both families — the ROM fills its tiles
+      with more than :data:`ROM_LUT_BITS_PER_TILE` bits (times its read ports) per tile;
+      logic otherwise.
 
 Reads and writes in the same cycle
     A RAM read port is synchronous (data the cycle after the address). What it returns when
@@ -57,10 +58,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Array, Cat, Const, Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
-__all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "FAMILIES", "LOGIC_MAX_DEPTH",
+__all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "FAMILIES",
            "ROM_LUT_BITS_PER_TILE", "BufferedFIFO", "Mapping", "MemorySpec", "ROMLayout",
            "bram_tiles", "choose_style", "fifo_memory", "ram", "rom", "rom_layout", "rom_spec",
            "yosys_attrs", "yosys_mapping"]
@@ -70,10 +71,9 @@ STYLES = (LOGIC, DISTRIBUTED, BLOCK)
 FAMILIES = ("ecp5", "ice40")
 RW_MODES = ("old", "new", "dont_care")
 
-#: RAMs of at most this many words are registers, written as such
-LOGIC_MAX_DEPTH = 2
-#: bits of LUT ROM that cost as much as one ECP5 block RAM tile in Yosys' model (128 · 16)
-ROM_LUT_BITS_PER_TILE = 2048
+#: bits of LUT ROM that cost as much as one block RAM tile in Yosys' model (DP16KD 128 · 16,
+#: SB_RAM40_4K 64 · 16)
+ROM_LUT_BITS_PER_TILE = {"ecp5": 2048, "ice40": 1024}
 
 
 # ============================================================================ policy
@@ -84,17 +84,20 @@ def choose_style(width: int, depth: int, *, rom: bool, read_ports: int = 1,
     ``rw`` as in :func:`ram`)."""
     _check_shape(width, depth, read_ports)
     if not rom:
-        if depth <= LOGIC_MAX_DEPTH:
+        if depth == 1:
             return LOGIC
         auto = yosys_mapping(width, depth, "ecp5", style=DISTRIBUTED, rom=False,
                              read_ports=read_ports, rw=rw)
         return BLOCK if auto.kind == BLOCK else DISTRIBUTED
     if depth == 1:
         return LOGIC
-    tiles = yosys_mapping(width, depth, "ecp5", style=BLOCK, rom=True,
-                          read_ports=read_ports).count
     bits = width * depth * read_ports
-    return BLOCK if bits > ROM_LUT_BITS_PER_TILE * tiles else LOGIC
+    for family in FAMILIES:
+        tiles = yosys_mapping(width, depth, family, style=BLOCK, rom=True,
+                              read_ports=read_ports).count
+        if bits <= ROM_LUT_BITS_PER_TILE[family] * tiles:
+            return LOGIC
+    return BLOCK
 
 
 def yosys_attrs(style: str, *, rom: bool, rw: str = "old") -> dict:
@@ -222,14 +225,14 @@ def ram(m: Module, name: str, *, width: int, depth: int, rw: str = "old",
     ``rw``: what a read returns when its word is written in the same cycle (``"old"``,
     ``"new"``, or ``"dont_care"``: never used; see the module documentation). ``read_en``:
     the caller drives the read port's ``en`` (its data then holds while ``en`` is low);
-    otherwise the port reads every cycle. ``style``: :func:`choose_style` by default; a RAM
-    of at most :data:`LOGIC_MAX_DEPTH` words is always registers."""
+    otherwise the port reads every cycle. ``style``: :func:`choose_style` by default; a
+    one-word RAM is always a register."""
     _check_shape(width, depth)
     if rw not in RW_MODES:
         raise ValueError(f"read/write mode must be one of {RW_MODES}, not {rw!r}")
     style = style or choose_style(width, depth, rom=False, rw=rw)
-    if depth <= LOGIC_MAX_DEPTH:
-        return _register_ram(m, name, width, depth, rw, read_en)
+    if depth == 1:
+        return _register_ram(m, name, width, rw, read_en)
     mem = Memory(shape=width, depth=depth, init=[], attrs=yosys_attrs(style, rom=False, rw=rw))
     m.submodules[name] = mem
     wr = mem.write_port()
@@ -237,37 +240,20 @@ def ram(m: Module, name: str, *, width: int, depth: int, rw: str = "old",
     return wr, rd
 
 
-def _register_ram(m: Module, name: str, width: int, depth: int, rw: str, read_en: bool):
-    """A RAM of one or two words as registers, with the read semantics of :func:`ram`."""
-    wr, rd = _WritePort(width, depth, name), _ReadPort(width, depth, name)
-    words = [Signal(width, name=f"{name}_{k}") for k in range(depth)]
-    for k, word in enumerate(words):
-        hit = wr.en if depth == 1 else wr.en & (wr.addr == k)
-        with m.If(hit):
-            m.d.sync += word.eq(wr.data)
-
-    def word_at(addr):
-        return words[0] if depth == 1 else Array(words)[addr]
-
+def _register_ram(m: Module, name: str, width: int, rw: str, read_en: bool):
+    """A one-word RAM as a register, with the read semantics of :func:`ram`."""
+    wr, rd = _WritePort(width, 1, name), _ReadPort(width, 1, name)
+    word = Signal(width, name=f"{name}_word")
+    with m.If(wr.en):
+        m.d.sync += word.eq(wr.data)
     if read_en or rw == "old":
         # a data register, as in a memory's read port
-        cur = word_at(rd.addr)
-        if rw == "new":
-            cur = Mux(wr.en & (wr.addr == rd.addr), wr.data, cur)
-        if read_en:
-            with m.If(rd.en):
-                m.d.sync += rd.data.eq(cur)
-        else:
+        cur = Mux(wr.en, wr.data, word) if rw == "new" else word
+        with m.If(rd.en if read_en else 1):
             m.d.sync += rd.data.eq(cur)
     else:
-        # new data (or don't care) and no enable: register the address, read the word after
-        # this cycle's write
-        if depth == 1:
-            m.d.comb += rd.data.eq(words[0])
-        else:
-            addr1 = Signal.like(rd.addr, name=f"{name}_raddr1")
-            m.d.sync += addr1.eq(rd.addr)
-            m.d.comb += rd.data.eq(word_at(addr1))
+        # new data (or don't care) and no enable: the word after this cycle's write
+        m.d.comb += rd.data.eq(word)
     return wr, rd
 
 
@@ -281,7 +267,7 @@ class BufferedFIFO(Elaboratable):
     in cycle t can be read from cycle t + 2 on. ``w_rdy`` is high while the inner queue has
     room, ``r_rdy`` while the output register holds a word (neither depends on ``r_en`` or
     ``w_en``). The inner queue is a :func:`ram` whose reads never meet a write of the same
-    word (``rw="dont_care"``): registers up to 2 words (so FIFOs of up to 3 words have no
+    word (``rw="dont_care"``): a register for one word (so FIFOs of up to 2 words have no
     memory), then LUT RAM or block RAM by the policy. Depth 1 is one register that takes a
     word only while empty."""
 
@@ -511,8 +497,8 @@ class MemorySpec:
 
     def mapping(self, family: str) -> Mapping:
         """What the memory becomes on ``family`` (registers or constants where the helpers
-        write no memory: a RAM of at most :data:`LOGIC_MAX_DEPTH` words, a one-word ROM)."""
-        if self.depth <= (1 if self.rom else LOGIC_MAX_DEPTH):
+        write no memory: a one-word RAM or ROM)."""
+        if self.depth == 1:
             return Mapping(LOGIC, None, 0, self.width * self.depth)
         return yosys_mapping(self.width, self.depth, family, style=self.chosen_style,
                              rom=self.rom, read_ports=self.read_ports, rw=self.rw)
@@ -523,6 +509,6 @@ class MemorySpec:
 
 
 def fifo_memory(width: int, depth: int) -> MemorySpec:
-    """The inner queue of a :class:`BufferedFIFO` (``depth - 1`` words; registers up to
-    :data:`LOGIC_MAX_DEPTH`). The output register (``width`` flip-flops) comes on top."""
+    """The inner queue of a :class:`BufferedFIFO` (``depth - 1`` words; a register for one).
+    The output register (``width`` flip-flops) comes on top."""
     return MemorySpec(max(width, 1), max(depth - 1, 1), rw="dont_care")

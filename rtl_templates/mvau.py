@@ -47,6 +47,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
     delay,
@@ -303,7 +304,7 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     p_reg = p_live if pmem.bram else p_distinct
     parts = {"mem_w": wmem, "mem_p": pmem, "fifo": res.fifo(PE * ob, depth, family)}
     if NF > 1:
-        parts["mem_i"] = res.memory(SIMD * ib, SF, family, rom=False, plain=True) \
+        parts["mem_i"] = res.memory(SIMD * ib, SF, family, rom=False, rw="dont_care") \
             + res.mux(SIMD * ib, family)
     ctl_bits = counter_bits(SF) + nfb + counter_bits(NF * SF) + counter_bits(depth + 1)
     parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + operand_stages(p)) + 2,
@@ -385,9 +386,8 @@ class MVAU(wiring.Component):
         p_rd = pmem.read_port()
 
         if NF > 1:
-            m.submodules.ibuf = ibuf = Memory(shape=unsigned(SIMD * ib), depth=SF, init=[])
-            ib_rd = ibuf.read_port()
-            ib_wr = ibuf.write_port()
+            # written in neuron fold 0 only, read (and used) in folds 1..NF-1 only
+            ib_wr, ib_rd = ram(m, "ibuf", width=SIMD * ib, depth=SF, rw="dont_care")
 
         # --- output FIFO and credits -------------------------------------------------
         depth = _fifo_depth(p)
@@ -397,8 +397,9 @@ class MVAU(wiring.Component):
         sf = Signal(range(max(SF, 2)))
         nf = Signal(range(max(NF, 2)))
         widx = Signal(range(max(NF * SF, 2)))
-        last_sf = sf == SF - 1
-        first_nf = nf == 0
+        # sf == SF - 1 and nf == 0 kept as registers: the ready path starts at a flip-flop
+        last_sf = Signal(init=int(SF == 1))
+        first_nf = Signal(init=1)
         room = out.room
         can_issue = Signal()
         m.d.comb += [
@@ -416,10 +417,10 @@ class MVAU(wiring.Component):
         with m.If(can_issue):
             m.d.sync += widx.eq(Mux(widx == NF * SF - 1, 0, widx + 1))
             with m.If(last_sf):
-                m.d.sync += sf.eq(0)
-                m.d.sync += nf.eq(Mux(nf == NF - 1, 0, nf + 1))
+                m.d.sync += [sf.eq(0), last_sf.eq(SF == 1)]
+                m.d.sync += [nf.eq(Mux(nf == NF - 1, 0, nf + 1)), first_nf.eq(nf == NF - 1)]
             with m.Else():
-                m.d.sync += sf.eq(sf + 1)
+                m.d.sync += [sf.eq(sf + 1), last_sf.eq(sf == SF - 2)]
 
         out.spend(can_issue & last_sf)
 

@@ -218,6 +218,10 @@ class SeqMul:
                     for j in range(cb):
                         with m.Case(i * cb + j):
                             m.d.sync += [opa.eq(a_chunks[i]), opb.eq(b_chunks[j])]
+                # idle: zeros (their product is never added), so the operand registers have
+                # no enable and move into the multiplier tile (boards/dsp_pack.py)
+                with m.Default():
+                    m.d.sync += [opa.eq(0), opb.eq(0)]
             pp = reg(m, opa * opb, unsigned(len(opa) + len(opb)), f"{name}_pp{p}")
             acc = Signal(unsigned(wa + wb), name=f"{name}_acc{p}")
             shifted = Signal(unsigned(wa + wb), name=f"{name}_sh{p}")

@@ -52,6 +52,21 @@ def rhe_const(a, k: int):
     return q + ((r > half) | ((r == half) & q[0]))
 
 
+def rhe_pipe(m: Module, a, k: int, name: str):
+    """:func:`rhe_const` of the unsigned value ``a``, registered in two stages: the quotient
+    and the round-up decision (a compare of the ``k`` dropped bits), then the increment
+    (a carry chain alone). ``max(1, len(a) - k + 1)`` bits."""
+    w = max(1, len(a) - k + 1)
+    if k == 0:
+        return delay(m, a, 2, f"{name}_ymag")
+    q = reg(m, a >> k, unsigned(max(1, len(a) - k)), f"{name}_yq")
+    r = a[:k]
+    half = 1 << (k - 1)
+    odd = a[k] if len(a) > k else Const(0, 1)
+    up = reg(m, (r > half) | ((r == half) & odd), unsigned(1), f"{name}_yup")
+    return reg(m, q + up, unsigned(w), f"{name}_ymag")
+
+
 def abs_pipe(m: Module, v, name: str):
     """(negative, |v|) of the signed value ``v``, registered (one stage)."""
     neg = reg(m, v.as_signed() < 0, unsigned(1), f"{name}_neg")
@@ -109,6 +124,7 @@ def round_clamp_registers(w: int, rq: Requant, out_bits: int) -> int:
         kept = t + 1 if t > F32_BITS else t
         zp = 0
     ym = max(1, kept - rq.shift + 1)
+    bits += (ym - 1) + 1 + 1                # the quotient, the round-up bit, the sign's delay
     bits += ym + 1 + ym + abs(zp).bit_length() + 1
     return bits + min(signed_width(rq.lo, rq.hi), out_bits)
 
@@ -166,7 +182,7 @@ def clamp(m: Module, v, lo: int, hi: int, name: str):
 
 def requant_stages(rq: Requant) -> int:
     """Register stages :func:`round_clamp` puts between its product and its result."""
-    base = 1 + ROUND24_STAGES + 3          # |p|; round24; / 2**shift; sign + zp; clamp
+    base = 1 + ROUND24_STAGES + 4          # |p|; round24; / 2**shift (2); sign + zp; clamp
     return base + (2 + ROUND24_STAGES if rq.zp_first else 0)
 
 
@@ -194,9 +210,8 @@ def round_clamp_mag(m: Module, neg, mag, rq: Requant, name: str):
         zp = 0
     else:
         zp = rq.zero_point
-    ymag = reg(m, rhe_const(kept, rq.shift), unsigned(max(1, len(kept) - rq.shift + 1)),
-               f"{name}_ymag")
-    neg = delay(m, neg, 1, f"{name}_yneg")
+    ymag = rhe_pipe(m, kept, rq.shift, name)
+    neg = delay(m, neg, 2, f"{name}_yneg")
     zb = abs(zp).bit_length() + 1
     v = reg(m, Mux(neg, zp - ymag, zp + ymag), signed(len(ymag) + zb + 1), f"{name}_v")
     return clamp(m, v, rq.lo, rq.hi, name)

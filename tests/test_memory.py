@@ -119,7 +119,7 @@ def test_fifo_matches_model_and_amaranth_stalls(depth):
 
 
 def test_fifo_storage_follows_the_policy():
-    """No memory for FIFOs of up to three words; 64-bit words in LUT RAM up to 33, in block
+    """No memory for FIFOs of up to two words; 64-bit words in LUT RAM up to 33, in block
     RAM beyond."""
     styles, memories = {}, {}
     for d in (1, 2, 3, 4, 33, 34):
@@ -127,9 +127,9 @@ def test_fifo_storage_follows_the_policy():
         styles[d] = fifo.inner_style
         frag = Fragment.get(fifo, None)
         memories[d] = [name for _, name, _ in frag.subfragments]
-    assert styles == {1: None, 2: M.LOGIC, 3: M.LOGIC, 4: M.DISTRIBUTED, 33: M.DISTRIBUTED,
-                      34: M.BLOCK}
-    assert memories == {1: [], 2: [], 3: [], 4: ["storage"], 33: ["storage"],
+    assert styles == {1: None, 2: M.LOGIC, 3: M.DISTRIBUTED, 4: M.DISTRIBUTED,
+                      33: M.DISTRIBUTED, 34: M.BLOCK}
+    assert memories == {1: [], 2: [], 3: ["storage"], 4: ["storage"], 33: ["storage"],
                         34: ["storage"]}
     assert M.fifo_memory(64, 34).chosen_style == M.BLOCK
     assert M.fifo_memory(8, 34).chosen_style == M.DISTRIBUTED
@@ -242,7 +242,8 @@ def test_rom_layout_stores_distinct_varying_columns():
 
 
 def test_policy():
-    assert M.choose_style(8, 2, rom=False) == M.LOGIC
+    assert M.choose_style(8, 1, rom=False) == M.LOGIC
+    assert M.choose_style(256, 2, rom=False) == M.DISTRIBUTED
     assert M.choose_style(64, 3, rom=False) == M.DISTRIBUTED
     assert M.choose_style(64, 32, rom=False) == M.DISTRIBUTED
     assert M.choose_style(64, 33, rom=False, rw="dont_care") == M.BLOCK
@@ -251,6 +252,8 @@ def test_policy():
     assert M.choose_style(352, 1, rom=True) == M.LOGIC
     assert M.choose_style(256, 36, rom=True) == M.LOGIC      # 9,216 bits in 8 DP16KD
     assert M.choose_style(8, 1024, rom=True) == M.BLOCK
+    # 15,808 bits: block on ECP5 (7 DP16KD) but not on iCE40 (16 SB_RAM40_4K) → LUT ROM
+    assert M.choose_style(247, 64, rom=True) == M.LOGIC
     assert M.choose_style(8, 256, rom=True, read_ports=1) == M.LOGIC
     assert M.choose_style(8, 256, rom=True, read_ports=2) == M.BLOCK
     with pytest.raises(ValueError):
