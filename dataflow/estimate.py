@@ -65,10 +65,14 @@ class Estimate:
 
 def estimate(ig: IntGraph, folding: dict[str, Folding] | None = None,
              target_cycles: int | None = DEFAULT_TARGET_CYCLES,
-             sources: dict[str, str] | None = None) -> Estimate:
+             sources: dict[str, str] | None = None,
+             dfg: DataflowGraph | None = None) -> Estimate:
     """Per-op and whole-design estimates. ``folding`` fixes layers (unknown names are an
-    error, as in ``lower``); ``sources``: stand-in tensors (→ the node they replace)."""
-    dfg = lower(ig, folding, target_cycles, partial=True, sources=sources)
+    error, as in ``lower``); ``sources``: stand-in tensors (→ the node they replace).
+    ``dfg``: the graph already lowered with the partial policy (then the other arguments are
+    not used)."""
+    if dfg is None:
+        dfg = lower(ig, folding, target_cycles, partial=True, sources=sources)
     ops = {}
     for op in ig.ops:
         e = OpEstimate(op.name, type(op).__name__, dfg.folding[op.name],

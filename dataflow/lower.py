@@ -262,6 +262,29 @@ class Builder:
         del self.join_fifos[nj:]
 
 
+def lower_op(ig: IntGraph, op, f: Folding) -> list[Block]:
+    """The blocks ``op`` adds at folding ``f`` on its own: its compute blocks and the FIFOs
+    (and a width converter or fork, if it needs one) through which it reads inputs offered
+    at its own elements per beat. What a folding search prices an op by; the whole graph
+    adds the plumbing between ops and sizes the FIFOs of joins (:func:`lower`)."""
+    b = Builder(ig, {op.name: f})
+    ins = op_inputs(op)
+    for t in dict.fromkeys(ins):
+        qt = ig.tensors[t]
+        s = b.stream(f"src_{short_name(t)}", qt.qtype, op.in_per_beat(f), qt.size)
+        b.produce(t, s, ins.count(t))
+    op.lower(b, ig, f)
+    return b.blocks
+
+
+def op_macs(ig: IntGraph, op) -> int:
+    """Multiply–accumulates per frame of an op with a weight matrix (its cycles per frame
+    fully folded, one product per cycle); 0 for ops without weights."""
+    if getattr(op, "weights", None) is None:
+        return 0
+    return int(op.fold_space(ig).cycles(1, 1))
+
+
 def short_name(name: str) -> str:
     """A stream or block name made of ``name``'s last 40 alphanumeric characters."""
     keep = "".join(c if c.isalnum() else "_" for c in name)

@@ -15,6 +15,7 @@ from amaranth.back import verilog
 from hwgen import design
 from hwgen.assemble import build_top
 from hwgen.boards.devices import check_memory
+from hwgen.boards.fold import FitReport, fold_for_device, report, resolve_target
 from hwgen.dataflow import golden
 from hwgen.dataflow.importer import load_model, to_int_graph
 from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, Folding, lower
@@ -49,10 +50,17 @@ class CompileResult:
     out_dir: Path
     verilog: Path
     manifest: dict
+    fit: FitReport | None = None
 
     @property
     def estimate(self) -> dict:
         return self.manifest["estimate"]
+
+    @property
+    def target(self) -> dict:
+        """The board/device folded for, the budget, the use of each resource kind, the
+        interval and its bound (the manifest's ``target``)."""
+        return self.manifest["target"]
 
 
 def read_folding(path) -> dict[str, Folding]:
@@ -89,34 +97,67 @@ def _top_name(model_path: Path) -> str:
 def compile(model, out_dir, fold=None, name: str | None = None,
             target_cycles: int | None = None, *, calibration=None, per_channel: bool = False,
             symmetric: bool = False, activation_type: str = "uint8",
-            force: bool = False) -> CompileResult:
+            force: bool = False, board: str | None = None, device: str | None = None,
+            budget: float | None = None) -> CompileResult:
     """ONNX model → ``out_dir``/<name>.v + manifest.json + design.npz (atomically).
 
     ``out_dir`` must be new, empty or an earlier output of hwgen holding nothing else; with
     ``force`` it may hold other files, which are left alone (only hwgen's three files are
     replaced). The model's own folder, the current folder and their parents are refused.
 
-    Folding: ``fold`` (a FOLD.json path or {layer: Folding}) fixes layers; the others get the
-    smallest PE/SIMD reaching ``target_cycles`` per frame (default
-    ``dataflow.lower.DEFAULT_TARGET_CYCLES``).
+    Folding: for the device of ``board`` or ``device`` (default: the board
+    ``boards.boards.DEFAULT_BOARD``) at ``budget`` (a fraction of each resource, default
+    0.85), every layer's PE/SIMD chosen for the shortest interval that fits
+    (:func:`hwgen.boards.fold.fold_for_device`); a model that fits at no folding is refused.
+    ``fold`` (a FOLD.json path or {layer: Folding}) or ``target_cycles`` overrides that: the
+    layers ``fold`` fixes take it, the others the smallest PE/SIMD reaching ``target_cycles``
+    per frame (default ``dataflow.lower.DEFAULT_TARGET_CYCLES``), and the fit on the device
+    is only reported (the manifest's ``target``).
 
     A float model needs ``calibration`` (.npy/.npz path or array, batch axis first): it is
     quantized with onnxruntime first (:func:`hwgen.quantize.quantize`, with
     ``per_channel``/``symmetric``/``activation_type``) into a temporary file of the same
     name, which is what gets compiled."""
     check_output_path(out_dir, model)
+    resolve_target(board, device, budget)      # a bad option fails before any work
     if calibration is not None:
         if isinstance(fold, (str, Path)):
             read_folding(fold)  # a bad folding file fails before the quantization
         with quantized_copy(model, calibration, per_channel, symmetric,
                             activation_type) as (qdq, _):
-            return _compile(qdq, Path(out_dir), fold, name, target_cycles, model, force)
-    return _compile(Path(model), Path(out_dir), fold, name, target_cycles, model, force)
+            return _compile(qdq, Path(out_dir), fold, name, target_cycles, model, force,
+                            board, device, budget)
+    return _compile(Path(model), Path(out_dir), fold, name, target_cycles, model, force,
+                    board, device, budget)
+
+
+def fold_design(ig, model_name: str, fold, folding, target_cycles, target, *,
+                partial: bool = False, sources=None):
+    """The dataflow graph of ``ig`` and its :class:`~hwgen.boards.fold.FitReport` on
+    ``target``: searched for the device unless ``folding``/``target_cycles`` are given (then
+    only reported). A model that fits at no folding is refused (not with ``partial``)."""
+    if folding is None and target_cycles is None:
+        _, dfg, fit = fold_for_device(ig, target, partial=partial, sources=sources,
+                                      refuse=not partial, what=model_name)
+        return dfg, fit
+    if target_cycles is not None and target_cycles < 1:
+        raise HwgenError(f"target cycles must be at least 1 (got {target_cycles})")
+    cycles = DEFAULT_TARGET_CYCLES if target_cycles is None else target_cycles
+    try:
+        dfg = lower(ig, folding, cycles, partial=partial, sources=sources)
+    except HwgenError as e:
+        raise HwgenError(f"{fold}: {e}" if isinstance(fold, (str, Path)) else str(e)) from None
+    method = (f"fold file {Path(fold).name}" if isinstance(fold, (str, Path))
+              else "fold" if folding else "")
+    if folding is None or set(folding) != {op.name for op in ig.ops}:
+        method = (method + ", " if method else "") + f"target cycles {cycles}"
+    return dfg, report(dfg, ig, target, method)
 
 
 def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
-             force: bool) -> CompileResult:
+             force: bool, board=None, device=None, budget=None) -> CompileResult:
     """:func:`compile` of a quantized ``model``; ``origin`` is the model the user gave."""
+    target = resolve_target(board, device, budget)
     folding = read_folding(fold) if isinstance(fold, (str, Path)) else fold
     graph = load_model(model, upgrade=True)
     if is_float_model(graph):
@@ -126,13 +167,7 @@ def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
     except HwgenError as e:
         raise HwgenError(f"{model.name}: {e}") from None
     check_output_dir(out_dir, origin, force)  # before the slow part
-    try:
-        if target_cycles is not None and target_cycles < 1:
-            raise HwgenError(f"target cycles must be at least 1 (got {target_cycles})")
-        dfg = lower(ig, folding, DEFAULT_TARGET_CYCLES if target_cycles is None
-                    else target_cycles)
-    except HwgenError as e:
-        raise HwgenError(f"{fold}: {e}" if isinstance(fold, (str, Path)) else str(e)) from None
+    dfg, fit = fold_design(ig, model.name, fold, folding, target_cycles, target)
     # refuse what no device holds, before any Verilog
     check_memory(sum(b.cost.memory_bits for b in dfg.blocks), f"{model.name}: model")
     top = build_top(dfg)
@@ -147,9 +182,9 @@ def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
         design.save_npz(tmp / DESIGN_NPZ, design.intgraph_json(ig)[1])
         files = {f: design.file_hash(tmp / f) for f in (f"{name}.v", DESIGN_NPZ)}
         manifest = design.manifest_json(name, model.name, sha, ig, dfg, onnx_in, onnx_out,
-                                        top.in_width, top.out_width, files)
+                                        top.in_width, top.out_width, files, fit.as_dict())
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    return CompileResult(out_dir, out_dir / f"{name}.v", manifest)
+    return CompileResult(out_dir, out_dir / f"{name}.v", manifest, fit)
 
 
 # ------------------------------------------------------------------------------ simulate
@@ -256,7 +291,8 @@ class VerifyReport:
 def verify(model, x, count: int | None = None, simulator: str = "verilator", fold=None,
            out_dir=None, stall: float = 0.0, target_cycles: int | None = None, *,
            calibration=None, per_channel: bool = False, symmetric: bool = False,
-           activation_type: str = "uint8", force: bool = False) -> VerifyReport:
+           activation_type: str = "uint8", force: bool = False, board: str | None = None,
+           device: str | None = None, budget: float | None = None) -> VerifyReport:
     """Compile, simulate, and compare RTL with the golden model and with onnxruntime.
 
     With ``calibration`` the float ``model`` is quantized first (see :func:`compile`); the
@@ -267,13 +303,14 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
 
     if out_dir is not None:
         check_output_path(out_dir, model)
+    resolve_target(board, device, budget)
     if calibration is not None:
         if isinstance(fold, (str, Path)):
             read_folding(fold)
         with quantized_copy(model, calibration, per_channel, symmetric,
                             activation_type) as (qdq, float_model):
             rep = verify(qdq, x, count, simulator, fold, out_dir, stall, target_cycles,
-                         force=force)
+                         force=force, board=board, device=device, budget=budget)
             if isinstance(x, (str, Path)):
                 x = read_input(x, rep.compiled.manifest["input"]["onnx_name"], count)
             x = np.asarray(x, dtype=np.float32)[:count]
@@ -284,7 +321,8 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         tmp = Path(tempfile.mkdtemp(prefix="hwgen-verify-"))
         out_dir = tmp / "design"
     try:
-        comp = compile(model, out_dir, fold, target_cycles=target_cycles, force=force)
+        comp = compile(model, out_dir, fold, target_cycles=target_cycles, force=force,
+                       board=board, device=device, budget=budget)
         manifest = comp.manifest
         source = str(x) if isinstance(x, (str, Path)) else "input array"
         if isinstance(x, (str, Path)):

@@ -9,6 +9,8 @@ import sys
 import numpy as np
 
 from hwgen import __version__, api, design, inspect
+from hwgen.boards.boards import DEFAULT_BOARD, boards_table
+from hwgen.boards.fold import DEFAULT_BUDGET
 from hwgen.errors import HwgenError
 from hwgen.io import check_writable_file, write_atomic
 from hwgen.quantize import quantize
@@ -60,10 +62,13 @@ def _parser() -> argparse.ArgumentParser:
                                        "(no Verilog; exit 0 also when nodes do not map)")
     i.add_argument("model", help="ONNX model (quantized, or float: estimated as 8-bit)")
     i.add_argument("--json", action="store_true", help="print the report as JSON")
-    i.add_argument("--family", choices=("ecp5", "ice40"), default="ecp5",
-                   help="FPGA family of the table's LUT/FF/DSP/BRAM column (default: ecp5; "
-                        "the totals give both)")
+    i.add_argument("--family", choices=("ecp5", "ice40"), default=None,
+                   help="FPGA family of the table's LUT/FF/DSP/BRAM column (default: the "
+                        "target device's; the totals give both)")
     _fold_args(i)
+
+    sub.add_parser("boards", help="list the boards and devices hwgen folds for, with their "
+                                  "resources")
     return ap
 
 
@@ -107,8 +112,21 @@ def _fold_args(p):
     p.add_argument("--fold", metavar="FOLD.json",
                    help='per-layer folding: {"layer": {"pe": P, "simd": S}, ...}')
     p.add_argument("--target-cycles", type=int, metavar="N",
-                   help="fold every other layer to at most N cycles per frame "
-                        "(default 1024)")
+                   help="fold every layer (not fixed by --fold) to at most N cycles per "
+                        "frame instead of searching for the device (with --fold: default "
+                        "1024)")
+    t = p.add_mutually_exclusive_group()
+    t.add_argument("--board", metavar="B",
+                   help=f"fold for this board's device (default: {DEFAULT_BOARD}; "
+                        f"'hwgen boards' lists them)")
+    t.add_argument("--device", metavar="D", help="fold for this device (e.g. ice40-up5k)")
+    p.add_argument("--budget", type=float, metavar="F",
+                   help=f"share of each resource of the device a design may take "
+                        f"(default {DEFAULT_BUDGET})")
+
+
+def _target_opts(args) -> dict:
+    return dict(board=args.board, device=args.device, budget=args.budget)
 
 
 def _sim_args(p):
@@ -141,12 +159,15 @@ def _stall(p):
 def run(argv=None) -> int:
     args = _parser().parse_args(argv)
 
+    if args.cmd == "boards":
+        print(boards_table())
+        return 0
     if args.cmd == "inspect":
-        rep = inspect.inspect(args.model, args.fold, args.target_cycles)
+        rep = inspect.inspect(args.model, args.fold, args.target_cycles, **_target_opts(args))
         if args.json:
             print(json.dumps(inspect.to_json(rep), indent=1))
         else:
-            print(inspect.format_text(rep, args.family))
+            print(inspect.format_text(rep, args.family or rep.fit.device.family))
         return 0
     if args.cmd == "quantize":
         o = _quant_opts(args)
@@ -157,13 +178,14 @@ def run(argv=None) -> int:
         return 0
     if args.cmd == "compile":
         res = api.compile(args.model, args.output, args.fold, args.name, args.target_cycles,
-                          force=args.force, **_quant_opts(args))
+                          force=args.force, **_target_opts(args), **_quant_opts(args))
         est = res.estimate
         print(f"wrote {res.verilog}, {res.out_dir / 'manifest.json'} and "
               f"{res.out_dir / 'design.npz'}")
         print(f"estimate: {est['cycles_per_frame']} cycles per frame (bottleneck "
               f"{est['bottleneck']}), latency {est['latency_cycles']} cycles, "
               f"{est['multipliers']} multipliers, {est['memory_bits']} memory bits")
+        _print_fit(res.fit)
         return 0
     if args.cmd == "simulate":
         manifest, _, _ = design.load(args.design)
@@ -179,10 +201,21 @@ def run(argv=None) -> int:
     if args.cmd == "verify":
         rep = api.verify(args.model, args.input, _count(args.count), args.simulator, args.fold,
                          args.output, _stall(args.stall), args.target_cycles,
-                         force=args.force, **_quant_opts(args))
+                         force=args.force, **_target_opts(args), **_quant_opts(args))
+        _print_fit(rep.compiled.fit)
         _print_report(rep)
         return 0 if rep.ok else 1
     return 2
+
+
+def _print_fit(fit):
+    if fit is None:
+        return
+    how = "searched for the device" if fit.method == "device search" else fit.method
+    print(f"target: {fit.summary()} (folding: {how})")
+    if not fit.fits:
+        print(f"warning: the design does not fit {fit.target.label} at this folding "
+              f"(without --fold/--target-cycles hwgen folds it to fit)", file=sys.stderr)
 
 
 def _print_report(rep):

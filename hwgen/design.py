@@ -354,7 +354,7 @@ def load(out_dir) -> tuple[dict, IntGraph, dict[str, Folding]]:
 
 def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
                   dfg: DataflowGraph, onnx_in_shape, onnx_out_shape, in_width: int,
-                  out_width: int, files: dict[str, str]) -> dict:
+                  out_width: int, files: dict[str, str], target: dict | None = None) -> dict:
     """The manifest; ``files`` maps the Verilog's and design.npz's names to their SHA-256."""
     layers = []
     for b in dfg.blocks:
@@ -394,5 +394,6 @@ def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
                         "elements_per_frame": st.elements, "bits": st.width}
                     for n, st in dfg.streams.items()},
         "estimate": dfg.estimate(),
+        "target": target,
         "integer_graph": intgraph_json(ig)[0],
     }

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hwgen import __version__
-from hwgen.api import read_folding
+from hwgen.api import fold_design, read_folding
 from hwgen.boards.devices import DEVICES, Device, fmt_bits
+from hwgen.boards.fold import FitReport, resolve_target
 from hwgen.dataflow.estimate import Estimate, estimate
 from hwgen.dataflow.importer import (
     COLLECT,
@@ -74,12 +75,13 @@ class NodeRow:
 class InspectReport:
     model: str
     assumed: bool                      # a float model, read as quantized to 8 bits
-    target_cycles: int
+    target_cycles: int | None          # None: folded for the device (``fit``)
     rows: list[NodeRow]
     problems: list[Problem]
     notes: list[str]
     estimate: Estimate
     seconds: float = 0.0
+    fit: FitReport | None = None
 
     @property
     def ok(self) -> bool:
@@ -110,13 +112,20 @@ class InspectReport:
         return [(d, d.shortfalls(self.estimate.totals, muls)) for d in DEVICES]
 
 
-def inspect(model, fold=None, target_cycles: int | None = None) -> InspectReport:
-    """Inspect the ONNX model at ``model`` (see the module documentation)."""
+def inspect(model, fold=None, target_cycles: int | None = None, board: str | None = None,
+            device: str | None = None, budget: float | None = None) -> InspectReport:
+    """Inspect the ONNX model at ``model`` (see the module documentation). The folding is
+    ``hwgen compile``'s: searched for the device of ``board``/``device`` (default board:
+    ``boards.DEFAULT_BOARD``) at ``budget``, unless ``fold`` or ``target_cycles`` is given;
+    a model that fits no folding is reported at its cheapest one, not refused."""
     t0 = time.perf_counter()
     model = Path(model)
     if target_cycles is not None and target_cycles < 1:
         raise HwgenError(f"target cycles must be at least 1 (got {target_cycles})")
-    target = DEFAULT_TARGET_CYCLES if target_cycles is None else target_cycles
+    dev_target = resolve_target(board, device, budget)
+    search = fold is None and target_cycles is None
+    target = None if search else (DEFAULT_TARGET_CYCLES if target_cycles is None
+                                  else target_cycles)
     folding = read_folding(fold) if isinstance(fold, (str, Path)) else dict(fold or {})
     try:
         graph = load_model(model, upgrade=True)
@@ -135,11 +144,10 @@ def inspect(model, fold=None, target_cycles: int | None = None) -> InspectReport
     unknown = sorted(set(folding) - names)
     if unknown:
         notes.append(f"folding ignored for {', '.join(unknown)}: not a mapped layer")
-    try:
-        est = estimate(ig, {k: v for k, v in folding.items() if k in names}, target,
-                       rep.stand_ins)
-    except HwgenError as e:
-        raise HwgenError(f"{fold}: {e}" if isinstance(fold, (str, Path)) else str(e)) from None
+    fixed = None if search else {k: v for k, v in folding.items() if k in names}
+    dfg, fit = fold_design(ig, model.name, fold, fixed, target, dev_target, partial=True,
+                           sources=rep.stand_ins)
+    est = estimate(ig, dfg=dfg)
     rows, problems = _rows(rep, est)
     pos = {r.node: k for k, r in enumerate(rows)}
     problems.sort(key=lambda p: -1 if p.node is None else pos.get(p.node, len(rows)))
@@ -147,7 +155,7 @@ def inspect(model, fold=None, target_cycles: int | None = None) -> InspectReport
         notes.append("nodes marked * come after an unsupported node: they were analysed with a "
                      "stand-in for its output")
     return InspectReport(model.name, assumed, target, rows, problems, notes, est,
-                         time.perf_counter() - t0)
+                         time.perf_counter() - t0, fit)
 
 
 def _rows(rep: ImportReport, est: Estimate) -> tuple[list[NodeRow], list[Problem]]:
@@ -227,8 +235,12 @@ def format_text(rep: InspectReport, family: str = DEFAULT_FAMILY) -> str:
                      "int8 symmetric per-tensor weights)")
     else:
         lines.append("quantized model: as 'hwgen compile' imports it")
-    lines.append(f"folding: smallest PE/SIMD reaching {rep.target_cycles} cycles per frame "
-                 f"(the fastest where none does), unless fixed by --fold")
+    if rep.target_cycles is None and rep.fit is not None:
+        lines.append(f"folding: searched for {rep.fit.target.describe()}: the shortest "
+                     f"interval that fits, no layer faster than it needs")
+    else:
+        lines.append(f"folding: smallest PE/SIMD reaching {rep.target_cycles} cycles per "
+                     f"frame (the fastest where none does), unless fixed by --fold")
     lines.append("")
     table = []
     run: list[NodeRow] = []
@@ -299,6 +311,15 @@ def format_text(rep: InspectReport, family: str = DEFAULT_FAMILY) -> str:
                  else f" ({r['carry']:,} SB_CARRY)")
         lines.append(f"  {fam}: {r['lut4']:,} LUT4{extra}, {r['ff']:,} FF, {r['dsp']:,} DSP, "
                      f"{r['bram']:,} block RAM")
+    if rep.fit is not None:
+        f = rep.fit
+        bound = (f"{f.bound:,} cycles ({f.macs:,} MACs ÷ {f.device.multiplier_lanes} "
+                 f"multipliers)" if f.bound else "n/a (no hard multipliers)")
+        lines.append(f"target {f.target.describe()}: interval {f.interval:,} cycles per frame "
+                     f"(bottleneck {f.bottleneck}), device bound {bound}, floor "
+                     f"{f.floor:,}")
+        lines.append("  " + ("fits: " if f.fits else "DOES NOT FIT: ")
+                     + ", ".join(f"{f.use[k]:,} of {f.limit[k]:,} {k}" for k in f.use))
     devs = rep.devices()
     fit = [d.name for d, why in devs if not why]
     lines.append("devices that could hold it: " + (", ".join(fit) if fit else "none"))
@@ -356,6 +377,7 @@ def to_json(rep: InspectReport) -> dict:
         "model": rep.model,
         "mode": "assumed-8bit" if rep.assumed else "quantized",
         "target_cycles": rep.target_cycles,
+        "target": rep.fit.as_dict() if rep.fit is not None else None,
         "nodes": nodes,
         "layers": layers,
         "plumbing": {"blocks": len(plumb),

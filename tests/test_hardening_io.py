@@ -265,7 +265,7 @@ def test_ctrl_c_during_compile(tmp_path):
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("design") / "digits"
-    api.compile(QDQ_MODEL, d)
+    api.compile(QDQ_MODEL, d, target_cycles=1024)
     return d
 
 

@@ -198,7 +198,7 @@ def _design(tmp_path):
 
     path = tmp_path / "mlp.onnx"
     path.write_bytes(qonnx_models.mlp(4, 4).model.SerializeToString())
-    return hwgen.compile(path, tmp_path / "d")
+    return hwgen.compile(path, tmp_path / "d", target_cycles=1024)
 
 
 @pytest.mark.synth
@@ -230,7 +230,7 @@ def test_manifest_and_inspect_carry_resources(tmp_path):
 
     from hwgen import inspect
 
-    rep = inspect.inspect(tmp_path / "mlp.onnx")
+    rep = inspect.inspect(tmp_path / "mlp.onnx", target_cycles=1024)
     text = inspect.format_text(rep, "ice40")
     assert "ice40 LUT/FF/DSP/BRAM" in text and "ecp5: " in text
     doc = inspect.to_json(rep)

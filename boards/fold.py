@@ -1,0 +1,376 @@
+"""Device-aware folding: every layer's PE/SIMD chosen for the shortest interval (cycles per
+frame of the bottleneck) that fits a device's budget, with no layer faster than that interval
+needs.
+
+The search (:func:`fold_for_device`):
+
+1. Each op's fold space (``op.fold_space``: its legal PE and SIMD and cycles per frame) gives
+   the candidate intervals: every cycles-per-frame value any op can take, from the slowest
+   op's fastest folding up.
+2. For a candidate interval ``T`` each op takes its cheapest folding meeting ``T`` among the
+   *least parallel* ones: foldings meeting ``T`` with no other folding of smaller or equal
+   PE and SIMD that also meets it (so no op is faster than ``T`` needs: balance). Cheapest is
+   the sum over the resource kinds (logic cells, flip-flops, DSP tiles, block RAM tiles) of
+   its use divided by the budget's limit of that kind. An op's use at a folding is the
+   resource model (:meth:`rtl_templates.cost.Cost.resources` of the device's family) of the
+   blocks it lowers to on its own (:func:`dataflow.lower.lower_op`: its compute blocks and
+   input FIFOs), computed once per folding and cached.
+3. The ops' uses are summed and checked against the budget (a fraction of each kind of the
+   device: :meth:`devices.Device.limits`). Feasibility grows with ``T``, so a binary search
+   over the candidates finds the smallest feasible one.
+4. The whole graph is lowered at that folding (plumbing, forks, width converters and join
+   FIFOs included) and checked again; if the plumbing tips it over, the next candidate is
+   taken.
+
+A model that does not fit at the slowest candidate (every op at its cheapest folding) is
+refused (:class:`DoesNotFit`) naming the resource, what it needs, what the budget allows and
+the op that takes most of it.
+
+The interval bound of a device is the model's multiply–accumulates per frame divided by the
+multipliers the device offers (:attr:`devices.Device.multiplier_lanes`); the floor is the
+fastest any folding reaches (the slowest op at its most parallel folding).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from hwgen.boards.boards import DEFAULT_BOARD, Board, board_by_name
+from hwgen.boards.devices import KINDS, Device, by_name, check_memory
+from hwgen.dataflow.intgraph import IntGraph
+from hwgen.dataflow.lower import DataflowGraph, Folding, lower, lower_op, op_macs
+from hwgen.errors import HwgenError
+from hwgen.rtl_templates.resources import Resources, add_muls, total
+
+#: the share of each resource kind a design may take unless told (``--budget``)
+DEFAULT_BUDGET = 0.85
+
+
+@dataclass(frozen=True)
+class Target:
+    """What to fold for: a device (on a board, or bare) and the share of it to fill."""
+    device: Device
+    board: Board | None = None
+    budget: float = DEFAULT_BUDGET
+
+    @property
+    def label(self) -> str:
+        return self.board.id if self.board else self.device.id
+
+    def describe(self) -> str:
+        on = f"{self.board.id} ({self.device.id})" if self.board else self.device.id
+        return f"{on} at {_pct(self.budget)} budget"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:g} %"
+
+
+def resolve_target(board: str | None = None, device: str | None = None,
+                   budget: float | None = None) -> Target:
+    """The target of ``--board``/``--device``/``--budget``; the default board without
+    either."""
+    if budget is None:
+        budget = DEFAULT_BUDGET
+    if not (isinstance(budget, (int, float)) and 0 < budget <= 1):
+        raise HwgenError(f"--budget must be a fraction in (0, 1] (got {budget})")
+    b = board_by_name(board) if board else None
+    d = by_name(device) if device else None
+    if b and d and d.id != b.device_id:
+        raise HwgenError(f"--board {b.id} carries {b.device_id}, not --device {d.id} "
+                         f"(give one of them)")
+    if b is None and d is None:
+        b = board_by_name(DEFAULT_BOARD)
+    return Target(d or b.device, b, float(budget))
+
+
+@dataclass
+class OpUse:
+    """One op at one folding: its blocks' cycles (the slowest), resources and products."""
+    cycles: int
+    res: Resources
+    soft: int                        # logic cells of products a DSP-less device builds
+    use: dict[str, int]              # the device's resource kinds
+    multiplies: dict = field(default_factory=dict)
+    memory_bits: int = 0
+
+
+@dataclass
+class FitReport:
+    """How a design at a folding sits on a target: the manifest's ``target``."""
+    target: Target
+    method: str                      # "device search" | "target cycles N" | "fold file"
+    interval: int                    # cycles per frame of the bottleneck
+    bottleneck: str | None
+    use: dict[str, int]
+    limit: dict[str, int]
+    capacity: dict[str, int]
+    macs: int
+    floor: int                       # the fastest interval any folding reaches
+    candidates: int = 0              # intervals the search evaluated
+    largest: dict[str, str] = field(default_factory=dict)   # kind → op taking most of it
+
+    @property
+    def device(self) -> Device:
+        return self.target.device
+
+    @property
+    def bound(self) -> int | None:
+        """The model's MACs ÷ the device's multiplier lanes (None: no hard multipliers)."""
+        lanes = self.device.multiplier_lanes
+        return math.ceil(self.macs / lanes) if lanes and self.macs else None
+
+    @property
+    def over(self) -> list[str]:
+        return [k for k in KINDS if self.use[k] > self.limit[k]]
+
+    @property
+    def fits(self) -> bool:
+        return not self.over
+
+    def shortfalls(self) -> list[str]:
+        return [f"{self.use[k]:,} {k} > {self.limit[k]:,} ({_pct(self.target.budget)} of "
+                f"{self.capacity[k]:,})" for k in self.over]
+
+    def summary(self) -> str:
+        """One line: the target, the interval and its bound, the use of each kind."""
+        bound = f"bound {self.bound:,}" if self.bound else "no hard multipliers"
+        use = ", ".join(f"{self.use[k]:,}/{self.limit[k]:,} {k}" for k in KINDS)
+        fit = "fits" if self.fits else "DOES NOT FIT (" + "; ".join(self.shortfalls()) + ")"
+        return (f"{self.target.describe()}: interval {self.interval:,} cycles ({bound}, "
+                f"floor {self.floor:,}), {fit}: {use}")
+
+    def as_dict(self) -> dict:
+        t = self.target
+        d = self.device
+        return {
+            "board": t.board.as_dict() if t.board else None,
+            "device": {"id": d.id, "name": d.name, "part": d.part, "family": d.family},
+            "budget": t.budget,
+            "folding": self.method,
+            "interval_cycles": self.interval,
+            "bottleneck": self.bottleneck,
+            "interval_bound_cycles": self.bound,
+            "interval_floor_cycles": self.floor,
+            "macs_per_frame": self.macs,
+            "multiplier_lanes": d.multiplier_lanes,
+            "use": dict(self.use), "limit": dict(self.limit), "capacity": dict(self.capacity),
+            "fits": self.fits, "shortfalls": self.shortfalls(),
+            "clock_mhz": t.board.clock_mhz if t.board else d.clock_mhz,
+        }
+
+
+class DoesNotFit(HwgenError):
+    """The model cannot fit the target at any folding."""
+
+
+class FoldSearch:
+    """The per-op costs of ``ig``'s ops on ``target`` (cached per folding) and the search.
+
+    ``skip``: ops left at Folding() and not priced (an op that cannot be lowered)."""
+
+    def __init__(self, ig: IntGraph, target: Target):
+        self.ig, self.target = ig, target
+        self.device = target.device
+        self.limit = self.device.limits(target.budget)
+        self.ops = []
+        self.space = {}
+        self.skip: set[str] = set()
+        self._cache: dict[tuple[str, int, int], OpUse | None] = {}
+        for op in ig.ops:
+            sp = op.fold_space(ig)
+            opts = sorted(((pe, simd) for pe in sp.pe for simd in sp.simd),
+                          key=lambda o: (o[0] * o[1], o[0]))
+            self.space[op.name] = [(o, int(sp.cycles(*o))) for o in opts]
+            self.ops.append(op)
+        self.macs = sum(op_macs(ig, op) for op in ig.ops)
+
+    # ----------------------------------------------------------------- per op, per folding
+    def op_use(self, op, o: tuple[int, int]) -> OpUse | None:
+        key = (op.name, *o)
+        if key not in self._cache:
+            try:
+                blocks = lower_op(self.ig, op, Folding(*o))
+            except (HwgenError, ValueError):
+                self._cache[key] = None
+            else:
+                fam = self.device.family
+                costs = [b.cost for b in blocks]
+                res = total(c.resources(fam) for c in costs)
+                muls = add_muls(*(c.multiplies for c in costs))
+                soft = self.device.soft_multiplier_cells(muls)
+                self._cache[key] = OpUse(max(c.cycles for c in costs), res, soft,
+                                         self.device.usage(res, soft), muls,
+                                         sum(c.memory_bits for c in costs))
+        return self._cache[key]
+
+    def weight(self, u: OpUse) -> float:
+        return sum(u.use[k] / self.limit[k] for k in KINDS if self.limit[k] > 0)
+
+    def choose_op(self, op, t: int) -> tuple[tuple[int, int], OpUse] | None:
+        """The cheapest of the least parallel foldings of ``op`` meeting ``t`` cycles."""
+        minimal: list[tuple[tuple[int, int], OpUse]] = []
+        for o, cyc in self.space[op.name]:
+            if cyc > t or any(m[0] <= o[0] and m[1] <= o[1] for m, _ in minimal):
+                continue
+            u = self.op_use(op, o)
+            if u is not None and u.cycles <= t:
+                minimal.append((o, u))
+        if not minimal:
+            return None
+        return min(minimal, key=lambda mu: (self.weight(mu[1]), mu[0][0] * mu[0][1], mu[0]))
+
+    def choose(self, t: int) -> tuple[dict[str, Folding], dict[str, OpUse]] | None:
+        fold, uses = {}, {}
+        for op in self.ops:
+            if op.name in self.skip:
+                fold[op.name] = Folding()
+                continue
+            got = self.choose_op(op, t)
+            if got is None:
+                if self.op_use(op, (1, 1)) is None:     # cannot be lowered at all
+                    self.skip.add(op.name)
+                    fold[op.name] = Folding()
+                    continue
+                return None
+            fold[op.name] = Folding(*got[0])
+            uses[op.name] = got[1]
+        return fold, uses
+
+    def total_use(self, uses: dict[str, OpUse]) -> dict[str, int]:
+        res = total(u.res for u in uses.values())
+        return self.device.usage(res, sum(u.soft for u in uses.values()))
+
+    def fits(self, use: dict[str, int]) -> bool:
+        return all(use[k] <= self.limit[k] for k in KINDS)
+
+    # --------------------------------------------------------------------------- search
+    def candidates(self) -> list[int]:
+        floor = self.floor()
+        return sorted({c for op in self.ops for _, c in self.space[op.name] if c >= floor})
+
+    def floor(self) -> int:
+        return max((min(c for _, c in self.space[op.name]) for op in self.ops), default=0)
+
+    def largest(self, uses: dict[str, OpUse]) -> dict[str, str]:
+        out = {}
+        for k in KINDS:
+            top = max(uses.items(), key=lambda nu: (nu[1].use[k], nu[0]), default=None)
+            if top is not None and top[1].use[k] > 0:
+                out[k] = top[0]
+        return out
+
+
+def _dfg_use(dfg: DataflowGraph, device: Device) -> dict[str, int]:
+    costs = [b.cost for b in dfg.blocks]
+    res = total(c.resources(device.family) for c in costs)
+    soft = device.soft_multiplier_cells(add_muls(*(c.multiplies for c in costs)))
+    return device.usage(res, soft)
+
+
+def _layer_use(dfg: DataflowGraph, device: Device) -> dict[str, dict[str, int]]:
+    out = {}
+    for name in dict.fromkeys(b.layer or "(plumbing)" for b in dfg.blocks):
+        blocks = [b for b in dfg.blocks if (b.layer or "(plumbing)") == name]
+        res = total(b.cost.resources(device.family) for b in blocks)
+        soft = device.soft_multiplier_cells(add_muls(*(b.cost.multiplies for b in blocks)))
+        out[name] = device.usage(res, soft)
+    return out
+
+
+def report(dfg: DataflowGraph, ig: IntGraph, target: Target, method: str,
+           candidates: int = 0) -> FitReport:
+    """The fit of the lowered ``dfg`` on ``target``."""
+    search = FoldSearch(ig, target)
+    est = dfg.estimate()
+    layers = _layer_use(dfg, target.device)
+    largest = {}
+    for k in KINDS:
+        top = max(layers.items(), key=lambda nu: (nu[1][k], nu[0]), default=None)
+        if top is not None and top[1][k] > 0:
+            largest[k] = top[0]
+    return FitReport(target, method, int(est["cycles_per_frame"]), est["bottleneck"],
+                     _dfg_use(dfg, target.device), dict(search.limit),
+                     target.device.capacity(), search.macs, search.floor(), candidates,
+                     largest)
+
+
+def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
+                    sources: dict[str, str] | None = None, refuse: bool = True,
+                    what: str = "model") -> tuple[dict[str, Folding], DataflowGraph,
+                                                  FitReport]:
+    """The folding of every op of ``ig`` for ``target`` (see the module documentation), the
+    graph lowered at it (``partial``/``sources`` as :func:`dataflow.lower.lower`) and its
+    report. A model that fits at no folding raises :class:`DoesNotFit` (``refuse``), or is
+    returned at its cheapest folding."""
+    s = FoldSearch(ig, target)
+    cands = s.candidates()
+    evaluated = 0
+
+    def feasible(t):
+        nonlocal evaluated
+        evaluated += 1
+        got = s.choose(t)
+        return got is not None and s.fits(s.total_use(got[1])), got
+
+    if not cands:       # no ops
+        dfg = lower(ig, {}, partial=partial, sources=sources)
+        return {}, dfg, report(dfg, ig, target, "device search", 0)
+    ok, got = feasible(cands[-1])
+    if not ok:
+        if got is None:
+            raise HwgenError(f"{what}: no folding of its layers lowers")
+        if refuse:
+            # more memory than any device holds: say so first
+            check_memory(sum(u.memory_bits for u in got[1].values()), f"{what}: model")
+            raise _refusal(s, got[1], s.total_use(got[1]), target, what)
+        fold = got[0]
+        dfg = lower(ig, fold, partial=partial, sources=sources)
+        return fold, dfg, report(dfg, ig, target, "device search", evaluated)
+    lo, hi = 0, len(cands) - 1          # cands[hi] is feasible
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if feasible(cands[mid])[0]:
+            hi = mid
+        else:
+            lo = mid + 1
+    # the whole graph, plumbing included; a step slower while the plumbing tips it over
+    best = None
+    for k in range(hi, len(cands)):
+        ok, got = feasible(cands[k])
+        if not ok:
+            continue
+        fold = got[0]
+        dfg = lower(ig, fold, partial=partial, sources=sources)
+        use = _dfg_use(dfg, target.device)
+        if s.fits(use):
+            return fold, dfg, report(dfg, ig, target, "device search", evaluated)
+        over = max(use[k] / max(s.limit[k], 1) for k in KINDS)
+        if best is None or over < best[0]:
+            best = (over, fold, dfg, use)
+    _, fold, dfg, use = best
+    if refuse:
+        raise _refusal(s, None, use, target, what, _layer_use(dfg, target.device),
+                       "at any folding (the FIFOs between its layers included)")
+    return fold, dfg, report(dfg, ig, target, "device search", evaluated)
+
+
+def _refusal(s: FoldSearch, uses: dict[str, OpUse] | None, use: dict[str, int],
+             target: Target, what: str, layers: dict[str, dict[str, int]] | None = None,
+             how: str = "even fully folded") -> DoesNotFit:
+    kind = next(k for k in KINDS if use[k] > s.limit[k])
+    if layers is None:
+        layers = {n: u.use for n, u in (uses or {}).items()}
+    top, top_use = max(layers.items(), key=lambda nu: (nu[1][kind], nu[0]))
+    top = ("the FIFOs, forks and width converters between layers take" if top == "(plumbing)"
+           else f"layer {top} alone takes")
+    cap = s.device.capacity()[kind]
+    others = [f"{use[k]:,} {k} (of {s.limit[k]:,})" for k in KINDS
+              if k != kind and use[k] > s.limit[k]]
+    also = f"; also {', '.join(others)}" if others else ""
+    return DoesNotFit(
+        f"{what} does not fit {target.label} ({s.device.name}) {how}: it needs "
+        f"{use[kind]:,} {kind}, the device has {cap:,} ({s.limit[kind]:,} at the "
+        f"{_pct(target.budget)} budget){also}; {top} {top_use[kind]:,} {kind} "
+        f"(use a larger --board/--device, --budget, or --target-cycles/--fold to compile "
+        f"anyway)")

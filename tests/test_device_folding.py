@@ -1,0 +1,208 @@
+"""Device-aware folding (``boards/fold.py``): the budget holds, the interval is the smallest
+the search can reach (checked against a brute-force search), no layer is faster than the
+interval needs, a model too large is refused, and compile/inspect/verify report it."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+
+from hwgen import api
+from hwgen.boards.devices import KINDS
+from hwgen.boards.fold import DoesNotFit, FoldSearch, fold_for_device, resolve_target
+from hwgen.dataflow.importer import load_model, to_int_graph
+from hwgen.dataflow.lower import op_macs
+from hwgen.inspect import format_text, inspect
+from hwgen.rtl_templates.resources import total
+from tests.conftest import EXAMPLES, run_hwgen
+
+MLP = EXAMPLES / "digits_mlp_qdq.onnx"
+CNN = EXAMPLES / "digits_cnn_qdq.onnx"
+RESNET = EXAMPLES / "digits_resnet_qdq.onnx"
+BOARDS = ("icebreaker", "ulx3s-25f", "ulx3s-85f", "orangecrab-25f")
+
+
+def _ig(path):
+    return to_int_graph(load_model(path, upgrade=True))
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    return {p.stem: _ig(p) for p in (MLP, CNN, RESNET)}
+
+
+def _fits_or_refused(ig, target):
+    try:
+        return fold_for_device(ig, target)
+    except DoesNotFit:
+        return None
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_budget_respected_by_the_whole_design(graphs, board):
+    target = resolve_target(board)
+    for name, ig in graphs.items():
+        got = _fits_or_refused(ig, target)
+        if got is None:
+            continue
+        fold, dfg, rep = got
+        dev = target.device
+        limit = dev.limits(target.budget)
+        est = dfg.estimate()
+        use = dev.usage(est["resources"][dev.family])
+        assert all(use[k] <= limit[k] for k in KINDS), (name, use, limit)
+        assert use == rep.use and rep.fits
+        assert not dev.shortfalls(est)
+        assert rep.interval == est["cycles_per_frame"]
+        assert set(fold) == {op.name for op in ig.ops}
+
+
+def test_examples_fit_the_default_board(graphs):
+    for ig in graphs.values():
+        _, _, rep = fold_for_device(ig, resolve_target())
+        assert rep.fits and rep.target.board.id == "ulx3s-85f"
+
+
+def _brute_force(s: FoldSearch) -> int | None:
+    """The smallest interval over every combination of the ops' foldings whose summed
+    per-op resources fit (the search's cost model, exhaustively)."""
+    per_op = []
+    for op in s.ops:
+        opts = []
+        for o, _ in s.space[op.name]:
+            u = s.op_use(op, o)
+            opts.append((u.cycles, u.res, u.soft))
+        per_op.append(opts)
+    best = None
+    for combo in itertools.product(*per_op):
+        t = max(c for c, _, _ in combo)
+        if best is not None and t >= best:
+            continue
+        use = s.device.usage(total(r for _, r, _ in combo), sum(x for _, _, x in combo))
+        if s.fits(use):
+            best = t
+    return best
+
+
+@pytest.mark.parametrize("board,budget", [("ulx3s-25f", 0.85), ("icebreaker", 0.85),
+                                          ("ulx3s-85f", 0.5), ("ulx3s-85f", 0.2)])
+def test_interval_is_minimal_against_brute_force(graphs, board, budget):
+    ig = graphs["digits_mlp_qdq"]
+    target = resolve_target(board, budget=budget)
+    s = FoldSearch(ig, target)
+    best = _brute_force(s)
+    fold, dfg, rep = fold_for_device(ig, target)
+    assert best is not None
+    assert rep.interval == best, (board, budget, rep.interval, best)
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_balance_no_layer_faster_than_needed(graphs, board):
+    target = resolve_target(board)
+    for ig in graphs.values():
+        got = _fits_or_refused(ig, target)
+        if got is None:
+            continue
+        fold, _, rep = got
+        s = FoldSearch(ig, target)
+        for op in ig.ops:
+            f = fold[op.name]
+            for (pe, simd), _ in s.space[op.name]:
+                if (pe, simd) == (f.pe, f.simd) or pe > f.pe or simd > f.simd:
+                    continue
+                # a less parallel folding of this layer would miss the interval
+                assert s.op_use(op, (pe, simd)).cycles > rep.interval, (op.name, f, pe, simd)
+
+
+def test_interval_bound_and_floor(graphs):
+    ig = graphs["digits_cnn_qdq"]
+    _, _, rep = fold_for_device(ig, resolve_target("ulx3s-85f"))
+    macs = sum(op_macs(ig, op) for op in ig.ops)
+    assert rep.macs == macs > 0
+    assert rep.bound == math.ceil(macs / 156)
+    assert rep.floor <= rep.interval
+    hx = fold_for_device(ig, resolve_target(device="ice40-hx8k"))[2]
+    assert hx.bound is None     # no hard multipliers
+
+
+def test_refusal_names_the_numbers(graphs):
+    with pytest.raises(DoesNotFit) as e:
+        fold_for_device(graphs["digits_resnet_qdq"], resolve_target("icebreaker"),
+                        what="digits_resnet_qdq.onnx")
+    msg = str(e.value)
+    assert "does not fit icebreaker" in msg and "even fully folded" in msg
+    assert "needs" in msg and "the device has 5,280" in msg and "layer " in msg
+    assert "\n" not in msg
+
+
+@pytest.mark.slow
+def test_cli_refuses_a_model_too_big_with_exit_2(tmp_path):
+    out = tmp_path / "o"
+    p = run_hwgen("compile", str(RESNET), "-o", str(out), "--board", "icebreaker")
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "does not fit icebreaker" in lines[0], p.stderr
+    assert "Traceback" not in p.stderr and not out.exists()
+    # an explicit folding compiles anyway, and says it does not fit
+    p = run_hwgen("compile", str(RESNET), "-o", str(out), "--board", "icebreaker",
+                  "--target-cycles", "4096")
+    assert p.returncode == 0, p.stderr
+    assert "DOES NOT FIT" in p.stdout and "warning" in p.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["target"]["fits"] is False and m["target"]["shortfalls"]
+    assert m["target"]["folding"] == "target cycles 4096"
+
+
+@pytest.mark.slow
+def test_manifest_records_the_target_and_is_deterministic(tmp_path):
+    a = api.compile(MLP, tmp_path / "a")
+    b = api.compile(MLP, tmp_path / "b")
+    assert (tmp_path / "a" / "manifest.json").read_bytes() == \
+        (tmp_path / "b" / "manifest.json").read_bytes()
+    assert (tmp_path / "a" / a.verilog.name).read_bytes() == \
+        (tmp_path / "b" / b.verilog.name).read_bytes()
+    t = a.manifest["target"]
+    assert t["board"]["id"] == "ulx3s-85f" and t["device"]["id"] == "ecp5-85f"
+    assert t["budget"] == 0.85 and t["folding"] == "device search" and t["fits"]
+    assert set(t["use"]) == set(t["limit"]) == set(t["capacity"]) == set(KINDS)
+    assert all(t["use"][k] <= t["limit"][k] for k in KINDS)
+    assert t["interval_cycles"] == a.estimate["cycles_per_frame"]
+    assert t["interval_bound_cycles"] == math.ceil(t["macs_per_frame"] / 156)
+    assert t["multiplier_lanes"] == 156 and t["clock_mhz"] == 25.0
+    # an explicit target: no search, the fit still reported, the old folding kept
+    c = api.compile(MLP, tmp_path / "c", target_cycles=1024, device="ice40-up5k", budget=0.7)
+    t = c.manifest["target"]
+    assert t["board"] is None and t["device"]["id"] == "ice40-up5k" and t["budget"] == 0.7
+    assert t["folding"] == "target cycles 1024" and c.estimate["cycles_per_frame"] == 1024
+
+
+def test_inspect_shows_folding_fit_and_interval_fast():
+    for path in (MLP, CNN, RESNET):
+        rep = inspect(path, board="icebreaker")
+        assert rep.seconds < 5
+        text = format_text(rep, rep.fit.device.family)
+        assert "target icebreaker (ice40-up5k) at 85 % budget: interval" in text
+        assert ("fits:" in text) != ("DOES NOT FIT" in text)
+        assert "searched for icebreaker" in text
+    rep = inspect(CNN)
+    assert rep.fit.fits and rep.target_cycles is None
+    assert rep.estimate.totals["cycles_per_frame"] == rep.fit.interval
+    p = run_hwgen("inspect", str(CNN), "--board", "ulx3s-25f", "--json")
+    doc = json.loads(p.stdout)
+    assert doc["target"]["board"]["id"] == "ulx3s-25f" and doc["target"]["fits"]
+    assert doc["target_cycles"] is None
+
+
+@pytest.mark.slow
+@pytest.mark.verilator
+def test_verify_on_icebreaker_rtl_equals_golden(tmp_path):
+    x = np.load(EXAMPLES / "digits_images_test.npz")
+    x = x[x.files[0]][:3]
+    rep = api.verify(CNN, x, board="icebreaker")
+    assert rep.ok and rep.rtl_equals_golden
+    t = rep.compiled.manifest["target"]
+    assert t["board"]["id"] == "icebreaker" and t["fits"]
+    assert rep.sim.interval == pytest.approx(rep.estimate["cycles_per_frame"], rel=0.02)
