@@ -39,7 +39,7 @@ from hwgen.rtl_templates.quant import F32_BITS, Requant, signed_width
 from hwgen.rtl_templates.xnor_mvau import sign_bit
 
 #: register stages of :func:`round24_pipe`
-ROUND24_STAGES = 4
+ROUND24_STAGES = 5
 
 
 def rhe_const(a, k: int):
@@ -81,8 +81,8 @@ def round24_pipe(m: Module, mag, name: str):
 
     No shifter: the bits to drop are those more than 23 places below the leading one, a mask
     ``low`` made by OR-smearing ``mag`` downwards (two stages of three OR levels each); the
-    lowest kept bit is found in a third stage, and adding ``half - 1`` plus that bit (a carry
-    chain alone in the fourth stage) and clearing the ``low`` bits rounds half to even."""
+    lowest kept bit is found in a third stage, and adding ``half - 1`` plus that bit (two
+    stages of half the carry chain each) and clearing the ``low`` bits rounds half to even."""
     w = len(mag)
     if w <= F32_BITS:                   # exact already: the stages only delay
         return delay(m, mag, ROUND24_STAGES, f"{name}_r24")
@@ -98,18 +98,28 @@ def round24_pipe(m: Module, mag, name: str):
     lsb = reg(m, (mag1 & ((low << 1) & ~low)).any(), unsigned(1), f"{name}_lsb")  # lowest kept
     low2 = reg(m, low, unsigned(w), f"{name}_low2")
     mag2 = reg(m, mag1, unsigned(w), f"{name}_mag2")
-    return reg(m, (mag2 + (low2 >> 1) + lsb) & ~Cat(low2, Const(0, 1)), unsigned(w + 1),
-               f"{name}_r24")
+    # the rounding add in two halves, the carry between them registered
+    h = (w + 1) // 2
+    half = low2 >> 1
+    lo = reg(m, mag2[:h] + half[:h] + lsb, unsigned(h + 1), f"{name}_rlo")
+    hi_a = reg(m, mag2[h:], unsigned(w - h), f"{name}_rha")
+    hi_b = reg(m, half[h:], unsigned(w - h), f"{name}_rhb")
+    low3 = reg(m, low2, unsigned(w), f"{name}_low3")
+    total = Cat(lo[:h], hi_a + hi_b + lo[h])
+    return reg(m, total & ~Cat(low3, Const(0, 1)), unsigned(w + 1), f"{name}_r24")
 
 
 def round24_registers(w: int) -> int:
     """Flip-flops of :func:`round24_pipe` of a ``w``-bit magnitude as the tools keep them:
     the smear register's bits at and above 24 (the others feed nothing), the magnitude
-    three times, the mask twice (zero above ``w - 24``), the lowest kept bit, the result;
+    three times, the mask three times (zero above ``w - 24``), the lowest kept bit, the
+    halves of the rounding add, the result;
     for ``w <= 24`` the delays."""
     if w <= F32_BITS:
         return ROUND24_STAGES * w
-    return (w - F32_BITS - 1) + (3 * w - 2) + 2 * (w - F32_BITS) + 1 + (w + 1)
+    h = (w + 1) // 2
+    return ((w - F32_BITS - 1) + (3 * w - 2) + 3 * (w - F32_BITS) + 1 + (w + 1)
+            + (h + 1) + 2 * (w - h))
 
 
 def round_clamp_registers(w: int, rq: Requant, out_bits: int) -> int:
