@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import pytest
+from conftest import run_hwgen
 
 from hwgen.boards.boards import BOARDS, DEFAULT_BOARD, board_by_name, boards_table
 from hwgen.boards.devices import DEVICES, KINDS, by_name
 from hwgen.boards.fold import DEFAULT_BUDGET, resolve_target
 from hwgen.errors import HwgenError
-from tests.conftest import run_hwgen
 
 IDS = ("ice40-up5k", "ice40-hx8k", "ecp5-25f", "ecp5-45f", "ecp5-85f")
 
@@ -90,7 +90,7 @@ def test_cli_boards_lists_boards_and_devices_deterministically():
 
 
 def test_cli_unknown_board_and_bad_budget_are_one_line_errors(tmp_path):
-    from tests.conftest import EXAMPLES
+    from conftest import EXAMPLES
     model = EXAMPLES / "digits_mlp_qdq.onnx"
     for args, fact in ((("--board", "nexys"), "unknown board"),
                        (("--device", "xc7"), "unknown device"),

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import EXAMPLES, run_hwgen
 
 from hwgen import api
 from hwgen.boards.devices import KINDS
@@ -17,7 +18,6 @@ from hwgen.dataflow.importer import load_model, to_int_graph
 from hwgen.dataflow.lower import op_macs
 from hwgen.inspect import format_text, inspect
 from hwgen.rtl_templates.resources import total
-from tests.conftest import EXAMPLES, run_hwgen
 
 MLP = EXAMPLES / "digits_mlp_qdq.onnx"
 CNN = EXAMPLES / "digits_cnn_qdq.onnx"
