@@ -92,7 +92,7 @@ def wrapper_flipflops(verilog: str, top: str) -> int:
 
 
 def run_design(name: str, families: list[str], pnr: bool, seed: int,
-               timeout: float | None) -> dict:
+               timeout: float | None, pnr_options: tuple[str, ...] = ()) -> dict:
     base, _, fold = name.partition("@")
     target = FOLDINGS["@" + fold if fold else ""]
 
@@ -133,8 +133,8 @@ def run_design(name: str, families: list[str], pnr: bool, seed: int,
             out["skipped"] = f"{dev}: " + "; ".join(why)
             continue
         try:
-            out["pnr"] = place_and_route(res, dev, freq, seed, timeout=timeout,
-                                         progress=say).as_dict()
+            out["pnr"] = place_and_route(res, dev, freq, seed, options=pnr_options,
+                                         timeout=timeout, progress=say).as_dict()
         except HwgenError as e:
             say(f"place and route failed: {e}")
             out["error"] = str(e)
@@ -185,6 +185,9 @@ def main(argv=None):
     ap.add_argument("--json", metavar="OUT", help="write every result to this JSON file")
     ap.add_argument("--timeout", type=float, help="seconds per tool run")
     ap.add_argument("--seed", type=int, default=1, help="nextpnr's seed")
+    ap.add_argument("--pnr-option", action="append", default=[], metavar="OPT",
+                    help="extra nextpnr option, repeatable (e.g. --pnr-option=--router "
+                         "--pnr-option=router2)")
     args = ap.parse_args(argv)
     pats = [p.strip() for p in args.designs.split(",") if p.strip()]
     names = [d for d in DESIGNS if any(fnmatch.fnmatchcase(d, p) for p in pats)]
@@ -195,7 +198,8 @@ def main(argv=None):
     for k, name in enumerate(names, 1):
         print(f"[{k}/{len(names)}] {name}", flush=True)
         try:
-            rows.append(run_design(name, families, not args.no_pnr, args.seed, args.timeout))
+            rows.append(run_design(name, families, not args.no_pnr, args.seed, args.timeout,
+                                   tuple(args.pnr_option)))
         except HwgenError as e:
             print(f"  [{name}] failed: {e}", flush=True)
         if args.json:  # after every design: a long run that stops keeps what it measured

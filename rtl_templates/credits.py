@@ -6,6 +6,12 @@ places not yet promised: one is spent when such a step issues, one comes back wh
 leaves on ``o``. So the FIFO never overflows, back-pressure only holds the issue stage, and
 ``o.valid`` (the FIFO's ``r_rdy``) never depends on ``o.ready``.
 
+``room`` (a credit is left) is a register of its own, so the issue stage's ready starts at a
+flip-flop: its next value comes from ``credits == 1`` (a compare of the register) and the
+late ``issued`` and ``taken`` in one level, not from the credit adder. A step issues only
+while ``room`` holds, so the counter reaches 0 only from 1 by an issue without a beat taken:
+``room' = taken | (room & ~(credits == 1 & issued))``, always equal to ``credits != 0``.
+
 The FIFO is :class:`~hwgen.rtl_templates.memory.BufferedFIFO` (cycle for cycle Amaranth's
 ``SyncFIFOBuffered``: a beat written in cycle t can leave in cycle t + 2), whose storage
 follows the memory policy: registers up to 2 beats, then LUT RAM or block RAM.
@@ -25,13 +31,16 @@ class OutputCredits:
         m.d.comb += [o.payload.eq(self.fifo.r_data), o.valid.eq(self.fifo.r_rdy),
                      self.fifo.r_en.eq(o.ready)]
         self.credits = Signal(range(depth + 1), init=depth)
-        self.room = self.credits != 0
+        self.room = Signal(init=int(depth != 0))
         self._taken = o.valid & o.ready
         self._m = m
 
     def spend(self, issued):
-        """``issued``: a step that will write one output beat issues this cycle."""
-        self._m.d.sync += self.credits.eq(self.credits - issued + self._taken)
+        """``issued``: a step that will write one output beat issues this cycle (only while
+        ``room``)."""
+        last = (self.credits == 1) & issued
+        self._m.d.sync += [self.credits.eq(self.credits - issued + self._taken),
+                           self.room.eq(self._taken | (self.room & ~last))]
 
     def write(self, data, en):
         """The pipeline's last stage: ``data`` enters the FIFO when ``en``."""
