@@ -52,6 +52,7 @@ from hwgen.rtl_templates.pipeline import (
     counter_bits,
     delay,
     reg,
+    rom_counter,
     tree_stages,
     tree_sum,
     tree_sum_groups,
@@ -307,6 +308,8 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         parts["mem_i"] = res.memory(SIMD * ib, SF, family, rom=False, rw="dont_care") \
             + res.mux(SIMD * ib, family)
     ctl_bits = counter_bits(SF) + nfb + counter_bits(NF * SF) + counter_bits(depth + 1)
+    # the weight ROM's address: a kept copy of its counter (pipeline.rom_counter)
+    ctl_bits += counter_bits(NF * SF) if NF * SF > 1 else 0
     parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + operand_stages(p)) + 2,
                                  lut4=ctl_bits + 8, carry=ctl_bits / 2)
     # operands, products or ±1 terms, adder trees
@@ -396,7 +399,6 @@ class MVAU(wiring.Component):
         # --- issue stage ---------------------------------------------------------------
         sf = Signal(range(max(SF, 2)))
         nf = Signal(range(max(NF, 2)))
-        widx = Signal(range(max(NF * SF, 2)))
         # sf == SF - 1 and nf == 0 kept as registers: the ready path starts at a flip-flop
         last_sf = Signal(init=int(SF == 1))
         first_nf = Signal(init=1)
@@ -405,8 +407,9 @@ class MVAU(wiring.Component):
         m.d.comb += [
             can_issue.eq((~first_nf | self.i.valid) & (~last_sf | room)),
             self.i.ready.eq(first_nf & (~last_sf | room)),
-            w_rd.addr.eq(widx),
         ]
+        _, waddr = rom_counter(m, NF * SF, can_issue, "widx")
+        m.d.comb += w_rd.addr.eq(waddr)
         if NF > 1:
             m.d.comb += [
                 ib_rd.addr.eq(sf),
@@ -415,7 +418,6 @@ class MVAU(wiring.Component):
                 ib_wr.en.eq(self.i.valid & self.i.ready),
             ]
         with m.If(can_issue):
-            m.d.sync += widx.eq(Mux(widx == NF * SF - 1, 0, widx + 1))
             with m.If(last_sf):
                 m.d.sync += [sf.eq(0), last_sf.eq(SF == 1)]
                 m.d.sync += [nf.eq(Mux(nf == NF - 1, 0, nf + 1)), first_nf.eq(nf == NF - 1)]

@@ -48,7 +48,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.pipeline import counter_bits, delay, reg
+from hwgen.rtl_templates.pipeline import counter_bits, delay, reg, rom_counter
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
 from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline
 from hwgen.rtl_templates.resources import (
@@ -246,6 +246,7 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
     w_reg = w_live if wmem.bram else w_distinct
     p_reg = p_live if pmem.bram else p_distinct
     ctl_bits = counter_bits(K) + cbb + counter_bits(NB * K) + counter_bits(depth + 1)
+    ctl_bits += counter_bits(NB * K) if NB * K > 1 else 0   # pipeline.rom_counter's copy
     parts = {
         "mem_w": wmem, "mem_p": pmem, "fifo": res.fifo(PE * ob, depth, family),
         "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * 6 + 1, lut4=ctl_bits + 8,
@@ -316,17 +317,16 @@ class VVAU(wiring.Component):
         # --- issue stage ---------------------------------------------------------------
         k = Signal(range(max(K, 2)))
         cb = Signal(range(max(NB, 2)))
-        widx = Signal(range(max(NB * K, 2)))
         last_k = k == K - 1
         room = out.room
         issue = Signal()
         m.d.comb += [
             self.i.ready.eq(~last_k | room),
             issue.eq(self.i.valid & self.i.ready),
-            w_rd.addr.eq(widx),
         ]
+        _, waddr = rom_counter(m, NB * K, issue, "widx")
+        m.d.comb += w_rd.addr.eq(waddr)
         with m.If(issue):
-            m.d.sync += widx.eq(Mux(widx == NB * K - 1, 0, widx + 1))
             with m.If(last_k):
                 m.d.sync += k.eq(0)
                 m.d.sync += cb.eq(Mux(cb == NB - 1, 0, cb + 1))
