@@ -31,8 +31,6 @@ BN_FUSED = ["_bnfused_qdq", "_bnfused_qdq_perchannel"]     # the nets with Batch
 
 BN_AFTER_GEMM = ("BatchNormalization-15",
                  "BatchNormalization must directly follow a Conv or Gemm to be folded into it")
-ALLOWZERO = ("Reshape-19", "attribute allowzero=1 is not supported")
-INPUT_NOT_QUANTIZED = ("", "graph input 'input' never reaches a QuantizeLinear")
 
 # model file -> its problems as hwgen inspect reports them ((op, reason) -> count); every model
 # not listed maps completely
@@ -42,12 +40,6 @@ EXPECTED: dict[str, Counter] = {
        for f in ("_qdq", "_qdq_perchannel", "_qdq_int8")},
     **{f"tfc{f}.onnx": Counter({BN_AFTER_GEMM: 3})
        for f in ("_qdq", "_qdq_perchannel", "_qdq_int8")},
-    # the new exporter's flatten is a Reshape with allowzero=1
-    "resnet8_dynamo_qdq_perchannel.onnx": Counter({ALLOWZERO: 1}),
-    "dscnn_dynamo_qdq_perchannel.onnx": Counter({ALLOWZERO: 1}),
-    "mobilenet_v1_025_dynamo_qdq_perchannel.onnx": Counter({ALLOWZERO: 1}),
-    # ... and at TFC's input, where onnxruntime leaves it unquantized (float Reshape first)
-    "tfc_dynamo_qdq_perchannel.onnx": Counter({ALLOWZERO: 1, INPUT_NOT_QUANTIZED: 1}),
 }
 
 MODELS = [f"{net}{form}.onnx" for net in NETS for form in FORMS] + \
