@@ -13,6 +13,7 @@ from __future__ import annotations
 from hwgen.dataflow import (
     ops_clip,
     ops_conv,
+    ops_elementwise,
     ops_fold,
     ops_join,
     ops_linear,
@@ -29,7 +30,7 @@ from hwgen.dataflow.loader import Graph, Node
 
 #: every operator module, in dependency order (each imports only those before it)
 MODULES = (ops_qdq, ops_join, ops_linear, ops_clip, ops_conv, ops_pool, ops_shape, ops_fold,
-           ops_qop, ops_qonnx, ops_table)
+           ops_qop, ops_qonnx, ops_table, ops_elementwise)
 
 #: ai.onnx / com.microsoft ops whose presence makes a model quantized (besides every
 #: ``QLinear*`` op and every op of a QONNX domain)

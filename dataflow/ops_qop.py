@@ -184,7 +184,9 @@ def cast(ctx: ImportContext, node: Node):
 
 
 def mul(ctx: ImportContext, node: Node):
-    """Multiplying a pending accumulator by a constant (per tensor or per channel) scale."""
+    """Multiplying a pending accumulator by a constant (per tensor or per channel) scale (the
+    Mul handler, :mod:`dataflow.ops_elementwise`, calls it for everything but a product of two
+    quantized tensors)."""
     check_attrs(node, {})
     a, b = ctx.value(node, 0), ctx.value(node, 1)
     if isinstance(b, Linear):
@@ -212,8 +214,6 @@ REGISTRY.register("", "MatMulInteger", 10)(matmul_integer)
 REGISTRY.register("", "ConvInteger", 10)(conv_integer)
 for _v in (6, 9, 13, 19, 21, 23, 24, 25):
     REGISTRY.register("", "Cast", _v)(cast)
-for _v in (7, 13, 14):
-    REGISTRY.register("", "Mul", _v)(mul)
 REGISTRY.register(MS, "QGemm", 1)(qgemm)
 REGISTRY.register(MS, "QLinearAdd", 1)(qlinear_add)
 REGISTRY.register(MS, "QLinearGlobalAveragePool", 1)(qlinear_gap)
