@@ -12,13 +12,13 @@ import numpy as np
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.intgraph import IntGraph, int_op
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.lower import Block, Builder, Folding, beats_per_pixel, short_name
+from hwgen.dataflow.lower import FIFO_MARGIN, Block, Builder, Folding, beats_per_pixel, short_name
 from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes
 from hwgen.dataflow.values import Const, Deq, Int, Pending, channel_last_order
-from hwgen.errors import HwgenError
 from hwgen.rtl_templates.add import AddParams, make_add_requant
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.concat import ConcatParams, make_concat
+from hwgen.rtl_templates.fifo import FIFOParams
 from hwgen.rtl_templates.quant import Quantized
 
 
@@ -80,7 +80,10 @@ class AddOp(_Join):
 @int_op
 @dataclass
 class ConcatOp(_Join):
-    """Channel concatenation of feature maps (inputs requantized if their scales differ)."""
+    """Channel concatenation of feature maps (inputs requantized if their scales differ).
+    Two inputs are one ``concat`` block; ``n > 2`` a chain of ``n - 1`` of them, each
+    appending one more input to what the one before wrote (already in the output's
+    quantization, so every input is requantized once, as onnxruntime does)."""
     name: str
     nodes: list[str]
     inputs: list[str]
@@ -90,15 +93,44 @@ class ConcatOp(_Join):
     def channels(self, ig: IntGraph) -> int:
         return int(np.gcd.reduce([ig.tensors[t].shape[0] for t in self.inputs]))
 
-    def params(self, ig: IntGraph, pe: int) -> ConcatParams:
-        if len(self.inputs) != 2:
-            raise HwgenError(f"layer {self.name}: Concat of {len(self.inputs)} tensors; two "
-                             f"are supported")
-        t0, t1 = (ig.tensors[t] for t in self.inputs)
+    def params(self, ig: IntGraph, pe: int, k: int = 1) -> ConcatParams:
+        """The ``k``-th block of the chain (1: the first two inputs; ``k``: what the blocks
+        before wrote and input ``k``)."""
         tout = ig.tensors[self.output]
-        x0, x1, y = (Quantized(t.qtype, t.scale, t.zero_point) for t in (t0, t1, tout))
-        p = make_concat(x0, x1, y, c0=t0.shape[0], c1=t1.shape[0], pe=pe)
+        y = Quantized(tout.qtype, tout.scale, tout.zero_point)
+        tk = ig.tensors[self.inputs[k]]
+        xk = Quantized(tk.qtype, tk.scale, tk.zero_point)
+        if k == 1:
+            t0 = ig.tensors[self.inputs[0]]
+            x0, c0 = Quantized(t0.qtype, t0.scale, t0.zero_point), t0.shape[0]
+        else:
+            x0, c0 = y, sum(ig.tensors[t].shape[0] for t in self.inputs[:k])
+        p = make_concat(x0, xk, y, c0=c0, c1=tk.shape[0], pe=pe)
         return dataclasses.replace(p, pixels=tout.size // tout.shape[0])
+
+    def lower(self, b: Builder, ig: IntGraph, f: Folding) -> str:
+        if len(self.inputs) == 2:
+            return super().lower(b, ig, f)
+        tout = ig.tensors[self.output]
+        bpp = beats_per_pixel(tout, f.pe)
+        prev, prev_fifo = b.read(self.inputs[0], f.pe)
+        for k in range(1, len(self.inputs)):
+            p = self.params(ig, f.pe, k)
+            src, fifo = b.read(self.inputs[k], f.pe)
+            last = k == len(self.inputs) - 1
+            out = b.stream(short_name(self.output) + ("" if last else f"_part{k}"),
+                           tout.qtype, f.pe, p.pixels * (p.c0 + p.c1))
+            blk = b.add(Block(self.name if last else f"{self.name}_part{k}", self.kind, p,
+                              [prev, src], [out], self.name, tuple(self.nodes)))
+            b.join(blk, [prev_fifo, fifo], bpp)
+            if not last:
+                s = b.streams[out]
+                prev = b.stream(f"{short_name(self.output)}_part{k}_q", s.qtype, f.pe,
+                                s.elements)
+                prev_fifo = b.add(Block(f"fifo_{self.name}_part{k}", "fifo",
+                                        FIFOParams(s.width, FIFO_MARGIN, s.beats), [out],
+                                        [prev]))
+        return out
 
 
 @dataclass
@@ -142,8 +174,8 @@ def concat(ctx: ImportContext, node: Node):
         ctx.set(node, Const(np.concatenate([x.array for x in present],
                                            axis=int(node.attrs.get("axis", 0)))))
         return
-    if len(xs) != 2:
-        raise Unsupported(f"Concat of {len(xs)} tensors: two are supported")
+    if len(xs) < 2:
+        raise Unsupported(f"Concat of {len(xs)} tensor: at least two are needed")
     if not all(isinstance(x, Deq) and len(x.shape) == 3 for x in xs):
         raise Unsupported("only Concat of quantized [N, C, H, W] feature maps is supported")
     axis = int(node.attrs["axis"]) % 4

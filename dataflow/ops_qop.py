@@ -130,8 +130,8 @@ def qlinear_concat(ctx: ImportContext, node: Node):
     if int(node.attrs["axis"]) % 4 != 1:
         raise Unsupported("only Concat along channels (axis 1) is supported")
     xs = [_deq_view(ctx, node, k, k + 1, k + 2) for k in range(2, len(node.inputs), 3)]
-    if len(xs) != 2:
-        raise Unsupported(f"Concat of {len(xs)} tensors: two are supported")
+    if len(xs) < 2:
+        raise Unsupported(f"Concat of {len(xs)} tensor: at least two are needed")
     if len({x.shape[1:] for x in xs}) != 1 or any(len(x.shape) != 3 for x in xs):
         raise Unsupported("QLinearConcat inputs must be feature maps of one height and width")
     shape = (sum(x.shape[0] for x in xs),) + xs[0].shape[1:]
