@@ -96,16 +96,15 @@ def ort_table(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], in_typ
 def ort_eval(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto],
              feeds: dict[str, np.ndarray], out_dtype: np.dtype,
              opsets: dict[str, int]) -> np.ndarray:
-    """onnxruntime's output ``y`` of the model ``nodes`` fed the 1-D arrays ``feeds`` (all of
-    one length), run with its default optimizations as ``hwgen verify`` runs a model."""
+    """onnxruntime's output ``y`` of the model ``nodes`` fed the arrays ``feeds``, run with its
+    default optimizations as ``hwgen verify`` runs a model."""
     import onnxruntime as ort
 
     elem = helper.np_dtype_to_tensor_dtype
-    n = len(next(iter(feeds.values())))
     graph = helper.make_graph(
-        nodes, "table", [helper.make_tensor_value_info(k, elem(v.dtype), [n])
+        nodes, "table", [helper.make_tensor_value_info(k, elem(v.dtype), list(v.shape))
                          for k, v in feeds.items()],
-        [helper.make_tensor_value_info("y", elem(out_dtype), [n])], initializer=inits)
+        [helper.make_tensor_value_info("y", elem(out_dtype), None)], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v)
                                                     for d, v in sorted(opsets.items())])
     model.ir_version = min(model.ir_version, 9)
