@@ -37,8 +37,8 @@ from hwgen.rtl_templates.words import lanes
 
 #: cycles from the frame's last input transfer to its output transfer
 LATENCY = 4
-#: output FIFO beats
-FIFO_DEPTH = 4
+#: output FIFO beats (a credit comes back the cycle after its beat leaves)
+FIFO_DEPTH = LATENCY + 2
 
 
 def index_type(channels: int) -> QType:
