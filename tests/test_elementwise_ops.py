@@ -227,7 +227,7 @@ def _reshape_model(target, allowzero: int, pooled: bool = False):
         n = Net((3, 6, 6), seed)
         c = n.relu(n.conv("x", 4, 3, "conv", pads=PADS), "relu")
         if pooled:
-            c = n.op("ReduceMean", [c, n.const("axes", [2, 3], np.int64)], "mean", keepdims=1)
+            c = n.op("ReduceMean", [c], "mean", axes=[2, 3], keepdims=1)
         r = n.op("Reshape", [c, n.const("shape", target, np.int64)], "reshape",
                  allowzero=allowzero)
         return n, n.gemm(r, 4 if pooled else 144, 5, "fc")
@@ -275,18 +275,19 @@ def test_reshape_allowzero_with_zero_is_refused_by_name():
 # ------------------------------------------------------------------------- all of them
 
 def m_everything(seed):
-    """Conv → HardSwish → squeeze-and-excitation → BatchNormalization, concatenated with two
-    more convolutions of the input → Flatten → Gemm → ArgMax."""
-    n = Net((3, 6, 6), seed)
-    c = n.op("HardSwish", [n.conv("x", 8, 3, "conv", pads=PADS)], "hswish")
+    """Conv → HardSwish → squeeze-and-excitation → Relu → BatchNormalization, concatenated
+    with two more convolutions of the input → Flatten → Gemm → ArgMax (small: the Verilator
+    build takes most of the time)."""
+    n = Net((2, 4, 4), seed)
+    c = n.op("HardSwish", [n.conv("x", 4, 3, "conv", pads=PADS)], "hswish")
     g = n.op("GlobalAveragePool", [c], "gap")
-    s = n.op("Sigmoid", [n.conv(n.relu(n.conv(g, 4, 1, "fc1"), "fc1_relu"), 8, 1, "fc2")],
+    s = n.op("Sigmoid", [n.conv(n.relu(n.conv(g, 2, 1, "fc1"), "fc1_relu"), 4, 1, "fc2")],
              "gate")
-    e = _bn(n, n.relu(n.op("Mul", [c, s], "excite"), "excite_relu"), 8, seed)
-    cat = n.op("Concat", [e, n.conv("x", 4, 1, "side1"), n.conv("x", 4, 3, "side2",
+    e = _bn(n, n.relu(n.op("Mul", [c, s], "excite"), "excite_relu"), 4, seed)
+    cat = n.op("Concat", [e, n.conv("x", 2, 1, "side1"), n.conv("x", 2, 3, "side2",
                                                                  pads=PADS)],
-               "cat", channels=16, axis=1)
-    z = n.gemm(n.op("Flatten", [cat], "flatten"), 576, 10, "fc")
+               "cat", channels=8, axis=1)
+    z = n.gemm(n.op("Flatten", [cat], "flatten"), 128, 6, "fc")
     out = n.op("ArgMax", [z], "argmax", axis=1, keepdims=1)
 
     def model(o):
@@ -312,4 +313,4 @@ def test_everything_in_verilator(tmp_path):
     assert rep.rtl_equals_golden
     assert rep.ort_identical_fraction == 1.0 and rep.ort_max_step_diff == 0
     assert rep.sim.outputs.shape == (8, 1)             # one index per frame
-    assert set(np.unique(rep.sim.outputs)) <= set(range(10))
+    assert set(np.unique(rep.sim.outputs)) <= set(range(6))
