@@ -200,7 +200,7 @@ class Builder:
         self.streams: dict[str, Stream] = {}
         self.pending: dict[str, list[str]] = {}   # tensor → unread streams carrying it
         self.tensor_streams: dict[str, str] = {}
-        self.join_fifos: list[tuple[Block, list[Block], int, int | None]] = []
+        self.join_fifos: list[tuple[Block, list[Block], int, tuple[int, ...]]] = []
 
     def stream(self, name: str, qtype, per_beat: int, elements: int) -> str:
         base, k = name, 1
@@ -248,11 +248,11 @@ class Builder:
         return dst, f
 
     def join(self, block: Block, fifos: list[Block], beats_per_pixel: int,
-             whole_first: int | None = None):
+             hold_frame: tuple[int, ...] = ()):
         """``block`` joins the streams read through ``fifos``: size them (see
-        :func:`_size_join_fifos`). ``whole_first``: the block takes that input's whole frame
-        before any beat of the others (a vector held for the frame)."""
-        self.join_fifos.append((block, list(fifos), beats_per_pixel, whole_first))
+        :func:`_size_join_fifos`). ``hold_frame``: the inputs whose FIFO must hold a whole
+        frame (a feature map waiting for a vector computed from it)."""
+        self.join_fifos.append((block, list(fifos), beats_per_pixel, tuple(hold_frame)))
 
     def snapshot(self):
         return (len(self.blocks), dict(self.streams), len(self.join_fifos),
@@ -385,28 +385,24 @@ def beats_per_pixel(t: QTensor, per_beat: int) -> int:
 
 
 def _size_join_fifos(dfg: DataflowGraph,
-                     joins: list[tuple[Block, list[Block], int, int | None]]):
+                     joins: list[tuple[Block, list[Block], int, tuple[int, ...]]]):
     """Deadlock-free, full-rate depths for the FIFOs in front of each join.
 
     A join consumes its inputs in lockstep and a fork feeds its outputs in lockstep, so the
     branch whose data reaches the join first must hold every beat that arrives before the
     other branch's first beat: at most one per cycle of the difference of their first
     arrival times, which the blocks' timing models give. A margin of two pixels' beats covers
-    bursts (a block emitting a pixel's channels back to back). A join that takes one input's
-    whole frame first (``whole_first``) reads the others only after that input's last beat:
-    their FIFOs hold a whole frame.
+    bursts (a block emitting a pixel's channels back to back). The FIFOs of a join's
+    ``hold_frame`` inputs hold a whole frame: the join reads them only once a vector derived
+    from that very frame (squeeze-and-excitation) is complete, whatever the timing models say.
     """
     for _ in range(2 if joins else 0):  # a depth changes no FIFO's timing; a second pass
         times = dfg.stream_times()
-        for _join, fifos, beats_per_pixel, whole_first in joins:
+        for _join, fifos, beats_per_pixel, hold_frame in joins:
             firsts = [times[f.inputs[0]][0] for f in fifos]
             latest = max(firsts)
-            if whole_first is not None:
-                latest = max(latest, times[fifos[whole_first].inputs[0]][1] + 1)
             for k, (f, first) in enumerate(zip(fifos, firsts)):
                 depth = latest - first + 2 * beats_per_pixel + FIFO_MARGIN
-                if whole_first is not None and k != whole_first:
-                    # the vector usually derives from this very frame (squeeze-and-excitation):
-                    # then nothing less than the frame is safe, whatever the timing models say
-                    depth = dfg.streams[f.inputs[0]].beats + FIFO_MARGIN
+                if k in hold_frame:
+                    depth = max(depth, dfg.streams[f.inputs[0]].beats + FIFO_MARGIN)
                 f.params = dataclasses.replace(f.params, depth=depth)

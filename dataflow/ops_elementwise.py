@@ -28,6 +28,7 @@ from hwgen.dataflow.intgraph import IntGraph, int_op
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.lower import Block, Builder, Folding, short_name
 from hwgen.dataflow.ops_qdq import closed_nodes, out_params, qtype_of
+from hwgen.dataflow.ops_join import channel_vector
 from hwgen.dataflow.ops_qop import MS
 from hwgen.dataflow.ops_qop import mul as scale_mul
 from hwgen.dataflow.ops_table import TableOp, all_values, np_type, ort_eval, scalar_init
@@ -75,7 +76,7 @@ class ChanMulOp:
         out = b.stream(short_name(self.output), ty.qtype, f.pe, ty.size)
         blk = b.add(Block(self.name, "chanmul", p, list(srcs), [out], self.name,
                           tuple(self.nodes)))
-        b.join(blk, list(fifos), max(1, p.vec_beats), whole_first=1)
+        b.join(blk, list(fifos), max(1, p.vec_beats), hold_frame=(0,))
         return out
 
 
@@ -163,19 +164,6 @@ class Gated(Pending):
 
 # ------------------------------------------------------------------------ x · s[c]
 
-def _channel_operands(a, b):
-    """(feature map, vector) when one operand is one value per channel of the other."""
-    for x, v in ((a, b), (b, a)):
-        xs, vs = tuple(x.shape), tuple(v.shape)
-        if len(xs) == 3 and vs == (xs[0], 1, 1) and (vs != xs or x is a):
-            if x.order is not None and not np.array_equal(x.order, channel_last_order(xs)):
-                continue
-            if v.order is not None and not np.array_equal(v.order, np.arange(xs[0])):
-                continue
-            return x, v
-    return None
-
-
 @dataclass
 class ChannelScaled(Pending):
     """A feature map times a per-channel vector, dequantized, awaiting its QuantizeLinear."""
@@ -214,7 +202,7 @@ def mul(ctx: ImportContext, node: Node):
         x, g, _ = gated
         ctx.set(node, Gated(x, g, node, [node.label]))
         return
-    pair = _channel_operands(a, b)
+    pair = channel_vector(a, b)
     if pair is None:
         raise _unsupported_shapes(a, b)
     ctx.set(node, ChannelScaled(pair[0], pair[1], [node.label]))
@@ -244,7 +232,7 @@ def qlinear_mul(ctx: ImportContext, node: Node):
         ctx.set(node, _gated_table(ctx, node, x, g, node.outputs[0], qtype, s, zp,
                                    [node.label], qlinear=True))
         return
-    pair = _channel_operands(a, b)
+    pair = channel_vector(a, b)
     if pair is None:
         raise _unsupported_shapes(a, b)
     ctx.set(node, _chan_mul(ctx, pair[0], pair[1], node.outputs[0], qtype, s, zp,

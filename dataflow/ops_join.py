@@ -16,6 +16,7 @@ from hwgen.dataflow.lower import FIFO_MARGIN, Block, Builder, Folding, beats_per
 from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes
 from hwgen.dataflow.values import Const, Deq, Int, Pending, channel_last_order
 from hwgen.rtl_templates.add import AddParams, make_add_requant
+from hwgen.rtl_templates.bcast import BcastParams
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.concat import ConcatParams, make_concat
 from hwgen.rtl_templates.fifo import FIFOParams
@@ -68,6 +69,36 @@ class AddOp(_Join):
 
     def channels(self, ig: IntGraph) -> int:
         return _pixel_channels(ig, self.output)
+
+    def broadcast(self, ig: IntGraph) -> bool:
+        """The second input is one value per channel, broadcast over the pixels."""
+        return ig.tensors[self.inputs[1]].size != ig.tensors[self.output].size
+
+    def fold_space(self, ig: IntGraph) -> FoldSpace:
+        if not self.broadcast(ig):
+            return super().fold_space(ig)
+        out, c = ig.tensors[self.output], self.channels(ig)
+        return FoldSpace(divisors(c), (1,), lambda pe, simd: (out.size + c) // pe)
+
+    def lower(self, b: Builder, ig: IntGraph, f: Folding) -> str:
+        if not self.broadcast(ig):
+            return super().lower(b, ig, f)
+        tout, ts = ig.tensors[self.output], ig.tensors[self.inputs[1]]
+        c = self.channels(ig)
+        src0, fifo0 = b.read(self.inputs[0], f.pe)
+        vec, _ = b.read(self.inputs[1], f.pe)
+        wide = b.stream(f"{short_name(self.inputs[1])}_bcast", ts.qtype, f.pe, tout.size)
+        b.add(Block(f"{self.name}_bcast", "bcast", BcastParams(ts.qtype, c, tout.size // c, f.pe),
+                    [vec], [wide], self.name, tuple(self.nodes)))
+        s = b.streams[wide]
+        src1 = b.stream(f"{short_name(self.inputs[1])}_bcast_q", s.qtype, f.pe, s.elements)
+        fifo1 = b.add(Block(f"fifo_{self.name}_bcast", "fifo",
+                            FIFOParams(s.width, FIFO_MARGIN, s.beats), [wide], [src1]))
+        out = b.stream(short_name(self.output), tout.qtype, f.pe, tout.size)
+        blk = b.add(Block(self.name, self.kind, self.params(ig, f.pe), [src0, src1], [out],
+                          self.name, tuple(self.nodes)))
+        b.join(blk, [fifo0, fifo1], beats_per_pixel(tout, f.pe), hold_frame=(0,))
+        return out
 
     def params(self, ig: IntGraph, pe: int) -> AddParams:
         ta, tb = (ig.tensors[t] for t in self.inputs)
@@ -158,11 +189,32 @@ class Joined(Pending):
 
 def add_tensors(ctx: ImportContext, node: Node, a: Deq, b: Deq):
     if a.shape != b.shape:
-        raise Unsupported(f"adding tensors of shapes {list(a.shape)} and {list(b.shape)}: "
-                          f"broadcasting is not supported")
+        pair = channel_vector(a, b)
+        if pair is None:
+            raise Unsupported(f"adding tensors of shapes {list(a.shape)} and "
+                              f"{list(b.shape)}: of broadcasts, only a feature map plus one "
+                              f"value per channel ([C, H, W] + [C, 1, 1]) is supported")
+        # the vector is onnxruntime's broadcast operand B (QLinearAdd's scalar side)
+        x, v = pair
+        ctx.set(node, Joined([x.tensor, v.tensor], "add", x.shape, [node.label]))
+        return
     if not _same_order(a, b):
         raise Unsupported("its inputs are streamed in different element orders")
     ctx.set(node, Joined([a.tensor, b.tensor], "add", a.shape, [node.label]))
+
+
+def channel_vector(a, b):
+    """(feature map, vector) when one of two tensors is one value per channel of the other
+    ([C, H, W] and [C, 1, 1]), both in their usual stream order; else None."""
+    for x, v in ((a, b), (b, a)):
+        xs, vs = tuple(x.shape), tuple(v.shape)
+        if len(xs) == 3 and vs == (xs[0], 1, 1) and (vs != xs or x is a):
+            if x.order is not None and not np.array_equal(x.order, channel_last_order(xs)):
+                continue
+            if v.order is not None and not np.array_equal(v.order, np.arange(xs[0])):
+                continue
+            return x, v
+    return None
 
 
 def concat(ctx: ImportContext, node: Node):

@@ -22,7 +22,7 @@ from hwgen.dataflow.context import (
 )
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.ops_conv import CONV_ATTRS, conv_linear
-from hwgen.dataflow.ops_join import Joined
+from hwgen.dataflow.ops_join import Joined, channel_vector
 from hwgen.dataflow.ops_linear import Linear, add_bias, check_per_channel, linear
 from hwgen.dataflow.ops_pool import POOL_ATTRS, Pooled, pool_window
 from hwgen.dataflow.ops_qdq import close, out_params
@@ -107,7 +107,11 @@ def qlinear_add(ctx: ImportContext, node: Node):
     check_attrs(node, {})
     a, b = _deq_view(ctx, node, 0, 1, 2), _deq_view(ctx, node, 3, 4, 5)
     if a.shape != b.shape:
-        raise Unsupported("broadcasting in QLinearAdd is not supported")
+        pair = channel_vector(a, b)
+        if pair is None:
+            raise Unsupported("of broadcasts in QLinearAdd, only a feature map plus one value "
+                              "per channel is supported")
+        a, b = pair
     _finish(ctx, node, Joined([a.tensor, b.tensor], "add", a.shape, [node.label]), 6, 7)
 
 
