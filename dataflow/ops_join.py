@@ -58,13 +58,16 @@ class _Join:
 @int_op
 @dataclass
 class AddOp(_Join):
-    """Elementwise sum of two tensors with their own scales, requantized to the output's."""
+    """Elementwise sum of two tensors with their own scales, requantized to the output's; with
+    ``negate`` (0 or 1) that input is subtracted instead (a Sub, in the adder's ``"exact"``
+    fixed-point form: onnxruntime runs a QDQ Sub in float32)."""
     name: str
     nodes: list[str]
     inputs: list[str]
     output: str
     lo: int
     hi: int
+    negate: int = -1
     kind = "add"
 
     def channels(self, ig: IntGraph) -> int:
@@ -104,7 +107,11 @@ class AddOp(_Join):
         ta, tb = (ig.tensors[t] for t in self.inputs)
         tout = ig.tensors[self.output]
         a, b, y = (Quantized(t.qtype, t.scale, t.zero_point) for t in (ta, tb, tout))
-        p = make_add_requant(a, b, y, lo=self.lo, hi=self.hi, pe=pe)
+        if self.negate < 0:
+            p = make_add_requant(a, b, y, lo=self.lo, hi=self.hi, pe=pe)
+        else:
+            p = make_add_requant(a, b, y, lo=self.lo, hi=self.hi, pe=pe, semantics="exact",
+                                 neg_a=self.negate == 0, neg_b=self.negate == 1)
         return dataclasses.replace(p, elements=tout.size, channels=self.channels(ig))
 
 
@@ -173,13 +180,15 @@ class Joined(Pending):
     nodes: list[str]
     clip_lo: float = -np.inf
     clip_hi: float = np.inf
+    negate: int = -1               # "add": the input subtracted (a Sub), -1 none
 
     def close(self, ctx, name, qtype, s, zp, closing) -> Int:
         lo, hi = clamp_bounds(qtype, s, zp, self.clip_lo, self.clip_hi)
         out = ctx.new_tensor(name, self.shape, qtype, s, zp)
         nodes = closed_nodes(self.nodes, closing)
         if self.kind == "add":
-            ctx.ig.ops.append(AddOp(self.nodes[0], nodes, list(self.tensors), out, lo, hi))
+            ctx.ig.ops.append(AddOp(self.nodes[0], nodes, list(self.tensors), out, lo, hi,
+                                    self.negate))
         else:
             if (lo, hi) != (qtype.lo, qtype.hi):
                 raise Unsupported("a clip/relu fused after Concat is not supported")
@@ -187,20 +196,35 @@ class Joined(Pending):
         return Int(out, self.shape, channel_last_order(self.shape))
 
 
-def add_tensors(ctx: ImportContext, node: Node, a: Deq, b: Deq):
+def add_tensors(ctx: ImportContext, node: Node, a: Deq, b: Deq, subtract: bool = False):
+    """``a + b`` (``a - b`` with ``subtract``) of two dequantized tensors of one shape, or of
+    a feature map and one value per channel."""
+    what = "subtracting" if subtract else "adding"
     if a.shape != b.shape:
         pair = channel_vector(a, b)
         if pair is None:
-            raise Unsupported(f"adding tensors of shapes {list(a.shape)} and "
-                              f"{list(b.shape)}: of broadcasts, only a feature map plus one "
-                              f"value per channel ([C, H, W] + [C, 1, 1]) is supported")
+            raise Unsupported(f"{what} tensors of shapes {list(a.shape)} and "
+                              f"{list(b.shape)}: of broadcasts, only a feature map and one "
+                              f"value per channel ([C, H, W] and [C, 1, 1]) are supported")
         # the vector is onnxruntime's broadcast operand B (QLinearAdd's scalar side)
         x, v = pair
-        ctx.set(node, Joined([x.tensor, v.tensor], "add", x.shape, [node.label]))
+        negate = (1 if x is a else 0) if subtract else -1
+        ctx.set(node, Joined([x.tensor, v.tensor], "add", x.shape, [node.label],
+                             negate=negate))
         return
     if not _same_order(a, b):
         raise Unsupported("its inputs are streamed in different element orders")
-    ctx.set(node, Joined([a.tensor, b.tensor], "add", a.shape, [node.label]))
+    ctx.set(node, Joined([a.tensor, b.tensor], "add", a.shape, [node.label],
+                         negate=1 if subtract else -1))
+
+
+def sub(ctx: ImportContext, node: Node):
+    check_attrs(node, {})
+    a, b = ctx.value(node, 0), ctx.value(node, 1)
+    if not (isinstance(a, Deq) and isinstance(b, Deq)):
+        raise Unsupported("only the difference of two quantized tensors (DequantizeLinear "
+                          "before both) is supported")
+    add_tensors(ctx, node, a, b, subtract=True)
 
 
 def channel_vector(a, b):
@@ -246,3 +270,5 @@ def _same_order(a, b) -> bool:
 
 for _v in (4, 11, 13):
     REGISTRY.register("", "Concat", _v)(concat)
+for _v in (7, 13, 14):
+    REGISTRY.register("", "Sub", _v)(sub)
