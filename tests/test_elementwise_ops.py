@@ -6,6 +6,8 @@ onnxruntime's ``quantize_static``, as in ``test_cnn_ops``):
   QOperator: QLinearMul);
 * squeeze-and-excitation ``x[C, H, W] · s[C, 1, 1]``: the ``chanmul`` block, equal to
   onnxruntime (MLAS's QLinearMul arithmetic), its feature-map FIFO holding a frame;
+* Add and Sub of a feature map and a per-channel vector (either order; the ``bcast`` block
+  into the adder) and Sub of two maps (the adder with one input negated);
 * BatchNormalization of its own (after a Relu; after a Gemm): the ``affine`` block with
   constants fitted to onnxruntime's float32 staircase, equal to onnxruntime everywhere;
 * Concat of three and four feature maps (QDQ and QLinearConcat), equal to onnxruntime;
@@ -119,6 +121,59 @@ def test_squeeze_excitation_equals_onnxruntime(fmt):
         fifo = next(b for b in dfg.blocks if b.outputs == [blk.inputs[0]])
         assert fifo.params.depth >= dfg.streams[blk.inputs[0]].beats
         assert isinstance(op, ChanMulOp)
+
+
+def m_excite_join(op: str, vector_first: bool):
+    def build(seed):
+        n = Net((3, 6, 6), seed)
+        c = n.relu(n.conv("x", 8, 3, "conv", pads=PADS), "relu")
+        g = n.op("GlobalAveragePool", [c], "gap")
+        v = n.conv(n.relu(n.conv(g, 4, 1, "fc1"), "fc1_relu"), 8, 1, "fc2")
+        return n, n.op(op, [v, c] if vector_first else [c, v], "join")
+    return build
+
+
+def m_sub_same_shape(seed):
+    n = Net((3, 6, 6), seed)
+    return n, n.op("Sub", [n.conv("x", 4, 3, "a", pads=PADS), n.conv("x", 4, 1, "b")], "join")
+
+
+JOINS = {"add-map-first": ("Add", False), "add-vector-first": ("Add", True),
+         "sub-map-first": ("Sub", False), "sub-vector-first": ("Sub", True)}
+#: onnxruntime's quantizer leaves Sub in float unless asked for it
+SUB_OPS = ["Conv", "GlobalAveragePool", "Relu", "Sub"]
+
+
+@pytest.mark.parametrize("case", sorted(JOINS))
+def test_broadcast_add_and_sub_equal_onnxruntime(case):
+    op, vector_first = JOINS[case]
+    opts = {"op_types": SUB_OPS} if op == "Sub" else {}
+    _, qm, x = quantized(m_excite_join(op, vector_first), fmt="qdq", **opts)
+    assert op in [n.op_type for n in qm.graph.node]
+    ig = import_(qm)
+    assert [type(op).__name__ for op in ig.ops] == ["Conv", "GlobalAvgPool", "Conv", "Conv",
+                                                   "AddOp"]
+    xq, y_stream = assert_agrees(ig, qm, x)
+    assert ig.ops[-1].inputs[0] == ig.ops[0].output          # the map first, the vector B
+    if case == "sub-map-first":
+        dfg = assert_rtl_equals_golden(ig, xq, y_stream)
+        assert [b.kind for b in dfg.blocks].count("bcast") == 1
+
+
+def test_broadcast_qlinear_add_equals_onnxruntime():
+    _, qm, x = quantized(m_excite_join("Add", True), fmt="qop")
+    assert "QLinearAdd" in [n.op_type for n in qm.graph.node]
+    ig = import_(qm)
+    assert type(ig.ops[-1]).__name__ == "AddOp"
+    assert_agrees(ig, qm, x)
+
+
+def test_sub_of_two_maps_equals_onnxruntime():
+    _, qm, x = quantized(m_sub_same_shape, fmt="qdq", op_types=SUB_OPS)
+    ig = import_(qm)
+    assert [type(op).__name__ for op in ig.ops] == ["Conv", "Conv", "AddOp"]
+    assert ig.ops[-1].negate == 1
+    assert_agrees(ig, qm, x)
 
 
 def test_product_of_two_maps_is_refused_by_name():
