@@ -11,6 +11,8 @@ onnxruntime's ``quantize_static``, as in ``test_cnn_ops``):
 * BatchNormalization of its own (after a Relu; after a Gemm): the ``affine`` block with
   constants fitted to onnxruntime's float32 staircase, equal to onnxruntime everywhere;
 * Concat of three and four feature maps (QDQ and QLinearConcat), equal to onnxruntime;
+* nearest Resize by integer factors (the ``upsample`` block), the factors found by running
+  onnxruntime's own Resize on a map of pixel numbers; other resizes refused by name;
 * Reshape with ``allowzero=1`` (accepted without a 0 in the target, refused by name with
   one), and a Reshape between a ReduceMean and its QuantizeLinear;
 * RTL == golden (``np.array_equal``) in Amaranth's simulator with random stalls for one model
@@ -327,12 +329,57 @@ def test_reshape_allowzero_with_zero_is_refused_by_name():
         import_(qm)
 
 
+# ------------------------------------------------------------------------- Resize
+
+def _resize_model(scales, mode: str = "nearest", **attrs):
+    def build(seed):
+        n = Net((3, 4, 4), seed)
+        c = n.relu(n.conv("x", 4, 3, "conv", pads=PADS), "relu")
+        r = n.op("Resize", [c, "", n.const("scales", scales)], "resize", mode=mode, **attrs)
+        return n, n.conv(r, 3, 3, "after", pads=PADS)
+    return build
+
+
+RESIZES = {"2x3-half-pixel": ((1, 1, 2, 3), {}, (2, 3)),
+           "2x2-asymmetric-floor": ((1, 1, 2, 2), dict(coordinate_transformation_mode="asymmetric",
+                                                       nearest_mode="floor"), (2, 2))}
+
+
+@pytest.mark.parametrize("fmt", ["qdq", "qop"])
+@pytest.mark.parametrize("case", sorted(RESIZES))
+def test_nearest_resize_equals_onnxruntime(case, fmt):
+    scales, attrs, factors = RESIZES[case]
+    _, qm, x = quantized(_resize_model(scales, **attrs), fmt=fmt)
+    ig = import_(qm)
+    assert [type(op).__name__ for op in ig.ops] == ["Conv", "UpsampleOp", "Conv"]
+    assert (ig.ops[1].fh, ig.ops[1].fw) == factors
+    xq, y_stream, y, ref = golden_and_ort(ig, qm, x)
+    assert np.array_equal(y, ref)
+    if case == "2x3-half-pixel" and fmt == "qdq":
+        assert_rtl_equals_golden(ig, xq, y_stream)
+
+
+@pytest.mark.parametrize("scales,attrs,why", [
+    ((1, 1, 2, 2), dict(mode="linear"), "mode='linear'"),
+    ((1, 1, 0.5, 0.5), {}, "integer factors"),
+    # asymmetric coordinates with round_prefer_floor take rows 0, 0, 1, 1, 1, 2, …
+    ((1, 1, 3, 3), dict(coordinate_transformation_mode="asymmetric"), "integer factors")],
+    ids=["linear", "downscale", "asymmetric-round"])
+def test_other_resizes_are_refused_by_name(scales, attrs, why):
+    attrs = dict(attrs)
+    mode = attrs.pop("mode", "nearest")
+    _, qm, _ = quantized(_resize_model(scales, mode, **attrs), fmt="qdq")
+    with pytest.raises(HwgenError, match=rf"node resize \(Resize-\d+\).*{why}"):
+        import_(qm)
+
+
 # ------------------------------------------------------------------------- all of them
 
 def m_everything(seed):
     """Conv → HardSwish → squeeze-and-excitation → Relu → BatchNormalization, concatenated
-    with two more convolutions of the input → Flatten → Gemm → ArgMax (small: the Verilator
-    build takes most of the time)."""
+    with two more convolutions of the input, plus a per-channel vector of itself (Add with
+    broadcasting) → Resize ×2 → Flatten → Gemm → ArgMax (small: the Verilator build takes
+    most of the time)."""
     n = Net((2, 4, 4), seed)
     c = n.op("HardSwish", [n.conv("x", 4, 3, "conv", pads=PADS)], "hswish")
     g = n.op("GlobalAveragePool", [c], "gap")
@@ -342,7 +389,10 @@ def m_everything(seed):
     cat = n.op("Concat", [e, n.conv("x", 2, 1, "side1"), n.conv("x", 2, 3, "side2",
                                                                  pads=PADS)],
                "cat", channels=8, axis=1)
-    z = n.gemm(n.op("Flatten", [cat], "flatten"), 128, 6, "fc")
+    v = n.conv(n.op("GlobalAveragePool", [cat], "gap2"), 8, 1, "fc3")
+    up = n.op("Resize", [n.op("Add", [cat, v], "shift"), "", n.const("scales", [1, 1, 2, 2])],
+              "resize", mode="nearest")
+    z = n.gemm(n.op("Flatten", [up], "flatten"), 512, 6, "fc")
     out = n.op("ArgMax", [z], "argmax", axis=1, keepdims=1)
 
     def model(o):
@@ -361,7 +411,8 @@ def test_everything_in_verilator(tmp_path):
     _, qm, x = quantized(m_everything, fmt="qdq")
     ig = import_(qm)
     kinds = {type(op).__name__ for op in ig.ops}
-    assert {"TableOp", "ChanMulOp", "AffineOp", "ConcatOp", "ArgMaxOp"} <= kinds
+    assert {"TableOp", "ChanMulOp", "AffineOp", "ConcatOp", "AddOp", "UpsampleOp",
+            "ArgMaxOp"} <= kinds
     path = tmp_path / "everything.onnx"
     onnx.save(qm, str(path))
     rep = verify(path, x[:8], target_cycles=256)
