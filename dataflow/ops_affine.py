@@ -29,11 +29,13 @@ from hwgen.dataflow.intgraph import IntGraph, int_op
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.lower import Block, Builder, Folding, short_name
 from hwgen.dataflow.ops_conv import batch_norm as folded_batch_norm
-from hwgen.dataflow.ops_qdq import closed_nodes
+from hwgen.dataflow.ops_linear import Linear
+from hwgen.dataflow.ops_qdq import clamp_bounds, close, closed_nodes
 from hwgen.dataflow.ops_table import MAX_TABLE_BITS, all_values, np_type, ort_eval, scalar_init
 from hwgen.dataflow.values import Const, Deq, DeqConst, Int, Pending, channel_last_order
 from hwgen.rtl_templates.affine import AffineParams, fit_channel
 from hwgen.rtl_templates.block import FoldSpace, divisors
+from hwgen.rtl_templates.quant import UINT8
 
 #: significant bits of the largest per-channel multiplier
 MULT_BITS = 24
@@ -114,6 +116,8 @@ class Normalized(Pending):
     x: Deq
     node: Node
     nodes: list[str]
+    clip_lo: float = -np.inf
+    clip_hi: float = np.inf
 
     def close(self, ctx, name, qtype, s, zp, closing) -> Int:
         t = ctx.ig.tensors[self.x.tensor]
@@ -149,9 +153,9 @@ class Normalized(Pending):
             mult.append(int(fit[0]))
             offset.append(int(fit[1]))
         out = ctx.new_tensor(name, self.x.shape, qtype, s, zp)
+        lo, hi = clamp_bounds(qtype, s, zp, self.clip_lo, self.clip_hi)   # a Relu/Clip after
         ctx.ig.ops.append(AffineOp(self.nodes[0], closed_nodes(self.nodes, closing),
-                                   self.x.tensor, out, mult, offset, shift, qtype.lo,
-                                   qtype.hi))
+                                   self.x.tensor, out, mult, offset, shift, lo, hi))
         return Int(out, self.x.shape, self.x.order)
 
 
@@ -178,6 +182,13 @@ def _extend(folded):
 
     def batch_norm(ctx: ImportContext, node: Node):
         x = ctx.value(node, 0)
+        unfoldable = not isinstance(x, Linear) or x.clip_lo > -np.inf or x.clip_hi < np.inf
+        if isinstance(x, Pending) and unfoldable and ctx.assume_quantized:
+            # a float model read as quantized: the pending computation gets its own (assumed)
+            # quantization, as onnxruntime's quantizer would give it
+            q = close(ctx, x, node.inputs[0], UINT8, np.float32(1.0), 0, None)
+            ctx.values[node.inputs[0]] = q
+            x = Deq(q.tensor, q.shape, q.order)
         if isinstance(x, Deq):
             _lone_batch_norm(ctx, node, x)
         else:

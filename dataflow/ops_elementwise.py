@@ -27,7 +27,7 @@ from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_a
 from hwgen.dataflow.intgraph import IntGraph, int_op
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.lower import Block, Builder, Folding, short_name
-from hwgen.dataflow.ops_qdq import closed_nodes, out_params, qtype_of
+from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes, out_params, qtype_of
 from hwgen.dataflow.ops_join import channel_vector
 from hwgen.dataflow.ops_qop import MS
 from hwgen.dataflow.ops_qop import mul as scale_mul
@@ -41,11 +41,14 @@ from hwgen.rtl_templates.quant import make_requant
 @int_op
 @dataclass
 class ChanMulOp:
-    """``y[c, h, w] = x[c, h, w] · s[c]`` of two quantized tensors, requantized."""
+    """``y[c, h, w] = x[c, h, w] · s[c]`` of two quantized tensors, requantized and clamped to
+    ``lo..hi``."""
     name: str
     nodes: list[str]
     inputs: list[str]          # [feature map, vector]
     output: str
+    lo: int
+    hi: int
 
     def channels(self, ig: IntGraph) -> int:
         return ig.tensors[self.inputs[1]].size
@@ -65,7 +68,7 @@ class ChanMulOp:
         ty = ig.tensors[self.output]
         f32 = np.float32
         ratio = f32(f32(tx.scale) * f32(ts.scale)) / f32(ty.scale)   # float32, as ORT does
-        rq = make_requant(ratio, ty.zero_point, ty.qtype.lo, ty.qtype.hi)
+        rq = make_requant(ratio, ty.zero_point, self.lo, self.hi)
         return ChanMulParams(tx.qtype, ts.qtype, ty.qtype, tx.zero_point, ts.zero_point, rq,
                              self.channels(ig), self.pixels(ig), pe)
 
@@ -136,9 +139,11 @@ def _product_table(ctx, node: Node, x: str, g: str, qtype, s, zp, qlinear: bool)
 
 
 def _gated_table(ctx, node: Node, x: Deq | Int, g: Deq | Int, name: str, qtype, s, zp,
-                 nodes: list[str], qlinear: bool) -> Int:
+                 nodes: list[str], qlinear: bool, bounds: tuple[int, int] | None = None) -> Int:
     gate = ctx.ig.producer(g.tensor)
     table = _product_table(ctx, node, x.tensor, g.tensor, qtype, s, zp, qlinear)
+    if bounds is not None:                     # a Relu/Clip after the product
+        table = np.clip(table, *bounds)
     if _only_reader(ctx, g.tensor, node):
         ctx.ig.ops.remove(gate)
         del ctx.ig.tensors[g.tensor]
@@ -156,10 +161,13 @@ class Gated(Pending):
     g: Deq
     node: Node
     nodes: list[str]
+    clip_lo: float = -np.inf
+    clip_hi: float = np.inf
 
     def close(self, ctx, name, qtype, s, zp, closing) -> Int:
+        bounds = clamp_bounds(qtype, s, zp, self.clip_lo, self.clip_hi)
         return _gated_table(ctx, self.node, self.x, self.g, name, qtype, s, zp,
-                            closed_nodes(self.nodes, closing), qlinear=False)
+                            closed_nodes(self.nodes, closing), qlinear=False, bounds=bounds)
 
 
 # ------------------------------------------------------------------------ x · s[c]
@@ -170,15 +178,19 @@ class ChannelScaled(Pending):
     x: Deq
     v: Deq
     nodes: list[str]
+    clip_lo: float = -np.inf
+    clip_hi: float = np.inf
 
     def close(self, ctx, name, qtype, s, zp, closing) -> Int:
         return _chan_mul(ctx, self.x, self.v, name, qtype, s, zp,
-                         closed_nodes(self.nodes, closing))
+                         closed_nodes(self.nodes, closing),
+                         clamp_bounds(qtype, s, zp, self.clip_lo, self.clip_hi))
 
 
-def _chan_mul(ctx, x, v, name, qtype, s, zp, nodes) -> Int:
+def _chan_mul(ctx, x, v, name, qtype, s, zp, nodes, bounds=None) -> Int:
     out = ctx.new_tensor(name, x.shape, qtype, s, zp)
-    ctx.ig.ops.append(ChanMulOp(nodes[0], nodes, [x.tensor, v.tensor], out))
+    lo, hi = bounds or (qtype.lo, qtype.hi)
+    ctx.ig.ops.append(ChanMulOp(nodes[0], nodes, [x.tensor, v.tensor], out, lo, hi))
     return Int(out, x.shape, channel_last_order(tuple(x.shape)))
 
 

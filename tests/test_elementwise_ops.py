@@ -180,6 +180,21 @@ def test_sub_of_two_maps_equals_onnxruntime():
     assert_agrees(ig, qm, x)
 
 
+def test_squeeze_excitation_int8_with_relu_after():
+    """Symmetric int8 activations: onnxruntime keeps the Relu after the product between a
+    DequantizeLinear and a QuantizeLinear; it folds into the product's clamp."""
+    def build(seed):
+        n, out = m_squeeze_excite(seed)
+        return n, n.relu(out, "after")
+    _, qm, x = quantized(build, fmt="qdq", per_channel=True, activation_type="int8",
+                         symmetric_activations=True)
+    assert "Relu" in [n.op_type for n in qm.graph.node]
+    ig = import_(qm)
+    op = ig.ops[-1]
+    assert isinstance(op, ChanMulOp) and op.lo == ig.tensors[op.output].zero_point
+    assert_agrees(ig, qm, x)
+
+
 def test_product_of_two_maps_is_refused_by_name():
     def build(seed):
         n = Net((3, 6, 6), seed)
