@@ -4,7 +4,8 @@ affine requantizer) and ``upsample`` (nearest, integer factors).
 
 For each: RTL == golden (``np.array_equal``) in Amaranth's simulator at several foldings,
 with and without random stalls; stall-free, the measured interval and latency equal the cost
-and timing models; one Verilator run of ``chanmul``.
+and timing models. (``tests/test_elementwise_ops.py`` runs all of them in one model in the
+native Verilator simulator.)
 """
 from __future__ import annotations
 
@@ -91,13 +92,11 @@ def test_chanmul_golden_and_cycles(t, out, c, px, pe):
     assert run.latency == k.latency
 
 
-@pytest.mark.parametrize("sim", ["amaranth_stalls", "verilator"])
-def test_chanmul_under_stalls(sim):
+def test_chanmul_under_stalls():
     p = _chanmul(INT8, UINT8, 6, 4, 2)
     x = _chanmul_frames(p, 5, seed=1)
     run = run_block(VectorThenMap(p), x, INT8, 2, UINT8, 2, 24, stall_in=0.4, stall_out=0.4,
-                    seed=2, simulator="verilator" if sim == "verilator" else "amaranth",
-                    name="chanmul_top")
+                    seed=2)
     assert np.array_equal(run.frames, _chanmul_golden(p, x))
 
 
