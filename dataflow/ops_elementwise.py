@@ -27,8 +27,8 @@ from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_a
 from hwgen.dataflow.intgraph import IntGraph, int_op
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.lower import Block, Builder, Folding, short_name
-from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes, out_params, qtype_of
 from hwgen.dataflow.ops_join import channel_vector
+from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes, out_params, qtype_of
 from hwgen.dataflow.ops_qop import MS
 from hwgen.dataflow.ops_qop import mul as scale_mul
 from hwgen.dataflow.ops_table import TableOp, all_values, np_type, ort_eval, scalar_init

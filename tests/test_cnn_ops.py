@@ -49,8 +49,8 @@ from hwgen.assemble import build_top
 from hwgen.dataflow import golden
 from hwgen.dataflow.importer import to_int_graph
 from hwgen.dataflow.loader import load_model_proto
-from hwgen.dataflow.ops_affine import AffineOp
 from hwgen.dataflow.lower import lower
+from hwgen.dataflow.ops_affine import AffineOp
 from hwgen.dataflow.ops_conv import Conv
 from hwgen.dataflow.ops_join import AddOp, ConcatOp
 from hwgen.dataflow.ops_linear import MatVec
