@@ -14,7 +14,9 @@ chains of ``MatMulInteger``) stays with :func:`dataflow.ops_qop.mul`. Two forms 
   (squeeze-and-excitation): a :class:`ChanMulOp`, the ``chanmul`` block
   (``rtl_templates/chanmul.py``), which holds the frame's vector and streams the feature map
   against it: the integer product, then the requantizer with the float32 multiplier
-  ``f32(f32(sx·ss) / sy)`` as onnxruntime's QLinearMul kernel computes it.
+  ``f32(f32(sx·ss) / sy)`` as onnxruntime's QLinearMul kernel computes it. Two tensors of
+  one shape (streamed in one order) are the same block with one pixel: the second tensor is
+  held whole for the frame.
 """
 from __future__ import annotations
 
@@ -27,12 +29,12 @@ from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_a
 from hwgen.dataflow.intgraph import IntGraph, int_op
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.lower import Block, Builder, Folding, short_name
-from hwgen.dataflow.ops_join import channel_vector
+from hwgen.dataflow.ops_join import channel_vector, same_order
 from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes, out_params, qtype_of
 from hwgen.dataflow.ops_qop import MS
 from hwgen.dataflow.ops_qop import mul as scale_mul
 from hwgen.dataflow.ops_table import TableOp, all_values, np_type, ort_eval, scalar_init
-from hwgen.dataflow.values import Deq, Int, Pending, channel_last_order
+from hwgen.dataflow.values import Deq, Int, Pending
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.chanmul import ChanMulParams
 from hwgen.rtl_templates.quant import make_requant
@@ -191,16 +193,25 @@ def _chan_mul(ctx, x, v, name, qtype, s, zp, nodes, bounds=None) -> Int:
     out = ctx.new_tensor(name, x.shape, qtype, s, zp)
     lo, hi = bounds or (qtype.lo, qtype.hi)
     ctx.ig.ops.append(ChanMulOp(nodes[0], nodes, [x.tensor, v.tensor], out, lo, hi))
-    return Int(out, x.shape, channel_last_order(tuple(x.shape)))
+    return Int(out, x.shape, x.order)
 
 
 # ------------------------------------------------------------------------ handlers
 
+def _operands(a, b):
+    """(the streamed operand, the one held for the frame): a feature map and its per-channel
+    vector, or two tensors of one shape streamed in one order (the second held whole: a
+    ``chanmul`` of one pixel)."""
+    if tuple(a.shape) == tuple(b.shape) and same_order(a, b):
+        return a, b
+    return channel_vector(a, b)
+
+
 def _unsupported_shapes(a, b) -> Unsupported:
     return Unsupported(f"the product of tensors of shapes {list(a.shape)} and "
-                       f"{list(b.shape)}: only a feature map times one value per channel "
-                       f"([C, H, W] · [C, 1, 1]) or a tensor times a table activation of "
-                       f"itself (HardSwish, SiLU) is supported")
+                       f"{list(b.shape)}: only tensors of one shape, a feature map times one "
+                       f"value per channel ([C, H, W] · [C, 1, 1]) or a tensor times a table "
+                       f"activation of itself (HardSwish, SiLU) are supported")
 
 
 def mul(ctx: ImportContext, node: Node):
@@ -214,7 +225,7 @@ def mul(ctx: ImportContext, node: Node):
         x, g, _ = gated
         ctx.set(node, Gated(x, g, node, [node.label]))
         return
-    pair = channel_vector(a, b)
+    pair = _operands(a, b)
     if pair is None:
         raise _unsupported_shapes(a, b)
     ctx.set(node, ChannelScaled(pair[0], pair[1], [node.label]))
@@ -244,7 +255,7 @@ def qlinear_mul(ctx: ImportContext, node: Node):
         ctx.set(node, _gated_table(ctx, node, x, g, node.outputs[0], qtype, s, zp,
                                    [node.label], qlinear=True))
         return
-    pair = channel_vector(a, b)
+    pair = _operands(a, b)
     if pair is None:
         raise _unsupported_shapes(a, b)
     ctx.set(node, _chan_mul(ctx, pair[0], pair[1], node.outputs[0], qtype, s, zp,

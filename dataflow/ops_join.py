@@ -212,7 +212,7 @@ def add_tensors(ctx: ImportContext, node: Node, a: Deq, b: Deq, subtract: bool =
         ctx.set(node, Joined([x.tensor, v.tensor], "add", x.shape, [node.label],
                              negate=negate))
         return
-    if not _same_order(a, b):
+    if not same_order(a, b):
         raise Unsupported("its inputs are streamed in different element orders")
     ctx.set(node, Joined([a.tensor, b.tensor], "add", a.shape, [node.label],
                          negate=1 if subtract else -1))
@@ -233,7 +233,8 @@ def channel_vector(a, b):
     for x, v in ((a, b), (b, a)):
         xs, vs = tuple(x.shape), tuple(v.shape)
         if len(xs) == 3 and vs == (xs[0], 1, 1) and (vs != xs or x is a):
-            if x.order is not None and not np.array_equal(x.order, channel_last_order(xs)):
+            x_order = np.arange(np.prod(xs)) if x.order is None else x.order
+            if not np.array_equal(x_order, channel_last_order(xs)):
                 continue
             if v.order is not None and not np.array_equal(v.order, np.arange(xs[0])):
                 continue
@@ -263,7 +264,8 @@ def concat(ctx: ImportContext, node: Node):
     ctx.set(node, Joined([x.tensor for x in xs], "concat", shape, [node.label]))
 
 
-def _same_order(a, b) -> bool:
+def same_order(a, b) -> bool:
+    """Whether two values of one shape are streamed in the same element order."""
     return (a.order is None and b.order is None) or (
         a.order is not None and b.order is not None and np.array_equal(a.order, b.order))
 

@@ -5,7 +5,8 @@ onnxruntime's ``quantize_static``, as in ``test_cnn_ops``):
   Sigmoid, then Mul): one lookup table, equal to onnxruntime on every element (QDQ and
   QOperator: QLinearMul);
 * squeeze-and-excitation ``x[C, H, W] · s[C, 1, 1]``: the ``chanmul`` block, equal to
-  onnxruntime (MLAS's QLinearMul arithmetic), its feature-map FIFO holding a frame;
+  onnxruntime (MLAS's QLinearMul arithmetic), its feature-map FIFO holding a frame; the
+  product of two maps of one shape (the second held whole);
 * Add and Sub of a feature map and a per-channel vector (either order; the ``bcast`` block
   into the adder) and Sub of two maps (the adder with one input negated);
 * BatchNormalization of its own (after a Relu; after a Gemm): the ``affine`` block with
@@ -195,10 +196,26 @@ def test_squeeze_excitation_int8_with_relu_after():
     assert_agrees(ig, qm, x)
 
 
-def test_product_of_two_maps_is_refused_by_name():
+@pytest.mark.parametrize("fmt", ["qdq", "qop"])
+def test_product_of_two_maps_equals_onnxruntime(fmt):
+    """Two tensors of one shape: the second is held whole (a ``chanmul`` of one pixel)."""
     def build(seed):
         n = Net((3, 6, 6), seed)
         return n, n.op("Mul", [n.conv("x", 4, 3, "a", pads=PADS), n.conv("x", 4, 1, "b")],
+                       "prod")
+    _, qm, x = quantized(build, fmt=fmt)
+    ig = import_(qm)
+    assert [type(op).__name__ for op in ig.ops] == ["Conv", "Conv", "ChanMulOp"]
+    xq, y_stream, y, ref = golden_and_ort(ig, qm, x)
+    assert np.array_equal(y, ref)
+    if fmt == "qdq":
+        assert_rtl_equals_golden(ig, xq, y_stream)
+
+
+def test_product_broadcast_over_channels_is_refused_by_name():
+    def build(seed):
+        n = Net((3, 6, 6), seed)
+        return n, n.op("Mul", [n.conv("x", 4, 3, "a", pads=PADS), n.conv("x", 1, 1, "b")],
                        "prod")
     _, qm, _ = quantized(build, fmt="qdq")
     with pytest.raises(HwgenError, match=r"node prod \(Mul-\d+\).*one value per channel"):
