@@ -307,7 +307,7 @@ def test_concat_of_n_equals_onnxruntime(model, fmt):
     assert np.array_equal(y, ref)
     dfg = lower(ig)
     assert sum(b.kind == "concat" for b in dfg.blocks) == len(op.inputs) - 1
-    if model == "concat4" and fmt == "qdq":
+    if model == "concat3" and fmt == "qdq":
         assert_rtl_equals_golden(ig, xq, y_stream)
 
 
