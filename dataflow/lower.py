@@ -200,7 +200,7 @@ class Builder:
         self.streams: dict[str, Stream] = {}
         self.pending: dict[str, list[str]] = {}   # tensor → unread streams carrying it
         self.tensor_streams: dict[str, str] = {}
-        self.join_fifos: list[tuple[Block, list[Block], int]] = []
+        self.join_fifos: list[tuple[Block, list[Block], int, tuple[int, ...]]] = []
 
     def stream(self, name: str, qtype, per_beat: int, elements: int) -> str:
         base, k = name, 1
@@ -247,10 +247,12 @@ class Builder:
                            FIFOParams(s.width, fifo_depth, s.beats), [src], [dst]))
         return dst, f
 
-    def join(self, block: Block, fifos: list[Block], beats_per_pixel: int):
+    def join(self, block: Block, fifos: list[Block], beats_per_pixel: int,
+             hold_frame: tuple[int, ...] = ()):
         """``block`` joins the streams read through ``fifos``: size them (see
-        :func:`_size_join_fifos`)."""
-        self.join_fifos.append((block, list(fifos), beats_per_pixel))
+        :func:`_size_join_fifos`). ``hold_frame``: the inputs whose FIFO must hold a whole
+        frame (a feature map waiting for a vector computed from it)."""
+        self.join_fifos.append((block, list(fifos), beats_per_pixel, tuple(hold_frame)))
 
     def snapshot(self):
         return (len(self.blocks), dict(self.streams), len(self.join_fifos),
@@ -382,20 +384,25 @@ def beats_per_pixel(t: QTensor, per_beat: int) -> int:
     return max(1, channels // per_beat)
 
 
-def _size_join_fifos(dfg: DataflowGraph, joins: list[tuple[Block, list[Block], int]]):
+def _size_join_fifos(dfg: DataflowGraph,
+                     joins: list[tuple[Block, list[Block], int, tuple[int, ...]]]):
     """Deadlock-free, full-rate depths for the FIFOs in front of each join.
 
     A join consumes its inputs in lockstep and a fork feeds its outputs in lockstep, so the
     branch whose data reaches the join first must hold every beat that arrives before the
     other branch's first beat: at most one per cycle of the difference of their first
     arrival times, which the blocks' timing models give. A margin of two pixels' beats covers
-    bursts (a block emitting a pixel's channels back to back).
+    bursts (a block emitting a pixel's channels back to back). The FIFOs of a join's
+    ``hold_frame`` inputs hold a whole frame: the join reads them only once a vector derived
+    from that very frame (squeeze-and-excitation) is complete, whatever the timing models say.
     """
     for _ in range(2 if joins else 0):  # a depth changes no FIFO's timing; a second pass
         times = dfg.stream_times()
-        for _join, fifos, beats_per_pixel in joins:
+        for _join, fifos, beats_per_pixel, hold_frame in joins:
             firsts = [times[f.inputs[0]][0] for f in fifos]
             latest = max(firsts)
-            for f, first in zip(fifos, firsts):
+            for k, (f, first) in enumerate(zip(fifos, firsts)):
                 depth = latest - first + 2 * beats_per_pixel + FIFO_MARGIN
+                if k in hold_frame:
+                    depth = max(depth, dfg.streams[f.inputs[0]].beats + FIFO_MARGIN)
                 f.params = dataclasses.replace(f.params, depth=depth)

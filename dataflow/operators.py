@@ -11,8 +11,11 @@ used by ``hwgen compile``, ``hwgen quantize`` and ``hwgen inspect`` alike.
 from __future__ import annotations
 
 from hwgen.dataflow import (
+    ops_affine,
+    ops_argmax,
     ops_clip,
     ops_conv,
+    ops_elementwise,
     ops_fold,
     ops_join,
     ops_linear,
@@ -20,6 +23,7 @@ from hwgen.dataflow import (
     ops_qdq,
     ops_qonnx,
     ops_qop,
+    ops_resize,
     ops_shape,
     ops_table,
 )
@@ -29,7 +33,8 @@ from hwgen.dataflow.loader import Graph, Node
 
 #: every operator module, in dependency order (each imports only those before it)
 MODULES = (ops_qdq, ops_join, ops_linear, ops_clip, ops_conv, ops_pool, ops_shape, ops_fold,
-           ops_qop, ops_qonnx, ops_table)
+           ops_qop, ops_qonnx, ops_table, ops_elementwise, ops_argmax,
+           ops_affine, ops_resize)
 
 #: ai.onnx / com.microsoft ops whose presence makes a model quantized (besides every
 #: ``QLinear*`` op and every op of a QONNX domain)

@@ -22,7 +22,7 @@ from hwgen.dataflow.context import (
 )
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.ops_conv import CONV_ATTRS, conv_linear
-from hwgen.dataflow.ops_join import Joined
+from hwgen.dataflow.ops_join import Joined, channel_vector
 from hwgen.dataflow.ops_linear import Linear, add_bias, check_per_channel, linear
 from hwgen.dataflow.ops_pool import POOL_ATTRS, Pooled, pool_window
 from hwgen.dataflow.ops_qdq import close, out_params
@@ -107,7 +107,11 @@ def qlinear_add(ctx: ImportContext, node: Node):
     check_attrs(node, {})
     a, b = _deq_view(ctx, node, 0, 1, 2), _deq_view(ctx, node, 3, 4, 5)
     if a.shape != b.shape:
-        raise Unsupported("broadcasting in QLinearAdd is not supported")
+        pair = channel_vector(a, b)
+        if pair is None:
+            raise Unsupported("of broadcasts in QLinearAdd, only a feature map plus one value "
+                              "per channel is supported")
+        a, b = pair
     _finish(ctx, node, Joined([a.tensor, b.tensor], "add", a.shape, [node.label]), 6, 7)
 
 
@@ -130,8 +134,8 @@ def qlinear_concat(ctx: ImportContext, node: Node):
     if int(node.attrs["axis"]) % 4 != 1:
         raise Unsupported("only Concat along channels (axis 1) is supported")
     xs = [_deq_view(ctx, node, k, k + 1, k + 2) for k in range(2, len(node.inputs), 3)]
-    if len(xs) != 2:
-        raise Unsupported(f"Concat of {len(xs)} tensors: two are supported")
+    if len(xs) < 2:
+        raise Unsupported(f"Concat of {len(xs)} tensor: at least two are needed")
     if len({x.shape[1:] for x in xs}) != 1 or any(len(x.shape) != 3 for x in xs):
         raise Unsupported("QLinearConcat inputs must be feature maps of one height and width")
     shape = (sum(x.shape[0] for x in xs),) + xs[0].shape[1:]
@@ -184,7 +188,9 @@ def cast(ctx: ImportContext, node: Node):
 
 
 def mul(ctx: ImportContext, node: Node):
-    """Multiplying a pending accumulator by a constant (per tensor or per channel) scale."""
+    """Multiplying a pending accumulator by a constant (per tensor or per channel) scale (the
+    Mul handler, :mod:`dataflow.ops_elementwise`, calls it for everything but a product of two
+    quantized tensors)."""
     check_attrs(node, {})
     a, b = ctx.value(node, 0), ctx.value(node, 1)
     if isinstance(b, Linear):
@@ -212,8 +218,6 @@ REGISTRY.register("", "MatMulInteger", 10)(matmul_integer)
 REGISTRY.register("", "ConvInteger", 10)(conv_integer)
 for _v in (6, 9, 13, 19, 21, 23, 24, 25):
     REGISTRY.register("", "Cast", _v)(cast)
-for _v in (7, 13, 14):
-    REGISTRY.register("", "Mul", _v)(mul)
 REGISTRY.register(MS, "QGemm", 1)(qgemm)
 REGISTRY.register(MS, "QLinearAdd", 1)(qlinear_add)
 REGISTRY.register(MS, "QLinearGlobalAveragePool", 1)(qlinear_gap)

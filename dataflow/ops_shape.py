@@ -5,19 +5,41 @@ streamed element is (the value's ``order``); the batch axis must stay first.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.values import Const, Deq, FloatInput, Int
+from hwgen.dataflow.values import Const, Deq, FloatInput, Int, Pending
 
 
-def reshaped(v, shape: tuple[int, ...]):
+@dataclass
+class Viewed(Pending):
+    """A reshape of a pending computation (a ReduceMean → Reshape → QuantizeLinear): the
+    computation closes as it is, and its result is seen with ``shape``."""
+    inner: Pending
+    shape: tuple[int, ...]
+    nodes: list[str]
+
+    def close(self, ctx, name, qtype, s, zp, closing) -> Int:
+        v = self.inner.close(ctx, name, qtype, s, zp, closing)
+        op = ctx.ig.producer(v.tensor)
+        if op is not None:
+            op.nodes[-1:-1] = [n for n in self.nodes if n not in op.nodes]
+        return reshaped(v, self.shape)
+
+
+def reshaped(v, shape: tuple[int, ...], label: str = ""):
     # row-major flat indices do not change under a reshape, so the stream order carries over
     if isinstance(v, (Int, Deq)):
         return type(v)(v.tensor, shape, v.order)
     if isinstance(v, FloatInput):
         return FloatInput(v.name, shape, v.order)
+    if isinstance(v, Pending) and label and hasattr(v, "shape"):
+        if isinstance(v, Viewed):
+            return Viewed(v.inner, shape, v.nodes + [label])
+        return Viewed(v, shape, [label])
     raise Unsupported(f"reshaping a {type(v).__name__} is not supported")
 
 
@@ -40,18 +62,36 @@ def flatten(ctx: ImportContext, node: Node):
         axis += rank
     if axis != 1:
         raise Unsupported(f"Flatten axis={axis} merges the batch axis; only axis=1 is supported")
-    ctx.set(node, reshaped(x, (_size(x.shape),)))
+    ctx.set(node, reshaped(x, (_size(x.shape),), node.label))
 
 
 def reshape(ctx: ImportContext, node: Node):
-    check_attrs(node, {"allowzero": lambda v: v == 0, "shape": None})
+    """Reshape; a 0 in the target copies the input's dimension unless ``allowzero=1``, where
+    it is an empty axis: fine for a constant, refused for a streamed tensor (a stream of no
+    elements). Without a 0 in the target, ``allowzero`` changes nothing."""
+    check_attrs(node, {"allowzero": lambda v: v in (0, 1), "shape": None})
     x = ctx.value(node, 0)
     if node.since_version < 5:
         target = list(node.attrs["shape"])
     else:
         target = [int(d) for d in np.asarray(ctx.const(node, 1, "shape")).reshape(-1)]
+    allowzero = int(node.attrs.get("allowzero", 0)) == 1
+    if allowzero and 0 in target:
+        if isinstance(x, Const):
+            if -1 in target:
+                raise Unsupported(f"allowzero=1 with both 0 and -1 in shape {target} is "
+                                  f"invalid ONNX")
+            if _size(target) != x.array.size:
+                raise Unsupported(f"shape {target} (allowzero=1) does not hold the "
+                                  f"{x.array.size} elements of its input")
+            ctx.set(node, Const(x.array.reshape(target)))
+            return
+        raise Unsupported(f"allowzero=1 with a 0 in shape {target} makes an empty axis; a "
+                          f"streamed tensor cannot be empty")
     if isinstance(x, Const):
-        ctx.set(node, Const(x.array.reshape(target)))
+        a = x.array
+        ctx.set(node, Const(a.reshape([a.shape[k] if d == 0 else d
+                                       for k, d in enumerate(target)])))
         return
     full = (1,) + tuple(x.shape)  # one sample
     shape = [full[k] if d == 0 else d for k, d in enumerate(target)]
@@ -63,7 +103,7 @@ def reshape(ctx: ImportContext, node: Node):
     if _size(shape) != _size(full) or not shape or shape[0] != 1:
         raise Unsupported(f"reshape of a [N, {', '.join(map(str, x.shape))}] tensor to "
                           f"{target} does not keep the batch axis first")
-    ctx.set(node, reshaped(x, tuple(shape[1:])))
+    ctx.set(node, reshaped(x, tuple(shape[1:]), node.label))
 
 
 def identity(ctx: ImportContext, node: Node):

@@ -72,11 +72,11 @@ class TableOp:
         return out
 
 
-def _np_type(q: QType) -> np.dtype:
+def np_type(q: QType) -> np.dtype:
     return np.dtype(f"{'int' if q.signed else 'uint'}{8 if q.bits <= 8 else 16}")
 
 
-def _all_values(q: QType) -> np.ndarray:
+def all_values(q: QType) -> np.ndarray:
     """Every value of ``q``, ordered by raw bit pattern (the table's index)."""
     raw = np.arange(1 << q.bits, dtype=np.int64)
     return q.from_unsigned(raw)
@@ -86,16 +86,25 @@ def ort_table(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], in_typ
               out_dtype: np.dtype, opsets: dict[str, int]) -> np.ndarray:
     """onnxruntime's output for every input value of ``in_type`` (raw-bit order) of the model
     ``nodes`` from tensor ``q`` to tensor ``y``."""
-    import onnxruntime as ort
-
     if in_type.bits > MAX_TABLE_BITS:
         raise Unsupported(f"a table needs an input of at most {MAX_TABLE_BITS} bits, not "
                           f"{in_type.name}")
-    x = _all_values(in_type).astype(_np_type(in_type))
+    x = all_values(in_type).astype(np_type(in_type))
+    return ort_eval(nodes, inits, {"q": x}, out_dtype, opsets)
+
+
+def ort_eval(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto],
+             feeds: dict[str, np.ndarray], out_dtype: np.dtype,
+             opsets: dict[str, int]) -> np.ndarray:
+    """onnxruntime's output ``y`` of the model ``nodes`` fed the arrays ``feeds``, run with its
+    default optimizations as ``hwgen verify`` runs a model."""
+    import onnxruntime as ort
+
     elem = helper.np_dtype_to_tensor_dtype
     graph = helper.make_graph(
-        nodes, "table", [helper.make_tensor_value_info("q", elem(x.dtype), [x.size])],
-        [helper.make_tensor_value_info("y", elem(out_dtype), [x.size])], initializer=inits)
+        nodes, "table", [helper.make_tensor_value_info(k, elem(v.dtype), list(v.shape))
+                         for k, v in feeds.items()],
+        [helper.make_tensor_value_info("y", elem(out_dtype), None)], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v)
                                                     for d, v in sorted(opsets.items())])
     model.ir_version = min(model.ir_version, 9)
@@ -104,13 +113,13 @@ def ort_table(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], in_typ
     try:
         sess = ort.InferenceSession(model.SerializeToString(), so,
                                     providers=["CPUExecutionProvider"])
-        return sess.run(["y"], {"q": x})[0].astype(np.int64)
+        return sess.run(["y"], feeds)[0].astype(np.int64)
     except Exception as e:  # noqa: BLE001 - onnxruntime's own refusal, reported on the node
         raise Unsupported(f"onnxruntime cannot evaluate its table ({type(e).__name__}: "
                           f"{str(e).splitlines()[0][:200]})") from None
 
 
-def _scalar_init(name: str, value, dtype) -> onnx.TensorProto:
+def scalar_init(name: str, value, dtype) -> onnx.TensorProto:
     return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
 
 
@@ -127,13 +136,13 @@ class Tabled(Pending):
         t = ctx.ig.tensors[self.tensor]
         n = self.node
         fn = helper.make_node(n.op_type, ["r"], ["f"], **dict(n.attrs))
-        inits = [_scalar_init("s_in", t.scale, np.float32),
-                 _scalar_init("z_in", t.zero_point, _np_type(t.qtype)),
-                 _scalar_init("s_out", s, np.float32),
-                 _scalar_init("z_out", zp, _np_type(qtype))]
+        inits = [scalar_init("s_in", t.scale, np.float32),
+                 scalar_init("z_in", t.zero_point, np_type(t.qtype)),
+                 scalar_init("s_out", s, np.float32),
+                 scalar_init("z_out", zp, np_type(qtype))]
         nodes = [helper.make_node("DequantizeLinear", ["q", "s_in", "z_in"], ["r"]), fn,
                  helper.make_node("QuantizeLinear", ["f", "s_out", "z_out"], ["y"])]
-        table = ort_table(nodes, inits, t.qtype, _np_type(qtype),
+        table = ort_table(nodes, inits, t.qtype, np_type(qtype),
                           {"": max(13, n.opset_version)})
         out = ctx.new_tensor(name, self.shape, qtype, s, zp)
         ctx.ig.ops.append(TableOp(self.nodes[0], closed_nodes(self.nodes, closing),
@@ -172,11 +181,11 @@ def qlinear_unary(ctx: ImportContext, node: Node):
     if (np.float32(t.scale), t.zero_point) != (s_in, z_in):
         raise Unsupported(f"reads '{x.tensor}' with scale {s_in} zero point {z_in}, but it "
                           f"was quantized with scale {t.scale} zero point {t.zero_point}")
-    inits = [_scalar_init("s_in", s_in, np.float32), _scalar_init("z_in", z_in, _np_type(t.qtype)),
-             _scalar_init("s_out", s, np.float32), _scalar_init("z_out", zp, _np_type(qtype))]
+    inits = [scalar_init("s_in", s_in, np.float32), scalar_init("z_in", z_in, np_type(t.qtype)),
+             scalar_init("s_out", s, np.float32), scalar_init("z_out", zp, np_type(qtype))]
     fn = helper.make_node(node.op_type, ["q", "s_in", "z_in", "s_out", "z_out"], ["y"],
                           domain=MS, **dict(node.attrs))
-    table = ort_table([fn], inits, t.qtype, _np_type(qtype), {"": 13, MS: 1})
+    table = ort_table([fn], inits, t.qtype, np_type(qtype), {"": 13, MS: 1})
     out = ctx.new_tensor(node.outputs[0], x.shape, qtype, s, zp)
     ctx.ig.ops.append(TableOp(node.label, [node.label], x.tensor, out, table))
     ctx.set(node, Int(out, x.shape, x.order))
@@ -192,4 +201,5 @@ for _op in TABLE_OPS:
 for _op in QLINEAR_OPS:
     REGISTRY.register(MS, _op, 1)(qlinear_unary)
 
-__all__ = ["MAX_TABLE_BITS", "QLINEAR_OPS", "TABLE_OPS", "TableOp", "Tabled", "ort_table"]
+__all__ = ["MAX_TABLE_BITS", "QLINEAR_OPS", "TABLE_OPS", "TableOp", "Tabled", "all_values",
+           "np_type", "ort_eval", "ort_table", "scalar_init"]

@@ -82,6 +82,25 @@ class OpRegistry:
 
         return decorator
 
+    def extend(
+        self, domain: str, op_type: str, since_version: int
+    ) -> Callable[[Callable[[Handler], Handler]], Handler]:
+        """Decorator for a handler factory that widens an op's registered meaning: the
+        factory is called with the handler registered for the key and returns the handler
+        that takes its place (typically taking some cases itself and passing the others to
+        the one it replaces). Extending a key that has no handler is a programming error."""
+        key = (normalize_domain(domain), op_type, since_version)
+
+        def decorator(factory: Callable[[Handler], Handler]) -> Handler:
+            if key not in self._handlers:
+                raise ValueError(f"no handler for op '{op_type}' (domain "
+                                 f"'{display_domain(key[0])}', since_version {since_version}) "
+                                 f"to extend")
+            self._handlers[key] = handler = factory(self._handlers[key])
+            return handler
+
+        return decorator
+
     def find(self, node: "Node") -> Handler | None:
         """The handler for ``node``'s exact (domain, op_type, since_version), or None."""
         return self._handlers.get((normalize_domain(node.domain), node.op_type, node.since_version))

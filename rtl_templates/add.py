@@ -141,6 +141,8 @@ class AddParams:
     fixed: int = 0
     elements: int = 0        # elements per frame (per input); 0 = not set (no cost)
     channels: int = 0        # channels of a pixel (PE divides them); 0 = the whole frame
+    neg_a: bool = False      # "exact" only: subtract a (its term is (za - a)·ma)
+    neg_b: bool = False      # "exact" only: subtract b (a Sub: (zb - b)·mb)
 
     def __post_init__(self):
         if self.pe < 1:
@@ -149,6 +151,8 @@ class AddParams:
             raise ValueError(f"unknown semantics {self.semantics!r}")
         if self.ma < 0 or self.mb < 0 or self.shift < 0:
             raise ValueError("multipliers and shift must be non-negative")
+        if (self.neg_a or self.neg_b) and self.ort:
+            raise ValueError("a difference has the \"exact\" semantics only")
         if not (self.out_type.lo <= self.lo <= self.hi <= self.out_type.hi):
             raise ValueError(f"clamp bounds [{self.lo}, {self.hi}] outside "
                              f"{self.out_type.name}")
@@ -179,11 +183,15 @@ class AddParams:
     @property
     def da_bounds(self) -> tuple[int, int]:
         z = 0 if self.ort else self.za
+        if self.neg_a:
+            return z - self.a_type.hi, z - self.a_type.lo
         return self.a_type.lo - z, self.a_type.hi - z
 
     @property
     def db_bounds(self) -> tuple[int, int]:
         z = 0 if self.ort else self.zb
+        if self.neg_b:
+            return z - self.b_type.hi, z - self.b_type.lo
         return self.b_type.lo - z, self.b_type.hi - z
 
     @property
@@ -235,7 +243,8 @@ def _f32(v: Fraction) -> Fraction:
 
 def make_add_requant(a: Quantized, b: Quantized, y: Quantized, *, lo: int | None = None,
                      hi: int | None = None, pe: int = 1, semantics: str = DEFAULT_SEMANTICS,
-                     mult_bits: int = MULT_BITS) -> AddParams:
+                     mult_bits: int = MULT_BITS, neg_a: bool = False,
+                     neg_b: bool = False) -> AddParams:
     """Integer parameters of a QDQ Add / QLinearAdd of inputs ``a`` and ``b`` into ``y``
     (scales as in the model: float32 values).
 
@@ -243,6 +252,8 @@ def make_add_requant(a: Quantized, b: Quantized, y: Quantized, *, lo: int | None
     Relu gives ``lo = zy``). ``y.qtype`` may be ``None``: the smallest type holding
     ``lo..hi``. ``semantics``: ``"ort"`` (bit-exact onnxruntime QLinearAdd on x86-64, the
     default) or ``"exact"`` (fixed point of the real formula); see the module documentation.
+    ``neg_a``/``neg_b`` (``"exact"`` only) subtract that input instead: a QDQ Sub, which
+    onnxruntime runs in float32 (there is no integer kernel), is ``neg_b``.
     """
     f32 = np.float32
     sa32, sb32, sy32 = (f32(s) for s in (a.scale, b.scale, y.scale))
@@ -258,7 +269,7 @@ def make_add_requant(a: Quantized, b: Quantized, y: Quantized, *, lo: int | None
     hi = out_type.hi if hi is None else int(hi)
     za, zb, zy = int(a.zero_point), int(b.zero_point), int(y.zero_point)
     common = dict(za=za, zb=zb, zy=zy, lo=lo, hi=hi, a_type=a.qtype, b_type=b.qtype,
-                  out_type=out_type, pe=pe, semantics=semantics)
+                  out_type=out_type, pe=pe, semantics=semantics, neg_a=neg_a, neg_b=neg_b)
     if semantics == "ort":
         ra, rb = f32(sa32 / sy32), f32(sb32 / sy32)       # IEEE float32 divisions
         fa, fb = Fraction(float(ra)), Fraction(float(rb))
@@ -285,7 +296,9 @@ def _one(p: AddParams, a: int, b: int) -> int:
     if p.ort:
         y = round24_shift(a * p.ma + round24(b * p.mb + p.fixed), p.shift)
     else:
-        y = rhe((a - p.za) * p.ma + (b - p.zb) * p.mb, p.shift) + p.zy
+        da = p.za - a if p.neg_a else a - p.za
+        db = p.zb - b if p.neg_b else b - p.zb
+        y = rhe(da * p.ma + db * p.mb, p.shift) + p.zy
     return min(max(y, p.lo), p.hi)
 
 
@@ -497,8 +510,8 @@ class AddBlock(wiring.Component):
         za, zb = (0, 0) if p.ort else (p.za, p.zb)
         for k, (x, y) in enumerate(zip(lanes(a1, PE, p.a_type.bits, p.a_type.signed),
                                        lanes(b1, PE, p.b_type.bits, p.b_type.signed))):
-            da = reg(m, x - za, signed(p.da_bits), f"da_{k}")
-            db = reg(m, y - zb, signed(p.db_bits), f"db_{k}")
+            da = reg(m, za - x if p.neg_a else x - za, signed(p.da_bits), f"da_{k}")
+            db = reg(m, zb - y if p.neg_b else y - zb, signed(p.db_bits), f"db_{k}")
             cs = p.const_stages
             m.d.sync += [pa[k].eq(_times_const_pipe(m, da, p.ma, cs, f"pa_{k}")),
                          pb[k].eq(_times_const_pipe(m, db, p.mb, cs, f"pb_{k}"))]

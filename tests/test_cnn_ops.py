@@ -50,6 +50,7 @@ from hwgen.dataflow import golden
 from hwgen.dataflow.importer import to_int_graph
 from hwgen.dataflow.loader import load_model_proto
 from hwgen.dataflow.lower import lower
+from hwgen.dataflow.ops_affine import AffineOp
 from hwgen.dataflow.ops_conv import Conv
 from hwgen.dataflow.ops_join import AddOp, ConcatOp
 from hwgen.dataflow.ops_linear import MatVec
@@ -532,15 +533,15 @@ def test_conv_bn_preprocessed_is_fused_by_ort():
 
 
 @pytest.mark.parametrize("per_channel", [False, True], ids=["pertensor", "perchannel"])
-def test_conv_bn_unfused_is_quantized_separately_and_refused(per_channel):
+def test_conv_bn_unfused_is_quantized_separately_and_mapped(per_channel):
     """Without pre-processing ORT quantizes BatchNormalization as an op of its own
     (QDQNormalization): Conv → Q → DQ → BN → Q → DQ, the Conv's output with its own scale;
     BN's scale (gamma) stored int8 behind a DequantizeLinear (per tensor even with
     per_channel=True), its bias (beta) int32 with scale = input scale · gamma scale, mean
     and var float; the Relu after it is dropped as usual. BN does not directly follow the
-    Conv (a Q/DQ pair is between them), so the importer cannot fold it and refuses it by
-    name."""
-    _, qm, _ = quantized(m_conv_bn_relu, per_channel=per_channel, preprocess=False)
+    Conv (a Q/DQ pair is between them), so it is not folded: it becomes a per-channel affine
+    requantizer of its own (``dataflow/ops_affine.py``), equal to onnxruntime everywhere."""
+    _, qm, x = quantized(m_conv_bn_relu, per_channel=per_channel, preprocess=False)
     ops = op_sequence(qm)
     assert "BatchNormalization" in ops and "Relu" not in ops
     bn = next(n for n in qm.graph.node if n.op_type == "BatchNormalization")
@@ -556,9 +557,10 @@ def test_conv_bn_unfused_is_quantized_separately_and_refused(per_channel):
     assert inits[gamma_dq.input[0]].dtype == np.int8 and inits[gamma_dq.input[1]].size == 1
     assert inits[beta_dq.input[0]].dtype == np.int32
     assert inits[bn.input[3]].dtype == inits[bn.input[4]].dtype == np.float32
-    with pytest.raises(HwgenError, match=r"node bn \(BatchNormalization-\d+\).*directly "
-                                         r"follow a Conv"):
-        import_(qm)
+    ig = import_(qm)
+    assert op_types(ig) == [Conv, AffineOp]
+    _, _, y, ref = golden_and_ort(ig, qm, x)
+    assert np.array_equal(y, ref)
 
 
 def _conv_bn_direct(qm: onnx.ModelProto) -> onnx.ModelProto:

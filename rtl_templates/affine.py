@@ -1,0 +1,260 @@
+"""Per-channel affine requantizer: ``y = clamp(floor((x·mult[c] + offset[c]) / 2**shift), lo, hi)``
+for every element ``x`` of channel ``c`` (a BatchNormalization of its own between two
+quantized tensors).
+
+The owner chooses integer ``mult`` (signed) and ``offset`` per channel; ``floor`` of a
+fixed-point affine map, with the rounding's half folded into ``offset``, represents every
+monotone staircase that onnxruntime's float32 arithmetic makes of one channel (see
+:func:`fit_channel`, which finds constants reproducing a given table exactly when they exist).
+
+Stream contract
+    ``i``: channel-last elements of ``in_type``, ``pe`` per beat (``pe`` divides
+    ``channels``; ``pixels · channels`` elements per frame); ``o``: the same positions, of
+    ``out_type``.
+
+Hardware (a beat taken at cycle t)
+    The constants of the beat's channels come from a ROM word (one per ``channels / pe``
+    beats of a pixel) read at t. t+1 operands and constants registered; t+2 the products
+    ``x·mult``; t+3 plus ``offset``; t+4 the arithmetic shift and the clamp into the output
+    FIFO; the earliest output transfer is t+6 (``LATENCY``). A credit counter keeps the FIFO
+    from overflowing, so the pipeline never stalls; one beat per cycle.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hwgen.rtl_templates import resources as res
+from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.memory import rom
+from hwgen.rtl_templates.pipeline import counter_bits, reg
+from hwgen.rtl_templates.quant import QType, signed_width
+from hwgen.rtl_templates.resources import Mul
+from hwgen.rtl_templates.words import lanes
+
+#: cycles from an input transfer to the output transfer of that beat
+LATENCY = 6
+#: output FIFO beats
+FIFO_DEPTH = LATENCY + 2
+
+
+@dataclass(frozen=True, eq=False)
+class AffineParams:
+    """One affine requantizer (see the module documentation)."""
+    in_type: QType
+    out_type: QType
+    mult: tuple[int, ...]        # per channel, signed
+    offset: tuple[int, ...]      # per channel, signed
+    shift: int
+    lo: int
+    hi: int
+    pixels: int
+    pe: int = 1
+
+    def __post_init__(self):
+        c = len(self.mult)
+        if len(self.offset) != c or c < 1:
+            raise ValueError("one multiplier and one offset per channel")
+        if self.pe < 1 or c % self.pe:
+            raise ValueError(f"PE={self.pe} does not divide the {c} channels")
+        if self.shift < 0 or not (self.out_type.lo <= self.lo <= self.hi <= self.out_type.hi):
+            raise ValueError("bad shift or clamp bounds")
+
+    @property
+    def channels(self) -> int:
+        return len(self.mult)
+
+    @property
+    def mult_bits(self) -> int:
+        return signed_width(min(self.mult), max(self.mult))
+
+    @property
+    def offset_bits(self) -> int:
+        return signed_width(min(self.offset), max(self.offset))
+
+    @property
+    def prod_bounds(self) -> tuple[int, int]:
+        t = self.in_type
+        corners = [v * m for v in (t.lo, t.hi) for m in (min(self.mult), max(self.mult))]
+        return min(corners), max(corners)
+
+    @property
+    def sum_bits(self) -> int:
+        lo, hi = self.prod_bounds
+        return signed_width(lo + min(self.offset), hi + max(self.offset))
+
+    @property
+    def beats(self) -> int:
+        return self.pixels * self.channels // self.pe
+
+
+def golden(p: AffineParams, x: np.ndarray) -> np.ndarray:
+    """[N, pixels·channels] channel-last → the same shape."""
+    x = np.asarray(x, dtype=np.int64)
+    n = x.shape[0]
+    x = x.reshape(n, -1, p.channels)
+    v = x * np.asarray(p.mult, dtype=np.int64) + np.asarray(p.offset, dtype=np.int64)
+    return np.clip(v >> p.shift, p.lo, p.hi).reshape(n, -1)
+
+
+def fit_channel(values: np.ndarray, table: np.ndarray, lo: int, hi: int, shift: int,
+                guess: int) -> tuple[int, int] | None:
+    """Integers (mult, offset) with ``clamp(floor((v·mult + offset) / 2**shift), lo, hi) ==
+    table`` for every input value ``v`` (numpy arrays), or None if there are none.
+
+    For a fixed ``mult`` the offsets that work form an interval (from the lower and upper
+    edge of every entry's step); its emptiness, ``g(mult) = max_v(L_v - v·mult) - min_v(U_v
+    - v·mult)``, is convex in ``mult``, so a ternary search around ``guess`` finds the best
+    multiplier."""
+    v = np.asarray(values, dtype=np.int64)
+    t = np.asarray(table, dtype=np.int64)
+    one = 1 << shift
+    big = 1 << 62
+    low = np.where(t > lo, t * one, -big)              # v·m + f >= low
+    up = np.where(t < hi, (t + 1) * one - 1, big)      # v·m + f <= up
+
+    def gap(m: int) -> tuple[int, int, int]:
+        a = int(np.max(low - v * m))
+        b = int(np.min(up - v * m))
+        return a - b, a, b
+
+    span = max(abs(guess), one) + 2
+    a, b = guess - span, guess + span
+    while b - a > 2:
+        m1, m2 = a + (b - a) // 3, b - (b - a) // 3
+        if gap(m1)[0] <= gap(m2)[0]:
+            b = m2
+        else:
+            a = m1
+    best = min(range(a, b + 1), key=lambda m: gap(m)[0])
+    g, f_lo, f_hi = gap(best)
+    if g > 0:
+        return None
+    # the offset nearest the middle of its interval (any works)
+    return best, (f_lo + f_hi) // 2 if f_lo > -big // 2 and f_hi < big // 2 else \
+        (f_lo if f_lo > -big // 2 else f_hi)
+
+
+def timing(p: AffineParams, in_first: int, in_last: int) -> tuple[int, int]:
+    return in_first + LATENCY, in_last + LATENCY
+
+
+def multiplies(p: AffineParams) -> dict[Mul, int]:
+    return {Mul(p.in_type.bits + (0 if p.in_type.signed else 1), True, p.mult_bits, True,
+                y_bits=signed_width(*p.prod_bounds)): p.pe}
+
+
+def cost(p: AffineParams) -> Cost:
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, multiplies(p))
+    word = p.mult_bits + p.offset_bits
+    return Cost(cycles=p.beats, latency=timing(p, 0, p.beats - 1)[1] + 1, multipliers=p.pe,
+                multiplier_widths=[(p.in_type.bits, p.mult_bits)] * p.pe,
+                multiplies=multiplies(p),
+                memory_bits=p.channels * word + FIFO_DEPTH * p.pe * p.out_type.bits,
+                registers=max(r.ff for r in by_family.values()), by_family=by_family,
+                parts=parts)
+
+
+#: calibration of :func:`resource_parts` (structural counts, not yet fitted to Yosys)
+RESOURCE_FIT: res.Fit = {}
+
+
+def resource_parts(p: AffineParams, family: str) -> dict[str, res.Resources]:
+    """The constants' ROM, per lane the operand, product, sum and clamp, the output FIFO."""
+    word = p.pe * (p.mult_bits + p.offset_bits)
+    vb = p.channels // p.pe
+    consts = [((m & ((1 << p.mult_bits) - 1)) << p.offset_bits) | (f & ((1 << p.offset_bits) - 1))
+              for m, f in zip(p.mult, p.offset)]
+    words = [sum(consts[k * p.pe + j] << (j * (p.mult_bits + p.offset_bits))
+                 for j in range(p.pe)) for k in range(vb)]
+    w, ob = p.sum_bits, p.out_type.bits
+    lane = (res.add(w, family) + res.compare(w - p.shift, family, True) * 2
+            + res.mux(ob, family, 3)
+            + res.Resources(ff=p.in_type.bits + p.mult_bits + 2 * p.offset_bits
+                            + signed_width(*p.prod_bounds) + w + ob))
+    cb = counter_bits(vb) + counter_bits(FIFO_DEPTH + 1)
+    return {"rom": res.rom(words, word, family) if vb > 1 else res.Resources(ff=word),
+            "lanes": lane * p.pe,
+            "ctl": res.Resources(ff=cb + LATENCY, lut4=cb + 2, carry=cb),
+            "fifo": res.fifo(p.pe * ob, FIFO_DEPTH, family)}
+
+
+class Affine(wiring.Component):
+    """The affine requantizer. See the module documentation for the contract."""
+
+    def __init__(self, p: AffineParams):
+        self.p = p
+        super().__init__({"i": In(stream.Signature(unsigned(p.pe * p.in_type.bits))),
+                          "o": Out(stream.Signature(unsigned(p.pe * p.out_type.bits)))})
+
+    def elaborate(self, platform):
+        p = self.p
+        m = Module()
+        PE, VB = p.pe, p.channels // p.pe
+        mb, fb = p.mult_bits, p.offset_bits
+        out = OutputCredits(m, self.o, PE * p.out_type.bits, FIFO_DEPTH)
+        take = Signal()
+        m.d.comb += [self.i.ready.eq(out.room), take.eq(self.i.valid & self.i.ready)]
+        out.spend(take)
+
+        # the constants of the beat's channels: a ROM word per channel beat, read at t
+        cb = Signal(range(max(VB, 2)))
+        with m.If(take):
+            m.d.sync += cb.eq(Mux(cb == VB - 1, 0, cb + 1))
+        words = []
+        for k in range(VB):
+            words.append(sum(((p.mult[k * PE + j] & ((1 << mb) - 1)) << fb
+                              | (p.offset[k * PE + j] & ((1 << fb) - 1))) << (j * (mb + fb))
+                             for j in range(PE)))
+        consts = Signal(PE * (mb + fb))
+        if VB > 1:
+            port, = rom(m, "consts", width=PE * (mb + fb), init=words)
+            m.d.comb += [port.addr.eq(cb), consts.eq(port.data)]
+        else:
+            m.d.comb += consts.eq(words[0])
+
+        # t+1: operands; t+2: products; t+3: sums; t+4: shift and clamp → FIFO
+        v1 = Signal()
+        x1 = Signal(PE * p.in_type.bits)
+        m.d.sync += v1.eq(take)
+        with m.If(take):
+            m.d.sync += x1.eq(self.i.payload)
+        outs = []
+        pw = signed_width(*p.prod_bounds)
+        xw = p.in_type.bits + (0 if p.in_type.signed else 1)
+        for k, x in enumerate(lanes(x1, PE, p.in_type.bits, p.in_type.signed)):
+            c = consts[k * (mb + fb):(k + 1) * (mb + fb)]
+            xm = reg(m, x, signed(xw), f"x_{k}")
+            mm = reg(m, c[fb:].as_signed(), signed(mb), f"m_{k}")
+            ff = reg(m, c[:fb].as_signed(), signed(fb), f"f_{k}")
+            prod = reg(m, xm * mm, signed(pw), f"p_{k}")
+            f3 = reg(m, ff, signed(fb), f"f3_{k}")
+            s = reg(m, prod + f3, signed(p.sum_bits), f"s_{k}")
+            q = s >> p.shift
+            y = Mux(q < p.lo, p.lo, Mux(q > p.hi, p.hi, q))
+            outs.append(y.as_unsigned()[:p.out_type.bits])
+        v = v1
+        for k in range(3):
+            v = reg(m, v, unsigned(1), f"v{k + 2}")
+        out.write(Cat(*outs), v)
+        return m
+
+
+def manifest(p: AffineParams) -> dict:
+    return {"folding": {"pe": p.pe}, "channels": p.channels, "shift": p.shift,
+            "types": {"input": p.in_type.name, "output": p.out_type.name}}
+
+
+def fold_space(p: AffineParams) -> FoldSpace:
+    return FoldSpace(divisors(p.channels), (1,),
+                     lambda pe, simd: p.pixels * p.channels // pe)
+
+
+register_block("affine", params=AffineParams, component=Affine, golden=golden, cost=cost,
+               timing=timing, manifest=manifest, fold_space=fold_space)

@@ -1,0 +1,150 @@
+"""Broadcast of a per-channel vector over a frame's pixels: ``y[p, c] = s[c]`` (ONNX
+broadcasting of ``s[C, 1, 1]`` against a ``[C, H, W]`` feature map), so that an elementwise
+join (``add``) reads both operands in lockstep.
+
+Stream contract
+    ``i``: ``channels`` elements per frame, ``pe`` per beat; ``o``: ``pixels · channels``
+    elements per frame, ``pe`` per beat, channel-last (the vector once per pixel).
+
+Hardware
+    A RAM of ``channels / pe`` words. The block alternates two phases: *load* (``i.ready``
+    high) until the vector's last beat is written, then *emit*: a word read per cycle while a
+    credit for the output FIFO is left (the read at t, the FIFO write at t+1, the earliest
+    output transfer at t+3), ``pixels`` times over, then load again. One beat per cycle in
+    each phase.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth.hdl import Module, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hwgen.rtl_templates import resources as res
+from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.memory import ram
+from hwgen.rtl_templates.pipeline import counter_bits
+from hwgen.rtl_templates.quant import QType
+
+#: cycles from an emit read to the output transfer of that beat
+LATENCY = 3
+#: output FIFO beats
+FIFO_DEPTH = LATENCY + 2
+
+
+@dataclass(frozen=True)
+class BcastParams:
+    """One broadcast instance."""
+    qtype: QType
+    channels: int
+    pixels: int
+    pe: int = 1
+
+    def __post_init__(self):
+        if self.pe < 1 or self.channels % self.pe or self.pixels < 1:
+            raise ValueError(f"PE={self.pe} does not divide the {self.channels} channels")
+
+    @property
+    def vec_beats(self) -> int:
+        return self.channels // self.pe
+
+    @property
+    def out_beats(self) -> int:
+        return self.pixels * self.vec_beats
+
+
+def golden(p: BcastParams, s: np.ndarray) -> np.ndarray:
+    """[N, channels] → [N, pixels·channels]."""
+    s = np.asarray(s, dtype=np.int64).reshape(-1, p.channels)
+    return np.tile(s, (1, p.pixels))
+
+
+def timing(p: BcastParams, in_first: int, in_last: int) -> tuple[int, int]:
+    """The vector's beats from ``in_first`` on; emitting starts after its last beat."""
+    start = max(in_last, in_first + p.vec_beats - 1) + 1
+    return start + LATENCY, start + p.out_beats - 1 + LATENCY
+
+
+def cost(p: BcastParams) -> Cost:
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
+    return Cost(cycles=p.vec_beats + p.out_beats, latency=timing(p, 0, p.vec_beats - 1)[1] + 1,
+                memory_bits=p.channels * p.qtype.bits + FIFO_DEPTH * p.pe * p.qtype.bits,
+                registers=max(r.ff for r in by_family.values()), by_family=by_family,
+                parts=parts)
+
+
+#: calibration of :func:`resource_parts` (structural counts, not yet fitted to Yosys)
+RESOURCE_FIT: res.Fit = {}
+
+
+def resource_parts(p: BcastParams, family: str) -> dict[str, res.Resources]:
+    """The vector RAM, the phase control and the output FIFO."""
+    w = p.pe * p.qtype.bits
+    cb = 2 * counter_bits(p.vec_beats) + counter_bits(p.pixels) + counter_bits(FIFO_DEPTH + 1)
+    return {"vec": res.memory(w, p.vec_beats, family, rom=False),
+            "ctl": res.Resources(ff=cb + 2, lut4=2 * cb + 4, carry=cb),
+            "fifo": res.fifo(w, FIFO_DEPTH, family)}
+
+
+class Bcast(wiring.Component):
+    """The broadcast block. See the module documentation for the contract."""
+
+    def __init__(self, p: BcastParams):
+        self.p = p
+        w = p.pe * p.qtype.bits
+        super().__init__({"i": In(stream.Signature(unsigned(w))),
+                          "o": Out(stream.Signature(unsigned(w)))})
+
+    def elaborate(self, platform):
+        p = self.p
+        m = Module()
+        VB = p.vec_beats
+        out = OutputCredits(m, self.o, p.pe * p.qtype.bits, FIFO_DEPTH)
+        wr, rd = ram(m, "vec", width=p.pe * p.qtype.bits, depth=VB, rw="old")
+
+        loading = Signal(init=1)
+        waddr = Signal(range(max(VB, 2)))
+        load = Signal()
+        m.d.comb += [self.i.ready.eq(loading), load.eq(self.i.valid & loading),
+                     wr.addr.eq(waddr), wr.data.eq(self.i.payload), wr.en.eq(load)]
+        with m.If(load):
+            with m.If(waddr == VB - 1):
+                m.d.sync += [waddr.eq(0), loading.eq(0)]
+            with m.Else():
+                m.d.sync += waddr.eq(waddr + 1)
+
+        raddr = Signal(range(max(VB, 2)))
+        pix = Signal(range(max(p.pixels, 2)))
+        emit = Signal()
+        m.d.comb += [emit.eq(~loading & out.room), rd.addr.eq(raddr)]
+        out.spend(emit)
+        with m.If(emit):
+            with m.If(raddr == VB - 1):
+                m.d.sync += raddr.eq(0)
+                with m.If(pix == p.pixels - 1):
+                    m.d.sync += [pix.eq(0), loading.eq(1)]
+                with m.Else():
+                    m.d.sync += pix.eq(pix + 1)
+            with m.Else():
+                m.d.sync += raddr.eq(raddr + 1)
+        v1 = Signal()
+        m.d.sync += v1.eq(emit)
+        out.write(rd.data, v1)
+        return m
+
+
+def manifest(p: BcastParams) -> dict:
+    return {"folding": {"pe": p.pe}, "channels": p.channels, "pixels": p.pixels}
+
+
+def fold_space(p: BcastParams) -> FoldSpace:
+    return FoldSpace(divisors(p.channels), (1,),
+                     lambda pe, simd: (p.pixels + 1) * p.channels // pe)
+
+
+register_block("bcast", params=BcastParams, component=Bcast, golden=golden, cost=cost,
+               timing=timing, manifest=manifest, fold_space=fold_space)
