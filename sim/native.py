@@ -59,8 +59,9 @@ from hwgen.sim.verilator import (
     setup_verilator,
 )
 
-__all__ = ["run_native", "build_native", "native_cache_key", "native_threads", "bench_source",
-           "random_key", "port_widths", "wrapper", "NATIVE_BENCH_VERSION"]
+__all__ = ["run_native", "build_native", "native_is_built", "native_cache_key",
+           "native_threads", "bench_source", "random_key", "port_widths", "wrapper",
+           "NATIVE_BENCH_VERSION"]
 
 # Bump when the build recipe changes in a way that matters (the bench source is hashed).
 NATIVE_BENCH_VERSION = "2"
@@ -281,6 +282,12 @@ def _read_result(path: Path, tap_bits: list[int]) -> dict:
     return {"status": _STATUS[status], "cycles": cycles, "in_times": in_times,
             "out_times": out_times, "out_beats": _words_to_ints(words, out_words),
             "out_last": last, "taps": _read_taps(raw, pos, tap_bits)}
+
+
+def native_is_built(verilog: str, top: str, job: StreamJob,
+                    build_dir: str | None = None) -> bool:
+    """Whether the bench for ``job`` on ``verilog`` is in the cache already."""
+    return (cache_root(build_dir) / native_cache_key(verilog, top, job) / "ok").is_file()
 
 
 def build_native(verilog: str, top: str, job: StreamJob, build_dir: str | None = None) -> Path:
