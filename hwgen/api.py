@@ -355,7 +355,7 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         _, ig, _ = design.load(out_dir)
         xq = _quantized_inputs(manifest, ig, x, None, source)
         batch = run_frames(out_dir, xq, simulator, stall, seed, jobs=jobs, chunk=chunk,
-                           observe=trace, wave=wave, progress=progress)
+                           observe=trace, wave=wave, progress=progress, fresh=True)
         traced = None
         if trace:
             r0, r1 = batch.ranges[0].start, batch.ranges[-1].stop

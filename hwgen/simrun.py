@@ -74,14 +74,17 @@ def parse_frames(text: str) -> tuple[int, int]:
     return first, stop
 
 
-def _observed(out_dir: Path, manifest: dict, ig, folding, progress: Progress
+def _observed(out_dir: Path, manifest: dict, ig, folding, progress: Progress, fresh: bool
               ) -> tuple[str, list[Tap], DataflowGraph]:
     """The observed design's Verilog, its taps and graph, after checking that the design
-    rebuilt from the folder is the folder's Verilog."""
+    rebuilt from the folder is the folder's Verilog (unless ``fresh``: this hwgen has just
+    compiled the folder)."""
     with progress.step("rebuilding the design with its streams observable"):
         dfg = lower(ig, folding)
-        plain = verilog.convert(build_top(dfg), name=manifest["top"], emit_src=False)
-        if hashlib.sha256(plain.encode()).hexdigest() != manifest["files"][manifest["verilog"]]:
+        plain = "" if fresh else verilog.convert(build_top(dfg), name=manifest["top"],
+                                                  emit_src=False)
+        if not fresh and (hashlib.sha256(plain.encode()).hexdigest()
+                          != manifest["files"][manifest["verilog"]]):
             raise HwgenError(f"{out_dir}: the design rebuilt from {DESIGN_NPZ} is not "
                              f"{manifest['verilog']} (compiled by another hwgen version?); "
                              f"compile it again to trace its streams")
@@ -104,8 +107,9 @@ def _amaranth_chunk(out_dir: str, job: StreamJob) -> StreamResult:
 def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: float = 0.0,
                seed: int = 0, *, jobs: int | None = None, chunk: int | None = None,
                observe: bool = False, wave: WaveRequest | None = None,
-               progress: Progress = QUIET) -> Batch:
-    """Feed integer frames ``xq`` [N, elements] to the compiled design in ``out_dir``."""
+               progress: Progress = QUIET, fresh: bool = False) -> Batch:
+    """Feed integer frames ``xq`` [N, elements] to the compiled design in ``out_dir``
+    (``fresh``: compiled by this process just now, see :func:`_observed`)."""
     if simulator not in SIMULATORS:
         raise HwgenError(f"unknown simulator '{simulator}' (choose {', '.join(SIMULATORS)})")
     if jobs is not None and jobs < 1:
@@ -141,7 +145,7 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
     taps: list[Tap] = []
     dfg = None
     if observe:
-        text, taps, dfg = _observed(out_dir, manifest, ig, folding, progress)
+        text, taps, dfg = _observed(out_dir, manifest, ig, folding, progress, fresh)
     elif simulator != "amaranth":
         text = (out_dir / manifest["verilog"]).read_text()
 

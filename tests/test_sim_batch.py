@@ -166,6 +166,22 @@ def test_trace_names_the_block_whose_golden_face_is_wrong(monkeypatch, tmp_path,
     assert "first diverging block fc1" in rep.trace.summary()
 
 
+def test_cli_simulate_writes_waveforms(traced, mlp, tmp_path):
+    """``simulate --vcd`` on a compiled folder (the design rebuilt for observation is checked
+    against the folder's Verilog first); the build is ``traced``'s, from the cache."""
+    vcd = tmp_path / "s.vcd"
+    r = run_hwgen("simulate", mlp, "--input", DATA, "--count", 4, "--chunk", 4, "--vcd", vcd,
+                  "--frames", "0:2", "-o", tmp_path / "y.npy")
+    assert r.returncode == 0, r.stderr
+    assert f"wrote waveforms to {vcd}" in r.stdout
+    head = vcd.read_text()[:200_000]
+    assert "$enddefinitions" in head and " relu0_out_QuantizeLinear_Output__valid " in head
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    r = run_hwgen("simulate", mlp, "--input", DATA, "--count", 4, "--frames", "0:2",
+                  "-o", tmp_path / "y.npy")
+    assert r.returncode == 2 and "--frames selects the frames of --vcd or --fst" in r.stderr
+
+
 def test_trace_needs_the_native_bench(mlp, x):
     with pytest.raises(hwgen.HwgenError, match="need the verilator simulator"):
         api.simulate(mlp, x[:2], "amaranth", observe=True)
