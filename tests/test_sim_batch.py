@@ -17,7 +17,9 @@ import hwgen
 from hwgen import api
 from hwgen.progress import Progress
 from hwgen.rtl_templates import block as block_registry
+from hwgen.rtl_templates.words import pack_word
 from hwgen.sim.batch import CHUNK_CYCLES, chunk_frames, chunk_seed, chunks, default_jobs
+from hwgen.sim.packing import pack_rows
 from hwgen.simrun import WaveRequest, parse_frames
 
 MLP = EXAMPLES / "digits_mlp_qdq.onnx"
@@ -191,3 +193,11 @@ def test_wave_frames_must_lie_in_one_chunk(mlp, x, tmp_path):
     with pytest.raises(hwgen.HwgenError, match="spans chunks of 4 frames"):
         api.simulate(mlp, x, chunk=4, wave=WaveRequest(tmp_path / "w.vcd", "vcd", 3, 6))
     assert not (tmp_path / "w.vcd").exists()
+
+
+def test_vectorised_packing_is_pack_word():
+    rng = np.random.default_rng(1)
+    for bits in (1, 3, 8, 9, 16, 31, 32):
+        for per in (1, 3, 64):
+            raw = rng.integers(0, 1 << bits, size=(40, per), dtype=np.uint64)
+            assert pack_rows(raw, bits, block=7) == [pack_word(r, bits) for r in raw.tolist()]

@@ -1,0 +1,67 @@
+"""Speed-up of ``hwgen simulate --jobs N`` over ``--jobs 1`` on the example models.
+
+    python benchmarks/parallel_speed.py [--models mlp,cnn] [--frames N] [--jobs 1,2] [--chunk F]
+
+Compiles each model, builds its native bench (cached), then runs ``hwgen.simulate`` on the
+first ``--frames`` samples of its test set (repeated as needed) with each worker count,
+three times, and prints the median simulated cycles per wall-clock second (the whole call:
+quantizing, packing, the benches, unpacking) and the speed-up over the first worker count.
+The outputs and cycles are checked equal across worker counts.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import hwgen
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+MODELS = {"mlp": ("digits_mlp_qdq.onnx", "digits_test.npz"),
+          "cnn": ("digits_cnn_qdq.onnx", "digits_images_test.npz"),
+          "resnet": ("digits_resnet_qdq.onnx", "digits_images_test.npz")}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="mlp,cnn")
+    ap.add_argument("--frames", type=int, default=20000)
+    ap.add_argument("--jobs", default="1,2")
+    ap.add_argument("--chunk", type=int, default=None, help="frames per chunk (default: "
+                    "the design's)")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    jobs = [int(j) for j in args.jobs.split(",")]
+    print(f"{'model':<8} {'jobs':>4} {'frames':>7} {'chunk':>6} {'cycles':>10} "
+          f"{'cycles/s':>12} {'speed-up':>8}")
+    for name in args.models.split(","):
+        model, data = MODELS[name]
+        x = np.load(EXAMPLES / data)["input"].astype(np.float32)
+        x = np.concatenate([x] * (args.frames // len(x) + 1))[:args.frames]
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "d"
+            hwgen.compile(EXAMPLES / model, out)
+            hwgen.simulate(out, x[:1])  # build the bench
+            base, ref = None, None
+            for j in jobs:
+                rates = []
+                for _ in range(args.repeat):
+                    t = time.perf_counter()
+                    r = hwgen.simulate(out, x, jobs=j, chunk=args.chunk)
+                    rates.append(r.cycles / (time.perf_counter() - t))
+                if ref is None:
+                    ref = r
+                assert np.array_equal(r.outputs_int, ref.outputs_int)
+                assert np.array_equal(r.frame_cycles, ref.frame_cycles)
+                rate = statistics.median(rates)
+                base = base or rate
+                print(f"{name:<8} {j:>4} {len(x):>7} {r.chunk_frames:>6} {r.cycles:>10} "
+                      f"{rate:>12,.0f} {rate / base:>7.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()
