@@ -299,7 +299,8 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return self.rtl_equals_golden
+        """RTL == golden on every sample (and, traced, on every stream)."""
+        return self.rtl_equals_golden and (self.trace is None or self.trace.ok)
 
 
 def verify(model, x, count: int | None = None, simulator: str = "verilator", fold=None,
@@ -363,7 +364,10 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
                              frame_offset=r0)
         if batch.timeout is not None:
             if traced is not None:
-                raise HwgenError(f"{batch.timeout} -- trace: {traced.summary()}")
+                counts = ", ".join(f"{c.stream} {c.rtl_elements}/{c.golden_elements}"
+                                   for c in traced.streams)
+                raise HwgenError(f"{batch.timeout}; elements each stream transferred of the "
+                                 f"chunk's: {counts}")
             raise batch.timeout
         sim = _result(batch, xq, simulator, wave)
         gold = golden.run(ig, sim.inputs_int)[ig.output].reshape(sim.outputs_int.shape)

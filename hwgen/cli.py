@@ -238,10 +238,8 @@ def run(argv=None) -> int:
                          force=args.force, trace=args.trace, **_sim_opts(args, progress),
                          **_target_opts(args), **_quant_opts(args))
         _print_fit(rep.compiled.fit)
-        _print_report(rep)
         _print_run(rep.sim)
-        if rep.trace is not None:
-            _print_trace(rep.trace)
+        _print_report(rep)
         return 0 if rep.ok else 1
     return 2
 
@@ -293,6 +291,8 @@ def _print_report(rep):
     w = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{w}}  {v}")
+    if rep.trace is not None:
+        _print_trace(rep.trace)
     print("PASS" if rep.ok else "FAIL")
 
 
