@@ -256,11 +256,12 @@ def simulate(out_dir, x, simulator: str = "verilator", count: int | None = None,
     ``chunk_seed(seed, k)``, on ``jobs`` workers (default: the cores); results do not depend
     on ``jobs``. ``wave``: waveforms of a frame range (the design built with its streams
     observable, verilator only); ``observe`` taps every stream (``result.batch.taps``)."""
-    manifest, ig, _ = design.load(out_dir)
+    loaded = design.load(out_dir)
+    manifest, ig, _ = loaded
     source = str(x) if isinstance(x, (str, Path)) else "input array"
     xq = _quantized_inputs(manifest, ig, x, count, source)
     batch = run_frames(out_dir, xq, simulator, stall, seed, jobs=jobs, chunk=chunk,
-                       observe=observe, wave=wave, progress=progress)
+                       observe=observe, wave=wave, progress=progress, loaded=loaded)
     if batch.timeout is not None:
         raise batch.timeout
     return _result(batch, xq, simulator, wave)
@@ -353,10 +354,12 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         x = np.asarray(x, dtype=np.float32)[:count]
         check_no_nan(x, source)
         check_input_shape(x, manifest["input"]["onnx_shape"], source)
-        _, ig, _ = design.load(out_dir)
+        loaded = design.load(out_dir)
+        ig = loaded[1]
         xq = _quantized_inputs(manifest, ig, x, None, source)
         batch = run_frames(out_dir, xq, simulator, stall, seed, jobs=jobs, chunk=chunk,
-                           observe=trace, wave=wave, progress=progress, fresh=True)
+                           observe=trace, wave=wave, progress=progress, fresh=True,
+                           loaded=loaded)
         traced = None
         if trace:
             r0, r1 = batch.ranges[0].start, batch.ranges[-1].stop

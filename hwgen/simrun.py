@@ -28,7 +28,7 @@ from hwgen.progress import QUIET, Progress
 from hwgen.sim.amaranth_sim import run_amaranth
 from hwgen.sim.base import SimTimeout, StreamJob, StreamResult, Wave
 from hwgen.sim.batch import chunk_frames, chunk_seed, chunks, default_jobs, run_chunks
-from hwgen.sim.native import build_native, native_is_built, run_native
+from hwgen.sim.native import build_native, native_is_built, native_threads, run_native
 from hwgen.sim.packing import beats_to_frames, frames_to_beats
 from hwgen.sim.verilator import build_verilator, run_verilator
 
@@ -107,9 +107,10 @@ def _amaranth_chunk(out_dir: str, job: StreamJob) -> StreamResult:
 def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: float = 0.0,
                seed: int = 0, *, jobs: int | None = None, chunk: int | None = None,
                observe: bool = False, wave: WaveRequest | None = None,
-               progress: Progress = QUIET, fresh: bool = False) -> Batch:
+               progress: Progress = QUIET, fresh: bool = False, loaded=None) -> Batch:
     """Feed integer frames ``xq`` [N, elements] to the compiled design in ``out_dir``
-    (``fresh``: compiled by this process just now, see :func:`_observed`)."""
+    (``fresh``: compiled by this process just now, see :func:`_observed`; ``loaded``: what
+    ``design.load(out_dir)`` gave, if the caller has it)."""
     if simulator not in SIMULATORS:
         raise HwgenError(f"unknown simulator '{simulator}' (choose {', '.join(SIMULATORS)})")
     if jobs is not None and jobs < 1:
@@ -121,14 +122,14 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
         raise HwgenError(f"tracing streams and waveforms need the verilator simulator "
                          f"(not {simulator})")
     out_dir = Path(out_dir)
-    manifest, ig, folding = design.load(out_dir)
+    manifest, ig, folding = loaded or design.load(out_dir)
     tin, tout = ig.tensors[ig.input], ig.tensors[ig.output]
     mi, mo = manifest["input"], manifest["output"]
     est = manifest["estimate"]
     n = xq.shape[0]
     per_chunk = chunk or chunk_frames(est["cycles_per_frame"], est["latency_cycles"])
     ranges = chunks(n, per_chunk)
-    workers = min(jobs or default_jobs(), len(ranges))
+    workers = jobs or default_jobs()
 
     wave_chunk = None
     if wave is not None:
@@ -172,6 +173,9 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
                            * 4 / max(0.05, (1 - stall) ** 2) + 10000),
             taps=[(t.ident, t.bits) for t in taps], wave=w))
 
+    if jobs is None and simulator == "verilator":
+        workers = max(1, workers // native_threads(text))  # a threaded model's threads count
+    workers = min(workers, len(ranges))
     processes = simulator != "verilator"
     if simulator == "amaranth":
         run_one = functools.partial(_amaranth_chunk, str(out_dir))

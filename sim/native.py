@@ -35,6 +35,7 @@ other every cycle). So models are single-threaded unless the Verilog has at leas
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import operator
@@ -153,12 +154,22 @@ def random_key(seed: int) -> list[int]:
 
 def native_cache_key(verilog: str, top: str, job: StreamJob) -> str:
     """Name of the cache entry of a design's native bench (``job`` gives the port widths
-    where the Verilog does not declare them in a form :func:`port_widths` reads)."""
+    where the Verilog does not declare them in a form :func:`port_widths` reads, the taps
+    and the waveform kind)."""
+    return _cache_key(verilog, top, job.in_width, job.out_width, tuple(job.taps),
+                      job.wave.kind if job.wave else None)
+
+
+@functools.lru_cache(maxsize=8)
+def _cache_key(verilog: str, top: str, in_width: int, out_width: int, taps: tuple,
+               wave: str | None) -> str:
+    # memoized: the chunks of a batch share one Verilog text (hashing it takes a while)
+    job = StreamJob(in_width, out_width, [], [], 0, taps=list(taps))
     version, make_fixes = setup_verilator()
     return "native-" + hashlib.sha256(json.dumps([
         verilog, top, wrapper(verilog, top, job), version, NATIVE_BENCH_VERSION, BUILD_ARGS,
         OPT, make_fixes, native_threads(verilog), bench_source(),
-    ] + ([job.wave.kind] if job.wave else [])).encode()).hexdigest()[:24]
+    ] + ([wave] if wave else [])).encode()).hexdigest()[:24]
 
 
 def _tail(text: str, n: int = 40) -> str:
