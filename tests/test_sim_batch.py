@@ -14,7 +14,7 @@ import pytest
 from conftest import EXAMPLES, run_hwgen
 
 import hwgen
-from hwgen import api
+from hwgen import api, simrun
 from hwgen.progress import Progress
 from hwgen.rtl_templates import block as block_registry
 from hwgen.rtl_templates.words import pack_word
@@ -218,3 +218,23 @@ def test_fst_is_written_or_refused_in_one_line(mlp, tmp_path):
     else:
         assert r.returncode == 0, r.stderr
         assert fst.read_bytes()[:1] == b"\x00"  # an FST header block
+
+
+def test_trace_of_a_stopped_design_counts_each_streams_elements(monkeypatch, tmp_path, x):
+    """A design that stops (here: a cycle limit far too short) is reported with what each
+    stream transferred; no waveform file is left behind."""
+    class Short(simrun.StreamJob):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.max_cycles = 100
+
+    monkeypatch.setattr(simrun, "StreamJob", Short)
+    vcd = tmp_path / "w.vcd"
+    with pytest.raises(hwgen.HwgenError) as e:
+        api.verify(MLP, x[:6], trace=True, wave=WaveRequest(vcd, "vcd", 1, 3), chunk=4,
+                   jobs=2, stall=0.2)
+    msg = str(e.value)
+    assert "output beats arrived within 100 cycles" in msg
+    assert "elements each stream transferred of the chunk's: input " in msg
+    assert " logits_QuantizeLinear_Output " in msg
+    assert list(tmp_path.iterdir()) == []
