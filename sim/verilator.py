@@ -25,7 +25,7 @@ from pathlib import Path
 from hwgen.errors import HwgenError
 from hwgen.sim.base import StreamJob, StreamResult, check_status, default_max_cycles
 
-__all__ = ["run_verilator", "check_top"]
+__all__ = ["run_verilator", "build_verilator", "check_top"]
 
 # Bump when the bench or the build recipe changes in a way that matters.
 BENCH_VERSION = "2"
@@ -187,6 +187,12 @@ def _build(verilog: str, top: str, root: Path) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def build_verilator(verilog: str, top: str, build_dir: str | None = None) -> Path:
+    """The compiled cocotb simulator of ``verilog`` (built now unless cached): what
+    :func:`run_verilator` runs, so a batch builds it once before its workers start."""
+    return _build(verilog, top, cache_root(build_dir))
 
 
 def publish_build(tmp: Path, final: Path, version: str) -> None:
