@@ -378,7 +378,7 @@ def row_fifo_depth(sp) -> int:
 
 def beats_per_pixel(t: QTensor, per_beat: int) -> int:
     """Beats of one pixel (a vector: one beat per ``per_beat`` elements) on a stream."""
-    channels = t.shape[0] if len(t.shape) == 3 else t.size
+    channels = t.shape[0] if len(t.shape) in (2, 3) else t.size
     return max(1, channels // per_beat)
 
 

@@ -21,10 +21,10 @@ from hwgen.dataflow.context import (
     scale_problem,
 )
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.ops_conv import CONV_ATTRS, conv_linear
-from hwgen.dataflow.ops_join import Joined
+from hwgen.dataflow.ops_conv import CONV_ATTRS, conv_linear, window_input
+from hwgen.dataflow.ops_join import Joined, same_order
 from hwgen.dataflow.ops_linear import Linear, add_bias, check_per_channel, linear
-from hwgen.dataflow.ops_pool import POOL_ATTRS, Pooled, pool_window
+from hwgen.dataflow.ops_pool import POOL_ATTRS, Pooled, pooled
 from hwgen.dataflow.ops_qdq import close, out_params
 from hwgen.dataflow.values import Deq, DeqConst, Int
 
@@ -108,7 +108,10 @@ def qlinear_add(ctx: ImportContext, node: Node):
     a, b = _deq_view(ctx, node, 0, 1, 2), _deq_view(ctx, node, 3, 4, 5)
     if a.shape != b.shape:
         raise Unsupported("broadcasting in QLinearAdd is not supported")
-    _finish(ctx, node, Joined([a.tensor, b.tensor], "add", a.shape, [node.label]), 6, 7)
+    if not same_order(a, b):
+        raise Unsupported("its inputs are streamed in different element orders")
+    _finish(ctx, node, Joined([a.tensor, b.tensor], "add", a.shape, [node.label],
+                              order=a.order), 6, 7)
 
 
 def qlinear_gap(ctx: ImportContext, node: Node):
@@ -120,9 +123,8 @@ def qlinear_gap(ctx: ImportContext, node: Node):
 def qlinear_avgpool(ctx: ImportContext, node: Node):
     check_attrs(node, dict(POOL_ATTRS, channels_last=lambda v: v == 0))
     x = _deq_view(ctx, node, 0, 1, 2)
-    win = pool_window(node, x.shape)
-    _finish(ctx, node, Pooled(x.tensor, "avg", (x.shape[0],) + win.out_hw, [node.label], win,
-                              bool(node.attrs.get("count_include_pad", 0))), 3, 4)
+    t = ctx.ig.tensors[x.tensor]
+    _finish(ctx, node, pooled(node, window_input(x), "avg", t.zero_point, t.qtype.lo), 3, 4)
 
 
 def qlinear_concat(ctx: ImportContext, node: Node):

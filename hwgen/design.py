@@ -44,6 +44,8 @@ def element_order(onnx_shape, order) -> str:
         return "row-major (C order) over the ONNX shape without its batch axis"
     if len(onnx_shape) == 4 and np.array_equal(order, channel_last_order(tuple(onnx_shape[1:]))):
         return "channel-last: pixels in raster order (H, then W), channels innermost"
+    if len(onnx_shape) == 3 and np.array_equal(order, channel_last_order(tuple(onnx_shape[1:]))):
+        return "channel-last: positions in order (L), channels innermost"
     return "permuted: stream element k is ONNX element design.npz[input_order|output_order][k]"
 
 
