@@ -330,9 +330,10 @@ def pad(ctx: ImportContext, node: Node):
     else:
         pads = [int(v) for v in np.asarray(ctx.const(node, 1, "pads")).reshape(-1)]
         cv = ctx.value(node, 2) if len(node.inputs) > 2 else None
-        if cv is not None and not isinstance(cv, Const):
+        if cv is not None and not isinstance(cv, (Const, DeqConst)):
             raise Unsupported("its constant_value must be a constant")
-        value = np.zeros((), np.float32) if cv is None else np.asarray(cv.array)
+        value = np.zeros((), np.float32) if cv is None else \
+            cv.real() if isinstance(cv, DeqConst) else np.asarray(cv.array)
         axes = ctx.const(node, 3, "axes") if len(node.inputs) > 3 else None
         if axes is not None:
             axes = [int(a) % rank for a in np.asarray(axes).reshape(-1)]

@@ -14,7 +14,9 @@ Padding, exactly as ONNX defines it:
   when the pooling has no padding of its own (else only a Pad with the type's minimum folds:
   one window cannot pad with two values).
 * AveragePool's divisor per output pixel counts the input, the Pad's elements and, with
-  count_include_pad, its own pads, never ceil mode's extension (as onnxruntime does).
+  count_include_pad, its own pads, never ceil mode's extension. With count_include_pad and a
+  ceil_mode partial window it is refused: onnxruntime's float kernel divides that window by
+  its size clipped to the padded input, its quantized kernel differently.
 """
 from __future__ import annotations
 
@@ -195,6 +197,10 @@ def pooled(node: Node, wi: WindowInput, kind: str, zero_point: int, lo: int) -> 
             pad_value = wi.value
         return Pooled(wi.x.tensor, "max", out_shape, nodes, win, pad_value=pad_value)
     include = bool(node.attrs.get("count_include_pad", 0))
+    if include and any(g.ceil):
+        raise Unsupported("AveragePool with count_include_pad=1 and a ceil_mode partial last "
+                          "window is not supported (onnxruntime's float and quantized kernels "
+                          "divide that window differently)")
     if wi.value is not None and wi.value != zero_point:
         raise Unsupported(f"the Pad before it pads with {wi.value}, not with the input's zero "
                           f"point {zero_point} (real zero)")
