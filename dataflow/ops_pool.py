@@ -37,7 +37,7 @@ from hwgen.dataflow.ops_conv import (
     window_input,
 )
 from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes
-from hwgen.dataflow.values import Int, Padded, Pending, channel_last_order, map_shape
+from hwgen.dataflow.values import Int, Padded, Pending, channel_last_order
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.gap import GAPParams
 from hwgen.rtl_templates.pool import PoolParams

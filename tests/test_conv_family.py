@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import onnx
 import pytest
 from conftest import save_model
 from modelgen import op_sequence, quantize_qdq
@@ -43,7 +42,6 @@ from hwgen.dataflow.ops_conv import Conv
 from hwgen.dataflow.ops_linear import MatVec
 from hwgen.dataflow.ops_pool import GlobalAvgPool, Pool
 from hwgen.errors import HwgenError
-
 
 # ---------------------------------------------------------------------------------------------
 # models
@@ -352,13 +350,14 @@ def m_pad_reflect(seed):
 REFUSED = {
     # name: (builder, node, op, reason (regex))
     "pad_nonzero_value": (m_pad_nonzero, "pad", "Pad", r"pad value 0.5 is not a value"),
-    "pad_channel_axis": (m_pad_channels, "pad", "Pad", r"pads \[0, 1, 0, 0, 0, 1, 0, 0\] pad the batch or channel axis"),
+    "pad_channel_axis": (m_pad_channels, "pad", "Pad",
+                         r"pads \[0, 1, 0, 0, 0, 1, 0, 0\] pad the batch or channel axis"),
     "pad_then_maxpool_with_own_pads": (m_pad_maxpool_own_pads, "pool", "MaxPool",
                                        r"the Pad before it pads with \d+, but MaxPool pads "
                                        r"its own pads .* one window cannot pad with two values"),
     "avgpool_ceil_partial_incl": (m_avgpool_ceil_incl, "pool", "AveragePool",
-                                  r"AveragePool with count_include_pad=1 and a ceil_mode partial last "
-                                  r"window is not supported"),
+                                  r"AveragePool with count_include_pad=1 and a ceil_mode "
+                                  r"partial last window is not supported"),
     "pad_reflect": (m_pad_reflect, "pad", "Pad", r"attribute mode='reflect' is not supported"),
 }
 
