@@ -237,14 +237,14 @@ class WindowInput:
 
 def window_input(x, what: str = "input", integer: bool = False) -> WindowInput:
     """The input of a convolution or pooling: a feature map, possibly padded by a Pad
-    (``integer``: an integer map, as QOperator pooling reads it, instead of a dequantized
-    one)."""
+    (``integer``: a map whose integers the op reads as they are, as integer max pooling
+    does: an Int, or a QONNX quantizer's output)."""
     pads, value, nodes = (0, 0, 0, 0), None, ()
     if isinstance(x, Padded):
         pads, value, nodes = x.pads, x.value, tuple(x.nodes)
         x = x.inner
     if integer:
-        if not isinstance(x, Int) or len(x.shape) not in (2, 3) or \
+        if not isinstance(x, (Int, Deq)) or len(x.shape) not in (2, 3) or \
                 not np.array_equal(x.order, channel_last_order(x.shape)):
             raise Unsupported(f"its {what} must be a (C, H, W) or (C, L) feature map")
     else:

@@ -7,8 +7,9 @@ Tiny float models built with onnx.helper, quantized by onnxruntime's ``quantize_
 with ``to_int_graph``:
 
 * every case: the golden model agrees with onnxruntime on 50 inputs (≥ 99.9 % identical
-  elements, none more than one step apart; these cases measure 100 %), and the importer
-  derives the expected geometry (window, output shape, weight structure);
+  elements, none more than one step apart; these cases measure 100 %) in QDQ (uint8 per
+  tensor, int8 symmetric per channel) and most also in the QOperator format, and the
+  importer derives the expected geometry (window, output shape, weight structure);
 * two small models that hold the cases together (a 2-D one and a 1-D one ending in
   Flatten → Gemm): RTL == golden (``np.array_equal``) in Amaranth's simulator with random
   stalls; the 1-D one also through ``hwgen.verify`` in the native Verilator bench;
@@ -35,6 +36,7 @@ from test_cnn_ops import (
     import_,
     inputs,
     op_types,
+    ort_quantize,
 )
 
 import hwgen
@@ -220,6 +222,26 @@ def test_golden_matches_ort(name, config):
     ig = import_(qm)
     assert op_types(ig) == types
     assert_agrees(ig, qm, x, min_levels=4)
+
+
+QOP_CASES = ["grouped_2_of_4", "depthwise_multiplier_2", "maxpool_ceil_partial", "pad_conv",
+             "pad_maxpool", "pad_avgpool_excl", "conv1d_grouped_s2", "avgpool1d_excl",
+             "conv1d_flatten_gemm"]
+
+
+@pytest.mark.parametrize("name", QOP_CASES)
+def test_qoperator_golden_matches_ort(name):
+    """The QOperator format: QLinearConv, QLinearAveragePool, a Pad of uint8 tensors (with
+    the zero point as its value) and MaxPool of integers."""
+    builder = CASES[name][0]
+    net, out = builder(0)
+    qm = ort_quantize(net.model(out), inputs(N_CALIB, net.shape, 1), fmt="qop",
+                      preprocess=False)
+    ops = op_sequence(qm)
+    assert "Conv" not in ops and ("Pad" in ops) == name.startswith("pad")
+    ig = import_(qm)
+    assert op_types(ig) == CASES[name][2]
+    assert_agrees(ig, qm, inputs(N_TEST, net.shape, 2), min_levels=4)
 
 
 def test_grouped_weights_are_block_diagonal():
