@@ -9,13 +9,14 @@ zero point (real zero), so the input zero-point correction of the bias holds eve
 * A 1-D convolution or pooling over an [N, C, L] map is the 2-D one over a (C, 1, L) map
   (kernel 1×k); its [N, C, L] tensors stream channel-last like (C, H, W) maps
   (``values.channel_last_order``), so a Flatten after them keeps ONNX's C×L element order.
-* Group 1 is one matrix–vector unit; group = channels with one output per channel (depthwise)
-  is a vector unit. Any other group (1 < group < channels, or depthwise with a channel
-  multiplier) is one matrix–vector unit with a block-diagonal weight matrix: output channel
-  o of group g = o // (OC/group) has zero weights outside its group's input channels. That
-  is exact and needs no new block (nor a block splitting the stream by channel groups); the
-  price is the zero weights: the unit spends group× the multiply–accumulates (and weight
-  memory) a per-group computation needs.
+* Group 1 is one matrix–vector unit. Group = channels (depthwise) is a vector unit, also
+  with a channel multiplier M (OC = M·C: output o reads input channel o // M; the unit
+  computes M outputs from each window element). Any other group (1 < group < channels) is
+  one matrix–vector unit with a block-diagonal weight matrix: output channel o of group
+  g = o // (OC/group) has zero weights outside its group's input channels. That is exact and
+  needs no new block (nor a block splitting the stream by channel groups, and one unit per
+  group behind it); the price is the zero weights: the unit spends group× the
+  multiply–accumulates (and weight memory) a per-group computation needs.
 * A Pad (constant mode, on the spatial axes only) before a convolution or pooling has no
   block of its own: its pads join the window's (:func:`window_input`). For a convolution
   the pad value must be the input's zero point (real zero, what the window's own padding
@@ -56,8 +57,8 @@ class Conv:
     """Convolution (+ bias, folded batch norm, Relu/Clip) + QuantizeLinear: a sliding-window
     generator and a matrix–vector unit (a vector unit when ``depthwise``). ``weights`` is
     [OC, KH*KW*C] with columns in (kh, kw, c) order (block-diagonal for a grouped
-    convolution), or [C, KH*KW] when ``depthwise`` (group = channels = output channels). A
-    1-D convolution has KH = 1 over a (C, 1, L) window."""
+    convolution), or [OC, KH*KW] when ``depthwise`` (group = channels C; OC = M·C, row o reads
+    input channel o // M). A 1-D convolution has KH = 1 over a (C, 1, L) window."""
     name: str
     nodes: list[str]
     input: str
@@ -86,16 +87,21 @@ class Conv:
     def in_per_beat(self, f: Folding) -> int:
         return f.pe if self.depthwise else f.simd
 
+    @property
+    def multiplier(self) -> int:
+        """Output channels per input channel of a depthwise convolution (1 otherwise)."""
+        return self.weights.shape[0] // self.window.in_shape[0] if self.depthwise else 1
+
     def lower(self, b: Builder, ig: IntGraph, f: Folding) -> str:
         tin, tout = ig.tensors[self.input], ig.tensors[self.output]
         nodes = tuple(self.nodes)
         oh, ow = self.window.out_hw
         windows = add_window_generator(b, ig, self, tin.zero_point, self.in_per_beat(f),
                                        self.depthwise)
-        out = b.stream(short_name(self.output), tout.qtype, f.pe, tout.size)
+        out = b.stream(short_name(self.output), tout.qtype, f.pe * self.multiplier, tout.size)
         if self.depthwise:
             p = VVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
-                           oh * ow)
+                           oh * ow, self.multiplier)
             b.add(Block(self.name, "vvau", p, [windows], [out], self.name, nodes))
         else:
             p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
@@ -284,11 +290,11 @@ def conv_linear(ctx: ImportContext, node: Node, x, w, b) -> Linear:
         raise Unsupported(f"group={group} with {c} input and {oc} output channels and weights "
                           f"for {cg} input channels per group: the groups do not divide the "
                           f"channels")
-    depthwise = group == c and oc == c
+    depthwise = group == c and oc % c == 0
     if group == 1:
         wm = wq.transpose(0, 2, 3, 1).reshape(oc, -1)          # columns (kh, kw, c)
     elif depthwise:
-        wm = wq.reshape(c, kh * kw)
+        wm = wq.reshape(oc, kh * kw)                           # row o reads channel o // M
     else:
         # block-diagonal: output channel o sees only the input channels of its group
         full = np.zeros((oc, kh, kw, c), np.int64)

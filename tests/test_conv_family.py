@@ -1,6 +1,7 @@
-"""The convolution family beyond group 1 / depthwise 2-D: grouped convolutions, depthwise
-with a channel multiplier, 1-D Conv / MaxPool / AveragePool over [N, C, L] maps, Pad folded
-into the window after it, and ceil_mode partial last windows.
+"""The convolution family beyond group 1 / depthwise 2-D: grouped convolutions (a
+block-diagonal matrix–vector unit), depthwise with a channel multiplier (a vector unit with
+M outputs per input channel), 1-D Conv / MaxPool / AveragePool over [N, C, L] maps, Pad
+folded into the window after it, and ceil_mode partial last windows.
 
 Tiny float models built with onnx.helper, quantized by onnxruntime's ``quantize_static``
 (QDQ, MinMax calibration on uniform inputs in [-1, 1), as ``test_cnn_ops`` does), imported
@@ -40,6 +41,7 @@ from test_cnn_ops import (
 )
 
 import hwgen
+from hwgen.dataflow.lower import Folding, lower
 from hwgen.dataflow.ops_conv import Conv
 from hwgen.dataflow.ops_linear import MatVec
 from hwgen.dataflow.ops_pool import GlobalAvgPool, Pool
@@ -253,13 +255,18 @@ def test_grouped_weights_are_block_diagonal():
     assert np.any(w[:3, :, :, :2]) and np.any(w[3:, :, :, 2:])
 
 
-def test_depthwise_multiplier_reads_its_channel():
+def test_depthwise_multiplier_is_a_vector_unit():
+    """Output o = 2c + j reads input channel c: one vector unit computing two outputs per
+    window element (PE input channels in, 2·PE outputs per beat)."""
     qm, _ = quantized(m_depthwise_multiplier)
-    conv = import_(qm).ops[0]
-    w = conv.weights.reshape(8, 9, 4)                  # (oc, kh·kw, c)
-    for o in range(8):                                 # output o reads input channel o // 2
-        others = np.delete(w[o], o // 2, axis=1)
-        assert not np.any(others) and np.any(w[o, :, o // 2])
+    ig = import_(qm)
+    conv = ig.ops[0]
+    assert conv.depthwise and conv.multiplier == 2 and conv.weights.shape == (8, 9)
+    dfg = lower(ig, folding={conv.name: Folding(pe=2, simd=1)})
+    vvau = next(b for b in dfg.blocks if b.kind == "vvau")
+    assert vvau.params.multiplier == 2 and vvau.params.lanes == 4
+    assert dfg.streams[vvau.outputs[0]].per_beat == 4
+    assert vvau.cost.cycles == 3 * 3 * 9 * 4 // 2       # pixels · K · C/PE, as multiplier 1
 
 
 def test_ceil_mode_windows():
