@@ -376,6 +376,12 @@ def m_pad_reflect(seed):
     return n, n.conv(p, 4, 3, "conv1")
 
 
+def m_pad_add(seed):
+    n = Net((4, 6, 6), seed)
+    p = pad(n, n.conv("x", 4, 3, "conv", pads=[1, 1, 1, 1]), [0, 0, 1, 1, 0, 0, 1, 1])
+    return n, n.op("Add", [p, p], "add")
+
+
 REFUSED = {
     # name: (builder, node, op, reason (regex))
     "pad_nonzero_value": (m_pad_nonzero, "pad", "Pad", r"pad value 0.5 is not a value"),
@@ -387,6 +393,8 @@ REFUSED = {
     "avgpool_ceil_partial_incl": (m_avgpool_ceil_incl, "pool", "AveragePool",
                                   r"AveragePool with count_include_pad=1 and a ceil_mode "
                                   r"partial last window is not supported"),
+    "pad_then_add": (m_pad_add, "add", "Add", r".* \(its input is the output of Pad pad, which "
+                                             r"maps only into the window of a Conv, MaxPool"),
     "pad_reflect": (m_pad_reflect, "pad", "Pad", r"attribute mode='reflect' is not supported"),
 }
 
