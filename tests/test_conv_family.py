@@ -43,6 +43,7 @@ from test_cnn_ops import (
 import hwgen
 from hwgen.dataflow.lower import Folding, lower
 from hwgen.dataflow.ops_conv import Conv
+from hwgen.dataflow.ops_join import AddOp, ConcatOp
 from hwgen.dataflow.ops_linear import MatVec
 from hwgen.dataflow.ops_pool import GlobalAvgPool, Pool
 from hwgen.errors import HwgenError
@@ -152,6 +153,15 @@ def m_gap1d(seed):
     return n, n.op("GlobalAveragePool", [conv1d(n, "x", 4, 3, "conv")], "gap")
 
 
+def m_concat1d_add(seed):
+    # joins of 1-D maps: a channel Concat and a residual Add
+    n = Net((3, 10), seed)
+    a = conv1d(n, "x", 2, 3, "conv_a", pads=[1, 1])
+    b = conv1d(n, "x", 4, 1, "conv_b")
+    c = n.op("Concat", [a, b], "concat", channels=6, axis=1)
+    return n, n.op("Add", [c, conv1d(n, c, 6, 3, "conv_c", pads=[1, 1])], "add")
+
+
 def m_conv1d_flatten_gemm(seed):
     # flatten of a [N, 4, 5] map: the Gemm reads ONNX's C×L order from a channel-last stream
     n = Net((3, 11), seed)
@@ -197,6 +207,7 @@ CASES = {
     "avgpool1d_excl": (m_avgpool1d, {}, [Conv, Pool]),
     "gap1d": (m_gap1d, {}, [Conv, GlobalAvgPool]),
     "conv1d_flatten_gemm": (m_conv1d_flatten_gemm, {}, [Conv, MatVec]),
+    "concat1d_add": (m_concat1d_add, {}, [Conv, Conv, ConcatOp, Conv, AddOp]),
 }
 CONFIGS = {"u8": {}, "i8sym-perchannel": dict(per_channel=True, activation_type="int8",
                                                symmetric_activations=True)}
@@ -318,6 +329,13 @@ MODELS = {"2d": m_model_2d, "1d": m_model_1d}
 def test_model_rtl_equals_golden_amaranth(name):
     qm, x = quantized(MODELS[name], preprocess=False)
     assert "Pad" in op_sequence(qm)
+    ig = import_(qm)
+    xq, y = assert_agrees(ig, qm, x)
+    assert_rtl_equals_golden(ig, xq, y)
+
+
+def test_1d_joins_rtl_equals_golden_amaranth():
+    qm, x = quantized(m_concat1d_add)
     ig = import_(qm)
     xq, y = assert_agrees(ig, qm, x)
     assert_rtl_equals_golden(ig, xq, y)
