@@ -290,7 +290,7 @@ def conv_linear(ctx: ImportContext, node: Node, x, w, b) -> Linear:
         raise Unsupported(f"group={group} with {c} input and {oc} output channels and weights "
                           f"for {cg} input channels per group: the groups do not divide the "
                           f"channels")
-    depthwise = group == c and oc % c == 0
+    depthwise = group == c > 1 and oc % c == 0
     if group == 1:
         wm = wq.transpose(0, 2, 3, 1).reshape(oc, -1)          # columns (kh, kw, c)
     elif depthwise:

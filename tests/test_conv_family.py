@@ -280,6 +280,18 @@ def test_depthwise_multiplier_is_a_vector_unit():
     assert vvau.cost.cycles == 3 * 3 * 9 * 4 // 2       # pixels · K · C/PE, as multiplier 1
 
 
+def test_one_input_channel_is_a_dense_convolution():
+    """Group 1 over one input channel stays a matrix–vector unit (not a depthwise one with a
+    multiplier, though both compute the same)."""
+    def m_one_channel(seed):
+        n = Net((1, 6, 6), seed)
+        return n, n.conv("x", 4, 3, "conv", pads=[1, 1, 1, 1])
+    qm, x = quantized(m_one_channel)
+    ig = import_(qm)
+    assert not ig.ops[0].depthwise and ig.ops[0].multiplier == 1
+    assert_agrees(ig, qm, x)
+
+
 def test_ceil_mode_windows():
     ig = import_(quantized(m_maxpool_ceil)[0])
     pool = ig.ops[1]
