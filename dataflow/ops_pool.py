@@ -178,10 +178,24 @@ def pool_kernel(node: Node, rank: int) -> tuple[int, int]:
     return (1, k[0]) if rank == 1 else k
 
 
-def pooled(node: Node, wi: WindowInput, kind: str, zero_point: int, lo: int) -> Pooled:
+def least_value(ig: IntGraph, tensor: str) -> int:
+    """The least value ``tensor`` can hold: the lower clamp of the requantizer or join that
+    writes it (a Relu folded into it), through max poolings; else its type's minimum."""
+    t = ig.tensors[tensor]
+    op = ig.producer(tensor)
+    if isinstance(op, Pool) and op.kind == "max":
+        return least_value(ig, op.input)
+    rq = getattr(op, "requant", None)
+    lo = rq.lo if rq is not None else getattr(op, "lo", None)
+    return t.qtype.lo if lo is None else max(int(lo), t.qtype.lo)
+
+
+def pooled(node: Node, wi: WindowInput, kind: str, zero_point: int, lo: int,
+           least: int | None = None) -> Pooled:
     """The pending max or average pooling of ``wi`` (a map, maybe padded by a Pad): its
     window, and the pad value (max) or divisors (avg) where a Pad or ceil mode sets them.
-    ``zero_point`` and ``lo``: the input's zero point and its type's minimum."""
+    ``zero_point`` and ``lo``: the input's zero point and its type's minimum; ``least``: the
+    least value the input holds (max pooling; None: ``lo``)."""
     kernel = pool_kernel(node, wi.rank)
     g = window_geometry(node, wi.shape, kernel, wi.rank, wi.pads)
     win = g.window
@@ -190,10 +204,16 @@ def pooled(node: Node, wi: WindowInput, kind: str, zero_point: int, lo: int) -> 
     if kind == "max":
         pad_value = None
         if wi.value is not None and wi.value != lo:
-            if any(g.own) or any(g.ceil):
+            # its own pads (and ceil mode's) pad with lo; padding them with the Pad's value
+            # instead changes no maximum when every window holds an element of the padded
+            # input (own pads narrower than the kernel) and the input never goes below it
+            own_fits = all(p < k for p, k in zip(g.own, kernel * 2))
+            if (any(g.own) or any(g.ceil)) and not (
+                    own_fits and least is not None and least >= wi.value):
                 raise Unsupported(f"the Pad before it pads with {wi.value}, but MaxPool pads "
                                   f"its own pads (or ceil mode's partial windows) with the "
-                                  f"type's minimum {lo}: one window cannot pad with two values")
+                                  f"type's minimum {lo} and its input can be below "
+                                  f"{wi.value}: one window cannot pad with two values")
             pad_value = wi.value
         return Pooled(wi.x.tensor, "max", out_shape, nodes, win, pad_value=pad_value)
     include = bool(node.attrs.get("count_include_pad", 0))
@@ -228,7 +248,7 @@ def max_pool(ctx: ImportContext, node: Node):
         # follows its MaxPool; see ops_qonnx.QDeq): max of integers, same quantization
         wi = window_input(x, integer=True)
         t = ctx.ig.tensors[wi.x.tensor]
-        p = pooled(node, wi, "max", t.zero_point, t.qtype.lo)
+        p = pooled(node, wi, "max", t.zero_point, t.qtype.lo, least_value(ctx.ig, t.name))
         out = ctx.new_tensor(node.outputs[0], p.shape, t.qtype, t.scale, t.zero_point)
         ctx.ig.ops.append(Pool(node.label, p.nodes, wi.x.tensor, out, "max", p.window,
                                pad_value=p.pad_value))
@@ -236,7 +256,7 @@ def max_pool(ctx: ImportContext, node: Node):
         return
     wi = window_input(x)
     t = ctx.ig.tensors[wi.x.tensor]
-    ctx.set(node, pooled(node, wi, "max", t.zero_point, t.qtype.lo))
+    ctx.set(node, pooled(node, wi, "max", t.zero_point, t.qtype.lo, least_value(ctx.ig, t.name)))
 
 
 def average_pool(ctx: ImportContext, node: Node):

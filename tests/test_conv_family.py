@@ -125,6 +125,15 @@ def m_pad_avgpool(seed):
                    kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0)
 
 
+def m_pad_relu_maxpool_pads(seed):
+    # a Relu before the Pad: the map never goes below the pad value (the zero point), so
+    # MaxPool's own pads may take the Pad's value too (int8 symmetric: zero point 0 > -128)
+    n = Net((3, 6, 6), seed)
+    c = n.relu(n.conv("x", 4, 3, "conv0", pads=[1, 1, 1, 1]), "relu")
+    return n, n.op("MaxPool", [pad(n, c, [0, 0, 1, 0, 0, 0, 0, 1])], "pool",
+                   kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
+
+
 def m_conv1d(seed):
     n = Net((3, 12), seed)
     return n, n.relu(conv1d(n, "x", 4, 3, "conv", pads=[1, 2]), "relu")
@@ -170,11 +179,13 @@ def m_conv1d_flatten_gemm(seed):
 
 
 def m_model_2d(seed):
-    """Pad → grouped conv, depthwise ×2, MaxPool with a partial last window."""
+    """Pad → grouped conv, depthwise ×2, Pad → MaxPool with a partial last window."""
     n = Net((4, 5, 5), seed)
     c = n.relu(n.conv("x", 4, 3, "conv0", pads=[1, 1, 1, 1]), "relu0")
     c = n.relu(n.conv(pad(n, c, [0, 0, 1, 1, 0, 0, 1, 1]), 4, 3, "grouped", group=2), "relu1")
-    c = n.conv(c, 8, 3, "dw_x2", group=4, strides=[2, 2], pads=[1, 1, 1, 1])      # 3 × 3
+    c = n.relu(n.conv(c, 8, 3, "dw_x2", group=4, strides=[2, 2], pads=[1, 1, 1, 1]),
+               "relu2")                                                          # 3 × 3
+    c = pad(n, c, [0, 0, 0, 0, 0, 0, 0, 1], "pad2")                              # 3 × 4
     return n, n.op("MaxPool", [c], "pool", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
 
 
@@ -201,6 +212,7 @@ CASES = {
     "pad_conv": (m_pad_conv, {"preprocess": False}, [Conv, Conv]),
     "pad_maxpool": (m_pad_maxpool, {"preprocess": False}, [Conv, Pool]),
     "pad_avgpool_excl": (m_pad_avgpool, {"preprocess": False}, [Conv, Pool]),
+    "pad_relu_maxpool_pads": (m_pad_relu_maxpool_pads, {"preprocess": False}, [Conv, Pool]),
     "conv1d_relu": (m_conv1d, {}, [Conv]),
     "conv1d_grouped_s2": (m_conv1d_grouped_s2, {}, [Conv]),
     "maxpool1d_ceil": (m_maxpool1d_ceil, {}, [Conv, Pool]),
@@ -315,6 +327,11 @@ def test_pad_joins_the_window():
     pool = ig.ops[1]
     assert pool.window.pads == (1, 0, 0, 1)
     assert pool.pad_value == ig.tensors[pool.input].zero_point      # the Pad's real zero
+    qm, _ = quantized(m_pad_relu_maxpool_pads, preprocess=False,
+                      **CONFIGS["i8sym-perchannel"])
+    ig = import_(qm)
+    pool = ig.ops[1]
+    assert ig.tensors[pool.input].qtype.lo == -128 and pool.pad_value == 0
 
 
 def test_1d_shapes_and_order():
@@ -337,11 +354,16 @@ def test_1d_shapes_and_order():
 MODELS = {"2d": m_model_2d, "1d": m_model_1d}
 
 
-@pytest.mark.parametrize("name", list(MODELS))
-def test_model_rtl_equals_golden_amaranth(name):
-    qm, x = quantized(MODELS[name], preprocess=False)
+@pytest.mark.parametrize("name,config", [("2d", "u8"), ("2d", "i8sym-perchannel"),
+                                         ("1d", "u8")])
+def test_model_rtl_equals_golden_amaranth(name, config):
+    qm, x = quantized(MODELS[name], preprocess=False, **CONFIGS[config])
     assert "Pad" in op_sequence(qm)
     ig = import_(qm)
+    if name == "2d" and config != "u8":
+        # int8 symmetric: the last Pad's value (0) is above the type's minimum; the Relu
+        # before it lets MaxPool pad its partial windows with it too
+        assert ig.ops[-1].pad_value == 0
     xq, y = assert_agrees(ig, qm, x)
     assert_rtl_equals_golden(ig, xq, y)
 
