@@ -11,8 +11,9 @@ Padding, exactly as ONNX defines it:
   with the zero point (real zero) and divides by its count (below).
 * A Pad before a pooling joins the window (``ops_conv.window_input``). Its elements are
   real values: AveragePool counts them in every divisor; MaxPool pads with the Pad's value
-  when the pooling has no padding of its own (else only a Pad with the type's minimum folds:
-  one window cannot pad with two values).
+  when the pooling has no padding of its own, or when its input never goes below that value
+  (then padding its own pads with it changes no maximum); else only a Pad with the type's
+  minimum folds: one window cannot pad with two values.
 * AveragePool's divisor per output pixel counts the input, the Pad's elements and, with
   count_include_pad, its own pads, never ceil mode's extension. With count_include_pad and a
   ceil_mode partial window it is refused: onnxruntime's float kernel divides that window by
