@@ -10,7 +10,7 @@ import onnx.helper
 
 from hwgen.dataflow.context import INT_TYPES, REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, Pending
+from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, Padded, Pending
 from hwgen.rtl_templates.quant import QType
 
 Q_VERSIONS = (10, 13, 19, 21, 23, 24, 25)
@@ -77,6 +77,16 @@ def close(ctx: ImportContext, x, name: str, qtype: QType, s, zp: int,
         return Int(t, x.shape, x.order)
     if isinstance(x, Pending):
         return x.close(ctx, name, qtype, s, zp, closing)
+    if isinstance(x, Padded) and isinstance(x.inner, Deq):
+        # a padded map quantized again with its own parameters: still the same padded map
+        t = ctx.ig.tensors[x.inner.tensor]
+        if (t.qtype, np.float32(t.scale), t.zero_point) != (qtype, s, zp):
+            raise Unsupported(f"the output of Pad ({', '.join(x.nodes)}) is quantized with "
+                              f"scale {s} zero point {zp}, its input with scale {t.scale} zero "
+                              f"point {t.zero_point}: a Pad maps only when it keeps its "
+                              f"input's quantization (a pad value of real zero)")
+        return Padded(close(ctx, x.inner, name, qtype, s, zp, closing), x.pads, x.value,
+                      x.nodes)
     if isinstance(x, Deq):
         t = ctx.ig.tensors[x.tensor]
         if (t.qtype, np.float32(t.scale), t.zero_point) != (qtype, s, zp):
@@ -119,14 +129,17 @@ def dequantize_linear(ctx: ImportContext, node: Node):
         axis = int(node.attrs.get("axis", 1))
         ctx.set(node, DeqConst(q, np.asarray(scale, np.float32),
                                np.zeros(1, np.int64) if zp is None else np.asarray(zp), axis))
-    elif isinstance(x, Int):
+    elif isinstance(x, Int) or (isinstance(x, Padded) and isinstance(x.inner, Int)):
+        inner = x.inner if isinstance(x, Padded) else x
         zp = ctx.zero_point(node, 2)
-        t = ctx.ig.tensors[x.tensor]
+        t = ctx.ig.tensors[inner.tensor]
         s, z = np.float32(_scalar(scale, "scale")), int(_scalar(zp, "zero point"))
         if (np.float32(t.scale), t.zero_point) != (s, z):
-            raise Unsupported(f"dequantizes '{x.tensor}' with scale {s} zero point {z}, but it "
-                              f"was quantized with scale {t.scale} zero point {t.zero_point}")
-        ctx.set(node, Deq(x.tensor, x.shape, x.order))
+            raise Unsupported(f"dequantizes '{inner.tensor}' with scale {s} zero point {z}, "
+                              f"but it was quantized with scale {t.scale} zero point "
+                              f"{t.zero_point}")
+        deq = Deq(inner.tensor, inner.shape, inner.order)
+        ctx.set(node, Padded(deq, x.pads, x.value, x.nodes) if isinstance(x, Padded) else deq)
     else:
         raise Unsupported(f"its input is a {type(x).__name__}, not an integer tensor")
 

@@ -21,18 +21,24 @@ from hwgen.dataflow.context import (
     scale_problem,
 )
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.ops_conv import CONV_ATTRS, conv_linear
-from hwgen.dataflow.ops_join import Joined, channel_vector
+from hwgen.dataflow.ops_conv import CONV_ATTRS, conv_linear, window_input
+from hwgen.dataflow.ops_join import Joined, channel_vector, same_order
 from hwgen.dataflow.ops_linear import Linear, add_bias, check_per_channel, linear
-from hwgen.dataflow.ops_pool import POOL_ATTRS, Pooled, pool_window
+from hwgen.dataflow.ops_pool import POOL_ATTRS, Pooled, pooled
 from hwgen.dataflow.ops_qdq import close, out_params
-from hwgen.dataflow.values import Deq, DeqConst, Int
+from hwgen.dataflow.values import Deq, DeqConst, Int, Padded
 
 MS = "com.microsoft"
 
 
-def _deq_view(ctx: ImportContext, node: Node, k: int, k_scale: int, k_zp: int) -> Deq:
+def _deq_view(ctx: ImportContext, node: Node, k: int, k_scale: int, k_zp: int,
+              windowed: bool = False) -> Deq | Padded:
+    """Input ``k`` read as the dequantized tensor it is; ``windowed``: the node reads it
+    through a sliding window, so a Pad before it may stay pending (a :class:`Padded` view)."""
     x = ctx.value(node, k)
+    pad = x if windowed and isinstance(x, Padded) and isinstance(x.inner, Int) else None
+    if pad is not None:
+        x = pad.inner
     if not isinstance(x, Int):
         raise Unsupported(f"input {k} must be an integer tensor (got {type(x).__name__})")
     t = ctx.ig.tensors[x.tensor]
@@ -40,7 +46,8 @@ def _deq_view(ctx: ImportContext, node: Node, k: int, k_scale: int, k_zp: int) -
     if (np.float32(t.scale), t.zero_point) != (s, z):
         raise Unsupported(f"input {k} is read with scale {s} zero point {z}, but it was "
                           f"quantized with scale {t.scale} zero point {t.zero_point}")
-    return Deq(x.tensor, x.shape, x.order)
+    deq = Deq(x.tensor, x.shape, x.order)
+    return deq if pad is None else Padded(deq, pad.pads, pad.value, pad.nodes)
 
 
 def _wconst(ctx: ImportContext, node: Node, k: int, k_scale: int, k_zp: int,
@@ -76,7 +83,7 @@ def _finish(ctx: ImportContext, node: Node, pending, k_scale: int, k_zp: int):
 
 def qlinear_conv(ctx: ImportContext, node: Node):
     check_attrs(node, CONV_ATTRS)
-    x = _deq_view(ctx, node, 0, 1, 2)
+    x = _deq_view(ctx, node, 0, 1, 2, windowed=True)
     w = _wconst(ctx, node, 3, 4, 5, 0)
     lin = conv_linear(ctx, node, x, w, None)
     _bias(ctx, node, 8, lin)
@@ -112,7 +119,10 @@ def qlinear_add(ctx: ImportContext, node: Node):
             raise Unsupported("of broadcasts in QLinearAdd, only a feature map plus one value "
                               "per channel is supported")
         a, b = pair
-    _finish(ctx, node, Joined([a.tensor, b.tensor], "add", a.shape, [node.label]), 6, 7)
+    elif not same_order(a, b):
+        raise Unsupported("its inputs are streamed in different element orders")
+    _finish(ctx, node, Joined([a.tensor, b.tensor], "add", a.shape, [node.label],
+                              order=a.order), 6, 7)
 
 
 def qlinear_gap(ctx: ImportContext, node: Node):
@@ -123,10 +133,9 @@ def qlinear_gap(ctx: ImportContext, node: Node):
 
 def qlinear_avgpool(ctx: ImportContext, node: Node):
     check_attrs(node, dict(POOL_ATTRS, channels_last=lambda v: v == 0))
-    x = _deq_view(ctx, node, 0, 1, 2)
-    win = pool_window(node, x.shape)
-    _finish(ctx, node, Pooled(x.tensor, "avg", (x.shape[0],) + win.out_hw, [node.label], win,
-                              bool(node.attrs.get("count_include_pad", 0))), 3, 4)
+    wi = window_input(_deq_view(ctx, node, 0, 1, 2, windowed=True))
+    t = ctx.ig.tensors[wi.x.tensor]
+    _finish(ctx, node, pooled(node, wi, "avg", t.zero_point, t.qtype.lo), 3, 4)
 
 
 def qlinear_concat(ctx: ImportContext, node: Node):

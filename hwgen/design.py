@@ -44,6 +44,8 @@ def element_order(onnx_shape, order) -> str:
         return "row-major (C order) over the ONNX shape without its batch axis"
     if len(onnx_shape) == 4 and np.array_equal(order, channel_last_order(tuple(onnx_shape[1:]))):
         return "channel-last: pixels in raster order (H, then W), channels innermost"
+    if len(onnx_shape) == 3 and np.array_equal(order, channel_last_order(tuple(onnx_shape[1:]))):
+        return "channel-last: positions in order (L), channels innermost"
     return "permuted: stream element k is ONNX element design.npz[input_order|output_order][k]"
 
 
@@ -134,8 +136,11 @@ def intgraph_from(doc: dict, arrays) -> IntGraph:
                                         t["scale"], t["zero_point"])
     for o in doc["ops"]:
         cls = op_class(o["op"])
+        # a field with a default that an older hwgen did not write takes its default
         ig.ops.append(cls(**{f.name: _field_from(o[f.name], arrays)
-                             for f in dataclasses.fields(cls)}))
+                             for f in dataclasses.fields(cls)
+                             if f.name in o or (f.default is dataclasses.MISSING
+                                                and f.default_factory is dataclasses.MISSING)}))
     for key in ("input", "output", "onnx_input", "onnx_output", "output_dequantized"):
         setattr(ig, key, doc[key])
     ig.input_order = arrays.get("input_order")

@@ -319,24 +319,10 @@ def m_conv_dilated(seed):
     return n, n.conv("x", 4, 3, "conv", dilations=[2, 2])
 
 
-def m_depthwise_multiplier2(seed):
-    n = Net((4, 6, 6), seed)
-    return n, n.conv("x", 8, 3, "conv", group=4, pads=[1, 1, 1, 1])
-
-
-def m_conv_grouped(seed):
-    n = Net((4, 6, 6), seed)
-    return n, n.conv("x", 4, 3, "conv", group=2, pads=[1, 1, 1, 1])
-
-
 def _maxpool_ceil(seed, size):
     n = Net((3, size, size), seed)
     c = n.relu(n.conv("x", 4, 3, "conv", pads=[1, 1, 1, 1]), "relu")
     return n, n.op("MaxPool", [c], "pool", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
-
-
-def m_maxpool_ceil_partial(seed):
-    return _maxpool_ceil(seed, 7)          # 7 = 3 windows + one partial one
 
 
 def m_maxpool_ceil_exact(seed):
@@ -1086,12 +1072,6 @@ def test_integer_ops_rtl_equals_golden(kind):
 REFUSED = {
     # name: (builder, node, op, reason (regex))
     "conv_dilations_2": (m_conv_dilated, "conv", "Conv", r"dilations \[2, 2\] are not supported"),
-    "depthwise_channel_multiplier_2": (m_depthwise_multiplier2, "conv", "Conv",
-                                       r"group=4 with 4 input and 8 output channels"),
-    "conv_group2_of_4_channels": (m_conv_grouped, "conv", "Conv",
-                                  r"group=2 with 4 input and 4 output channels"),
-    "maxpool_ceil_mode_partial_window": (m_maxpool_ceil_partial, "pool", "MaxPool",
-                                         r"ceil_mode=1 with a partial last window"),
     "concat_axis2": (m_concat_axis2, "concat", "Concat", r"Concat along axis 2"),
 }
 
