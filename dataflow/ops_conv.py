@@ -22,6 +22,7 @@ from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.mvau import MVAUParams
 from hwgen.rtl_templates.quant import Requant
 from hwgen.rtl_templates.swg import SWGParams
+from hwgen.rtl_templates.swg_par import SWGParParams, frame_cycles
 from hwgen.rtl_templates.vvau import VVAUParams
 
 
@@ -48,24 +49,42 @@ class Conv:
                    lin.depthwise)
 
     def fold_space(self, ig: IntGraph) -> FoldSpace:
+        """SIMD is any divisor of the window's KH*KW*C elements: a divisor of C reads the
+        window a channel block per beat; any other (beyond C, or one not dividing C) reads it
+        through the window-parallel generator, whose own steps (one per padded input
+        position) then bound the cycles too."""
         c = self.window.in_shape[0]
         px = int(np.prod(self.window.out_hw))
         k = self.window.kernel[0] * self.window.kernel[1]
         if self.depthwise:
             return FoldSpace(divisors(c), (1,), lambda pe, simd: px * k * (c // pe))
         oc = self.weights.shape[0]
-        return FoldSpace(divisors(oc), divisors(c),
-                         lambda pe, simd: px * (oc // pe) * k * (c // simd))
+
+        def cycles(pe, simd):
+            mvau = px * (oc // pe) * (k * c // simd)
+            return mvau if c % simd == 0 else max(mvau, frame_cycles(self.window_par(ig, simd)))
+        return FoldSpace(divisors(oc), divisors(k * c), cycles)
+
+    def window_par(self, ig: IntGraph, simd: int) -> SWGParParams:
+        """The window-parallel generator this convolution reads through at a SIMD that does
+        not divide C."""
+        win, tin = self.window, ig.tensors[self.input]
+        c, h, w = win.in_shape
+        return SWGParParams((h, w, c), win.kernel, win.stride, win.pads, tin.zero_point,
+                            tin.qtype, simd, win.dilation)
 
     def in_per_beat(self, f: Folding) -> int:
-        return f.pe if self.depthwise else f.simd
+        if self.depthwise:
+            return f.pe
+        c = self.window.in_shape[0]
+        return f.simd if c % f.simd == 0 else c
 
     def lower(self, b: Builder, ig: IntGraph, f: Folding) -> str:
         tin, tout = ig.tensors[self.input], ig.tensors[self.output]
         nodes = tuple(self.nodes)
         oh, ow = self.window.out_hw
         windows = add_window_generator(b, ig, self, tin.zero_point, self.in_per_beat(f),
-                                       self.depthwise)
+                                       self.depthwise, window_par=f.simd)
         out = b.stream(short_name(self.output), tout.qtype, f.pe, tout.size)
         if self.depthwise:
             p = VVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
@@ -79,19 +98,27 @@ class Conv:
 
 
 def add_window_generator(b: Builder, ig: IntGraph, op, pad_value: int, per_beat: int,
-                         depthwise: bool) -> str:
+                         depthwise: bool, window_par: int = 0) -> str:
     """The sliding-window stage of a windowed op (convolution, pooling): the generator block
-    reading ``op.input`` through a FIFO of one input row, and its window stream (returned)."""
+    reading ``op.input`` through a FIFO of one input row, and its window stream (returned).
+    A ``window_par`` that does not divide the channels: the window-parallel generator, that
+    many window elements per beat (its input one pixel per beat, ``per_beat`` = C)."""
     tin = ig.tensors[op.input]
     win = op.window
     c, h, w = win.in_shape
     oh, ow = win.out_hw
-    sp = SWGParams((h, w, c), win.kernel, win.stride, win.pads, pad_value, tin.qtype, per_beat,
-                   depthwise)
+    if window_par and c % window_par and not depthwise:
+        sp, kind, out_per_beat = SWGParParams((h, w, c), win.kernel, win.stride, win.pads,
+                                              pad_value, tin.qtype, window_par,
+                                              win.dilation), "swg_par", window_par
+    else:
+        sp = SWGParams((h, w, c), win.kernel, win.stride, win.pads, pad_value, tin.qtype,
+                       per_beat, depthwise, win.dilation)
+        kind, out_per_beat = "swg", per_beat
     src, _ = b.read(op.input, per_beat, row_fifo_depth(sp))
-    windows = b.stream(f"{short_name(op.output)}_win", tin.qtype, per_beat,
+    windows = b.stream(f"{short_name(op.output)}_win", tin.qtype, out_per_beat,
                        oh * ow * win.kernel[0] * win.kernel[1] * c)
-    b.add(Block(f"{op.name}_swg", "swg", sp, [src], [windows], op.name, tuple(op.nodes)))
+    b.add(Block(f"{op.name}_swg", kind, sp, [src], [windows], op.name, tuple(op.nodes)))
     return windows
 
 
@@ -99,14 +126,16 @@ def window_from_attrs(node: Node, in_shape: tuple[int, int, int],
                       kernel: tuple[int, int]) -> Window:
     """Kernel/stride/pads of a 2-D Conv or pooling node (auto_pad and ceil_mode handled)."""
     a = node.attrs
-    if any(d != 1 for d in a.get("dilations", [1, 1])):
-        raise Unsupported(f"dilations {list(a['dilations'])} are not supported (only 1)")
+    dilation = tuple(int(d) for d in a.get("dilations", [1, 1]))
+    if len(dilation) != 2 or min(dilation) < 1:
+        raise Unsupported(f"dilations {list(dilation)}: two positive integers are needed")
     strides = tuple(int(s) for s in a.get("strides", [1, 1]))
     c, h, w = in_shape
+    span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
     auto = a.get("auto_pad", "NOTSET")
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         pads = []
-        for size, k, s in ((h, kernel[0], strides[0]), (w, kernel[1], strides[1])):
+        for size, k, s in ((h, span[0], strides[0]), (w, span[1], strides[1])):
             total = max((math.ceil(size / s) - 1) * s + k - size, 0)
             small = total // 2
             pads.append((total - small, small) if auto == "SAME_LOWER" else (small, total - small))
@@ -119,11 +148,11 @@ def window_from_attrs(node: Node, in_shape: tuple[int, int, int],
         raise Unsupported(f"auto_pad={auto!r} is not supported")
     if len(strides) != 2 or len(pads) != 4:
         raise Unsupported("only 2-D windows are supported")
-    win = Window(in_shape, kernel, strides, pads)
+    win = Window(in_shape, kernel, strides, pads, dilation)
     if a.get("ceil_mode", 0):
         # ceil mode adds an output row/column only when the floor formula leaves a remainder
-        for size, k, s, p0, p1 in ((h, kernel[0], strides[0], pads[0], pads[2]),
-                                   (w, kernel[1], strides[1], pads[1], pads[3])):
+        for size, k, s, p0, p1 in ((h, span[0], strides[0], pads[0], pads[2]),
+                                   (w, span[1], strides[1], pads[1], pads[3])):
             if (size + p0 + p1 - k) % s:
                 raise Unsupported("ceil_mode=1 with a partial last window is not supported")
     oh, ow = win.out_hw
