@@ -221,3 +221,25 @@ def test_std_dilated_amaranth(c):
     run = _run(swg.SWG(p), p, x, p.simd, p.simd, p.out_beats, stall_in=0.3, stall_out=0.4,
                seed=3)
     _check(p, x, run, swg.golden)
+
+
+# ---------------------------------------------------------------------------- a whole model
+
+def test_digits_cnn_parallel_window_verilator():
+    """The digits CNN with its first convolution reading whole windows (SIMD = 9 = KH*KW*C)
+    and its second reading 12 of a window's 72 elements per beat (not a divisor of its 8
+    channels): RTL == golden on a few frames in the native Verilator simulator, and the
+    measured interval is the estimate's."""
+    from conftest import EXAMPLES
+
+    from hwgen import api
+    from hwgen.dataflow.lower import Folding
+
+    x = np.load(EXAMPLES / "digits_images_test.npz")
+    x = x[x.files[0]][:4]
+    fold = {"/conv1/Conv": Folding(2, 9), "/conv2/Conv": Folding(1, 12)}
+    rep = api.verify(EXAMPLES / "digits_cnn_qdq.onnx", x, fold=fold, target_cycles=512)
+    assert rep.ok and rep.rtl_equals_golden
+    kinds = {b["name"]: b["block"] for b in rep.compiled.manifest["layers"]}
+    assert kinds["/conv1/Conv_swg"] == kinds["/conv2/Conv_swg"] == "swg_par"
+    assert rep.sim.interval == pytest.approx(rep.estimate["cycles_per_frame"], rel=0.02)
