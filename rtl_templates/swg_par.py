@@ -217,8 +217,17 @@ def cost(p: SWGParParams) -> Cost:
     )
 
 
-#: calibration of :func:`resource_parts` (structural counts until fitted to Yosys)
-RESOURCE_FIT: res.Fit = {"ecp5": {}, "ice40": {}}
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit`` over the test grid)
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"ctl": 1.271, "data": 1.225, "fifo": 1.151, "line": 1.046, "1": 0.015},
+        "carry": {"ctl": 0.231, "fifo": 0.343, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"ctl": 1.01, "data": 1.052, "fifo": 1.004, "line": 0.968, "1": 0.001},
+        "carry": {"ctl": 0.622, "fifo": 0.599, "1": 0},
+    },
+}
 
 
 def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
