@@ -599,7 +599,8 @@ class SWG(wiring.Component):
 def manifest(p: SWGParams) -> dict:
     return {"window": {"in_hwc": list(p.in_shape), "kernel": list(p.kernel),
                        "stride": list(p.stride), "pads": list(p.pads),
-                       "dilation": list(p.dilation), "depthwise_order": p.depthwise}, "folding": {"simd": p.simd}}
+                       "dilation": list(p.dilation), "depthwise_order": p.depthwise},
+            "folding": {"simd": p.simd}}
 
 
 def fold_space(p: SWGParams) -> FoldSpace:

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from amaranth.back import verilog
 
+from hwgen.rtl_templates import swg, swg_par
 from hwgen.rtl_templates.axis_top import AxisTop, axis_width
 from hwgen.rtl_templates.quant import INT8, UINT8, QType
-from hwgen.rtl_templates import swg, swg_par
 from hwgen.rtl_templates.swg_par import SWGPar, SWGParParams
 from hwgen.sim.base import StreamJob
 from hwgen.sim.harness import BlockRun
@@ -137,10 +137,9 @@ def _run(comp, p, x, in_per_beat, out_per_beat, out_beats, sim="amaranth", vl=No
     beats, last = frames_to_beats(x.reshape(n, -1), p.qtype, in_per_beat)
     job = StreamJob(axis_width(in_per_beat * p.qtype.bits),
                     axis_width(out_per_beat * p.qtype.bits), beats, last, n * out_beats, **kw)
-    top = AxisTop(comp, out_beats_per_frame=out_beats)
     if sim == "amaranth":
         from hwgen.sim.amaranth_sim import run_amaranth
-        res = run_amaranth(top, job)
+        res = run_amaranth(AxisTop(comp(), out_beats_per_frame=out_beats), job)
     else:
         from hwgen.sim.verilator import run_verilator
         res = run_verilator(vl(), "swg_par_top", job)
@@ -172,11 +171,11 @@ def _check_par_timing(p: SWGParParams, run: BlockRun):
 def test_par_amaranth(c):
     p = _params(c)
     x = _frames(p.in_shape, p.qtype, 4, seed=1)
-    run = _run(SWGPar(p), p, x, p.simd, p.window_par, p.out_beats)
+    run = _run(lambda: SWGPar(p), p, x, p.simd, p.window_par, p.out_beats)
     _check(p, x, run, swg_par.golden)
     _check_par_timing(p, run)
     x = _frames(p.in_shape, p.qtype, 3, seed=2)
-    run = _run(SWGPar(p), p, x, p.simd, p.window_par, p.out_beats, stall_in=0.3,
+    run = _run(lambda: SWGPar(p), p, x, p.simd, p.window_par, p.out_beats, stall_in=0.3,
                stall_out=0.4, seed=zlib.crc32(_pid(c).encode()) % 1000)
     _check(p, x, run, swg_par.golden)
 
@@ -193,11 +192,11 @@ def test_par_verilator(c):
     p = _params(c)
     vl = functools.partial(_par_verilog, c)
     x = _frames(p.in_shape, p.qtype, 4, seed=1)
-    run = _run(SWGPar(p), p, x, p.simd, p.window_par, p.out_beats, sim="verilator", vl=vl)
+    args = (p, x, p.simd, p.window_par, p.out_beats)
+    run = _run(None, *args, sim="verilator", vl=vl)
     _check(p, x, run, swg_par.golden)
     _check_par_timing(p, run)
-    run = _run(SWGPar(p), p, x, p.simd, p.window_par, p.out_beats, sim="verilator", vl=vl,
-               stall_in=0.3, stall_out=0.4, seed=7)
+    run = _run(None, *args, sim="verilator", vl=vl, stall_in=0.3, stall_out=0.4, seed=7)
     _check(p, x, run, swg_par.golden)
 
 
@@ -208,7 +207,7 @@ def test_std_dilated_amaranth(c):
     if not p.depthwise:
         assert np.array_equal(swg.golden(p, x).reshape(4, -1),
                               ref_windows(*c[:5], p.pad_value, x))
-    run = _run(swg.SWG(p), p, x, p.simd, p.simd, p.out_beats)
+    run = _run(lambda: swg.SWG(p), p, x, p.simd, p.simd, p.out_beats)
     _check(p, x, run, swg.golden)
     c_ = swg.cost(p)
     ends = run.frame_ends(p.out_beats)
@@ -218,7 +217,7 @@ def test_std_dilated_amaranth(c):
     row = p.row_out_beats
     t = run.result.out_times
     assert [t[k * row] for k in range(len(s))] == [v + swg.PIPELINE_DEPTH for v in s]
-    run = _run(swg.SWG(p), p, x, p.simd, p.simd, p.out_beats, stall_in=0.3, stall_out=0.4,
+    run = _run(lambda: swg.SWG(p), p, x, p.simd, p.simd, p.out_beats, stall_in=0.3, stall_out=0.4,
                seed=3)
     _check(p, x, run, swg.golden)
 
