@@ -100,6 +100,7 @@ def _test_grid(quick: bool) -> list[Item]:
     import test_mvau
     import test_pool
     import test_swg
+    import test_swg_par
     import test_table_ops
     import test_vvau
 
@@ -110,6 +111,8 @@ def _test_grid(quick: bool) -> list[Item]:
     for mod, kind in ((test_mvau, "mvau"), (test_vvau, "vvau"), (test_pool, "pool"),
                       (test_gap, "gap"), (test_swg, "swg")):
         items += [Item(kind, c.id, c.params) for c in take(mod.GRID)]
+    items += [Item("swg_par", test_swg_par._pid(c), test_swg_par._params(c))
+              for c in take(test_swg_par.PAR_GRID)]
     items += [Item("add", c.id, replace(c.params, elements=c.elems))
               for c in take(tj.ADD_GRID)]
     items += [Item("concat", c.id, replace(c.params, pixels=c.pixels))

@@ -106,25 +106,35 @@ def op_inputs(op) -> list[str]:
 
 @dataclass(frozen=True)
 class Window:
-    """2-D sliding-window geometry over a (C, H, W) input (no dilation)."""
+    """2-D sliding-window geometry over a (C, H, W) input. Window position ``(kh, kw)`` of
+    output pixel ``(oh, ow)`` reads input pixel ``(oh*SH + kh*DH - top, ow*SW + kw*DW -
+    left)``; ``dilation`` is ``(DH, DW)``."""
     in_shape: tuple[int, int, int]
     kernel: tuple[int, int]
     stride: tuple[int, int]
     pads: tuple[int, int, int, int]          # top, left, bottom, right
+    dilation: tuple[int, int] = (1, 1)
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """Rows and columns one window covers: ``(K - 1)*D + 1`` each way."""
+        return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilation))
 
     @property
     def out_hw(self) -> tuple[int, int]:
         c, h, w = self.in_shape
         t, l, b, r = self.pads
-        return ((h + t + b - self.kernel[0]) // self.stride[0] + 1,
-                (w + l + r - self.kernel[1]) // self.stride[1] + 1)
+        sh, sw = self.span
+        return ((h + t + b - sh) // self.stride[0] + 1,
+                (w + l + r - sw) // self.stride[1] + 1)
 
     def counts(self) -> np.ndarray:
         """Per output pixel (raster order): how many window positions lie inside the input."""
         c, h, w = self.in_shape
         oh, ow = self.out_hw
-        rows = np.array([min(h, i * self.stride[0] - self.pads[0] + self.kernel[0])
-                         - max(0, i * self.stride[0] - self.pads[0]) for i in range(oh)])
-        cols = np.array([min(w, j * self.stride[1] - self.pads[1] + self.kernel[1])
-                         - max(0, j * self.stride[1] - self.pads[1]) for j in range(ow)])
+        (kh, kw), (dh, dw) = self.kernel, self.dilation
+        rows = np.array([sum(0 <= i * self.stride[0] - self.pads[0] + k * dh < h
+                             for k in range(kh)) for i in range(oh)])
+        cols = np.array([sum(0 <= j * self.stride[1] - self.pads[1] + k * dw < w
+                             for k in range(kw)) for j in range(ow)])
         return (rows[:, None] * cols[None, :]).reshape(-1)

@@ -153,7 +153,9 @@ def choose_folding(ig: IntGraph, requested: dict[str, Folding] | None = None,
                    target_cycles: int | None = None) -> dict[str, Folding]:
     """Per op PE/SIMD. Requested values win; the others take the smallest PE·SIMD (then the
     smallest PE) whose cycles per frame are at most ``target_cycles`` (the most parallel
-    choice if none is; fully serial without a target)."""
+    choice if none is; fully serial without a target). The choices are the op's fold space:
+    a convolution's SIMD may exceed its channels (a window-parallel generator then reads
+    the window), so a small-C first layer can meet a short target too."""
     requested = dict(requested or {})
     names = [op.name for op in ig.ops]
     unknown = sorted(set(requested) - set(names))

@@ -48,6 +48,7 @@ from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.mvau import MVAUParams
 from hwgen.rtl_templates.quant import Requant
 from hwgen.rtl_templates.swg import SWGParams
+from hwgen.rtl_templates.swg_par import SWGParParams, frame_cycles
 from hwgen.rtl_templates.vvau import VVAUParams
 
 
@@ -75,17 +76,35 @@ class Conv:
                    lin.depthwise)
 
     def fold_space(self, ig: IntGraph) -> FoldSpace:
+        """SIMD is any divisor of the window's KH*KW*C elements: a divisor of C reads the
+        window a channel block per beat; any other (beyond C, or one not dividing C) reads it
+        through the window-parallel generator, whose own steps (one per padded input
+        position) then bound the cycles too."""
         c = self.window.in_shape[0]
         px = int(np.prod(self.window.out_hw))
         k = self.window.kernel[0] * self.window.kernel[1]
         if self.depthwise:
             return FoldSpace(divisors(c), (1,), lambda pe, simd: px * k * (c // pe))
         oc = self.weights.shape[0]
-        return FoldSpace(divisors(oc), divisors(c),
-                         lambda pe, simd: px * (oc // pe) * k * (c // simd))
+
+        def cycles(pe, simd):
+            mvau = px * (oc // pe) * (k * c // simd)
+            return mvau if c % simd == 0 else max(mvau, frame_cycles(self.window_par(ig, simd)))
+        return FoldSpace(divisors(oc), divisors(k * c), cycles)
+
+    def window_par(self, ig: IntGraph, simd: int) -> SWGParParams:
+        """The window-parallel generator this convolution reads through at a SIMD that does
+        not divide C."""
+        win, tin = self.window, ig.tensors[self.input]
+        c, h, w = win.in_shape
+        return SWGParParams((h, w, c), win.kernel, win.stride, win.pads, tin.zero_point,
+                            tin.qtype, simd, win.dilation)
 
     def in_per_beat(self, f: Folding) -> int:
-        return f.pe if self.depthwise else f.simd
+        if self.depthwise:
+            return f.pe
+        c = self.window.in_shape[0]
+        return f.simd if c % f.simd == 0 else c
 
     @property
     def multiplier(self) -> int:
@@ -97,7 +116,7 @@ class Conv:
         nodes = tuple(self.nodes)
         oh, ow = self.window.out_hw
         windows = add_window_generator(b, ig, self, tin.zero_point, self.in_per_beat(f),
-                                       self.depthwise)
+                                       self.depthwise, window_par=f.simd)
         out = b.stream(short_name(self.output), tout.qtype, f.pe * self.multiplier, tout.size)
         if self.depthwise:
             p = VVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
@@ -111,19 +130,27 @@ class Conv:
 
 
 def add_window_generator(b: Builder, ig: IntGraph, op, pad_value: int, per_beat: int,
-                         depthwise: bool) -> str:
+                         depthwise: bool, window_par: int = 0) -> str:
     """The sliding-window stage of a windowed op (convolution, pooling): the generator block
-    reading ``op.input`` through a FIFO of one input row, and its window stream (returned)."""
+    reading ``op.input`` through a FIFO of one input row, and its window stream (returned).
+    A ``window_par`` that does not divide the channels: the window-parallel generator, that
+    many window elements per beat (its input one pixel per beat, ``per_beat`` = C)."""
     tin = ig.tensors[op.input]
     win = op.window
     c, h, w = win.in_shape
     oh, ow = win.out_hw
-    sp = SWGParams((h, w, c), win.kernel, win.stride, win.pads, pad_value, tin.qtype, per_beat,
-                   depthwise)
+    if window_par and c % window_par and not depthwise:
+        sp, kind, out_per_beat = SWGParParams((h, w, c), win.kernel, win.stride, win.pads,
+                                              pad_value, tin.qtype, window_par,
+                                              win.dilation), "swg_par", window_par
+    else:
+        sp = SWGParams((h, w, c), win.kernel, win.stride, win.pads, pad_value, tin.qtype,
+                       per_beat, depthwise, win.dilation)
+        kind, out_per_beat = "swg", per_beat
     src, _ = b.read(op.input, per_beat, row_fifo_depth(sp))
-    windows = b.stream(f"{short_name(op.output)}_win", tin.qtype, per_beat,
+    windows = b.stream(f"{short_name(op.output)}_win", tin.qtype, out_per_beat,
                        oh * ow * win.kernel[0] * win.kernel[1] * c)
-    b.add(Block(f"{op.name}_swg", "swg", sp, [src], [windows], op.name, tuple(op.nodes)))
+    b.add(Block(f"{op.name}_swg", kind, sp, [src], [windows], op.name, tuple(op.nodes)))
     return windows
 
 
@@ -132,8 +159,8 @@ def spatial_attrs(node: Node, rank: int) -> tuple[tuple[int, int], tuple[int, ..
     over ``rank`` spatial axes (1: an [N, C, L] map seen as (C, 1, L))."""
     a = node.attrs
     dil = [int(d) for d in a.get("dilations", [1] * rank)]
-    if any(d != 1 for d in dil):
-        raise Unsupported(f"dilations {dil} are not supported (only 1)")
+    if any(d < 1 for d in dil):
+        raise Unsupported(f"dilations {dil}: positive integers are needed")
     strides = [int(v) for v in a.get("strides", [1] * rank)]
     pads = [int(v) for v in a.get("pads", [0] * 2 * rank)]
     if len(strides) != rank or len(pads) != 2 * rank or len(dil) != rank:
@@ -144,6 +171,12 @@ def spatial_attrs(node: Node, rank: int) -> tuple[tuple[int, int], tuple[int, ..
     if rank == 1:
         return (1, strides[0]), (0, pads[0], 0, pads[1]), a.get("auto_pad", "NOTSET")
     return (strides[0], strides[1]), tuple(pads), a.get("auto_pad", "NOTSET")
+
+
+def dilation_attr(node: Node, rank: int) -> tuple[int, int]:
+    """Dilations (2-D) of a Conv or pooling node over ``rank`` spatial axes."""
+    dil = [int(d) for d in node.attrs.get("dilations", [1] * rank)]
+    return (1, dil[0]) if rank == 1 else (dil[0], dil[1])
 
 
 @dataclass(frozen=True)
@@ -166,12 +199,14 @@ def window_geometry(node: Node, in_shape: tuple[int, int, int], kernel: tuple[in
     rows/columns its partial last windows reach past the input (the last window starts
     inside the input or its leading pads, as onnxruntime computes the output size)."""
     strides, pads, auto = spatial_attrs(node, rank)
+    dilation = dilation_attr(node, rank)
+    span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
     c, h, w = in_shape
     et, el, eb, er = explicit
     ph, pw = h + et + eb, w + el + er                  # the input the node sees
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         both = []
-        for size, k, s in ((ph, kernel[0], strides[0]), (pw, kernel[1], strides[1])):
+        for size, k, s in ((ph, span[0], strides[0]), (pw, span[1], strides[1])):
             total = max((math.ceil(size / s) - 1) * s + k - size, 0)
             small = total // 2
             both.append((total - small, small) if auto == "SAME_LOWER" else (small, total - small))
@@ -182,18 +217,18 @@ def window_geometry(node: Node, in_shape: tuple[int, int, int], kernel: tuple[in
         raise Unsupported(f"auto_pad={auto!r} is not supported")
     ceil = [0, 0]
     if node.attrs.get("ceil_mode", 0):
-        for i, (size, k, s, p0, p1) in enumerate(((ph, kernel[0], strides[0], pads[0], pads[2]),
-                                                  (pw, kernel[1], strides[1], pads[1], pads[3]))):
-            span = size + p0 + p1 - k
-            if span < 0 or span % s == 0:
+        for i, (size, k, s, p0, p1) in enumerate(((ph, span[0], strides[0], pads[0], pads[2]),
+                                                  (pw, span[1], strides[1], pads[1], pads[3]))):
+            rest = size + p0 + p1 - k
+            if rest < 0 or rest % s == 0:
                 continue                  # ceil mode adds an output only for a remainder
-            out = -(-span // s) + 1
+            out = -(-rest // s) + 1
             if (out - 1) * s >= size + p0:
                 out -= 1                  # the last window must start inside the input
             ceil[i] = max((out - 1) * s + k - (size + p0 + p1), 0)
     t, l, b, r = pads
     win = Window(in_shape, kernel, strides,
-                 (t + et, l + el, b + eb + ceil[0], r + er + ceil[1]))
+                 (t + et, l + el, b + eb + ceil[0], r + er + ceil[1]), dilation)
     oh, ow = win.out_hw
     if oh < 1 or ow < 1:
         size = f"{pw}" if rank == 1 else f"{ph}x{pw}"

@@ -76,7 +76,8 @@ def _field_json(name: str, v, k: int, arrays: dict):
                             "zp_first": v.zp_first}}
     if isinstance(v, Window):
         return {"window": {"in_shape": list(v.in_shape), "kernel": list(v.kernel),
-                           "stride": list(v.stride), "pads": list(v.pads)}}
+                           "stride": list(v.stride), "pads": list(v.pads),
+                           "dilation": list(v.dilation)}}
     return v
 
 
@@ -90,7 +91,7 @@ def _field_from(v, arrays):
     if isinstance(v, dict) and "window" in v:
         w = v["window"]
         return Window(tuple(w["in_shape"]), tuple(w["kernel"]), tuple(w["stride"]),
-                      tuple(w["pads"]))
+                      tuple(w["pads"]), tuple(w.get("dilation", (1, 1))))
     return v
 
 

@@ -312,11 +312,23 @@ def m_conv_relu6(seed):
     return n, n.op("Clip", [c, lo, hi], "clip")
 
 
-# ---- refused (9) -----------------------------------------------------------------------------
+# ---- dilation (1, 3) ---------------------------------------------------------------------------
 
 def m_conv_dilated(seed):
     n = Net((3, 7, 7), seed)
     return n, n.conv("x", 4, 3, "conv", dilations=[2, 2])
+
+
+def m_conv_dilated_asym(seed):
+    # span (3-1)*2+1 = 5 rows, (2-1)*3+1 = 4 columns: (6+1+0-5)//1+1 = 3, (7+0+2-4)//2+1 = 3
+    n = Net((2, 6, 7), seed)
+    return n, n.relu(n.conv("x", 4, (3, 2), "conv", dilations=[2, 3], strides=[1, 2],
+                            pads=[1, 0, 0, 2]), "relu")
+
+
+def m_maxpool_dilated(seed):
+    return _pool_net(seed, "MaxPool", relu=True, kernel_shape=[2, 2], dilations=[2, 2],
+                     pads=[1, 1, 1, 1])
 
 
 def _maxpool_ceil(seed, size):
@@ -463,6 +475,9 @@ CONV_CASES = {
     "conv3x3_s2_same_upper": (m_conv_same_upper, (3, 3), (2, 2), (0, 0, 1, 1), (3, 3)),
     "conv3x3_s2_same_lower": (m_conv_same_lower, (3, 3), (2, 2), (1, 1, 0, 0), (3, 3)),
     "conv1x3_nobias": (m_conv1x3_nobias, (1, 3), (1, 1), (0, 1, 0, 1), (5, 6)),
+    "conv3x3_dilated_2": (m_conv_dilated, (3, 3), (1, 1), (0, 0, 0, 0), (3, 3)),
+    "conv3x2_dilated_2x3_s1x2_relu": (m_conv_dilated_asym, (3, 2), (1, 2), (1, 0, 0, 2),
+                                      (3, 3)),
 }
 QDQ_CONFIGS = {
     "u8-pertensor": dict(),
@@ -642,6 +657,7 @@ POOL_CASES = {
     "avgpool3x3_s2_asym_pads_exclude_pad": (m_avgpool3x3_s2_asym_excl, Pool, {}),
     "avgpool2x2_s2_same_upper": (m_avgpool2x2_s2_same_upper, Pool, {}),
     "maxpool2x2_s2_same_upper": (m_maxpool2x2_s2_same_upper, Pool, {}),
+    "maxpool2x2_dilated_2_p1": (m_maxpool_dilated, Pool, {}),
     "global_avgpool": (m_global_avgpool, GlobalAvgPool, {}),
     # ReduceMean is not in ORT's default list of ops to quantize (see the test below):
     # ask for it explicitly
@@ -1071,7 +1087,6 @@ def test_integer_ops_rtl_equals_golden(kind):
 
 REFUSED = {
     # name: (builder, node, op, reason (regex))
-    "conv_dilations_2": (m_conv_dilated, "conv", "Conv", r"dilations \[2, 2\] are not supported"),
     "concat_axis2": (m_concat_axis2, "concat", "Concat", r"Concat along axis 2"),
 }
 
