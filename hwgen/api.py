@@ -254,7 +254,7 @@ def simulate(out_dir, x, simulator: str = "verilator", count: int | None = None,
         x = x[:count]
     check_no_nan(x, source)
     frames = _frames(manifest, x, source)
-    xq = ig.tensors[ig.input].quantize(ig.to_stream(frames))
+    xq = ig.quantize_input(frames)
     y, res, manifest, ig = run_design(out_dir, xq, simulator, stall, seed)
     n = xq.shape[0]
     latency, interval = _timing(res, n, manifest["input"]["beats_per_frame"],
