@@ -158,6 +158,8 @@ def max_pool(ctx: ImportContext, node: Node):
         if not np.array_equal(x.order, channel_last_order(x.shape)):
             raise Unsupported("its input must be a (C, H, W) feature map")
         win = pool_window(node, x.shape)
+        if getattr(x, "bipolar", False) and any(win.pads):
+            raise Unsupported("max pooling of a bipolar map with padding is not supported")
         t = ctx.ig.tensors[x.tensor]
         shape = (x.shape[0],) + win.out_hw
         out = ctx.new_tensor(node.outputs[0], shape, t.qtype, t.scale, t.zero_point)

@@ -98,8 +98,10 @@ class QDeq(Deq):
 
 
 class BipolarDeq(QDeq):
-    """A bipolar tensor that a QONNX quantizer wrote (max pooling of it is not supported)."""
-    integer_max_pool = False
+    """A bipolar tensor that a QONNX quantizer wrote. Max pooling of it is integer max
+    pooling of ±1 (the 1-bit stream encoding keeps the order), without padding."""
+    integer_max_pool = True
+    bipolar = True
 
 
 # ------------------------------------------------------------------------------- helpers
