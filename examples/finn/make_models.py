@@ -162,6 +162,34 @@ def train(model: nn.Module, shape, steps: int, batch: int, seed: int) -> float:
     return float(loss.detach())
 
 
+def compact_weights(path: Path) -> None:
+    """Replace each float weight behind a ``Quant``/``BipolarQuant`` by its quantized value
+    (the quantizers are idempotent, so the model computes the same): the file then holds
+    few distinct floats and compresses well in git."""
+    from qonnx.custom_op.general.bipolar_quant import binary_quant
+    from qonnx.custom_op.general.intquant import int_quant
+
+    m = onnx.load(str(path))
+    inits = {t.name: t for t in m.graph.initializer}
+    arr = {k: onnx.numpy_helper.to_array(t) for k, t in inits.items()}
+    for n in m.graph.node:
+        if n.op_type not in ("Quant", "BipolarQuant") or n.input[0] not in inits \
+                or any(i not in arr for i in n.input[1:]):
+            continue
+        w = arr[n.input[0]]
+        if n.op_type == "BipolarQuant":
+            q = binary_quant(w, arr[n.input[1]])
+        else:
+            at = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+            mode = at.get("rounding_mode", b"ROUND")
+            q = int_quant(w, arr[n.input[1]], arr[n.input[2]], arr[n.input[3]],
+                          at.get("signed", 1), at.get("narrow", 0),
+                          mode.decode() if isinstance(mode, bytes) else mode)
+        inits[n.input[0]].CopyFrom(onnx.numpy_helper.from_array(
+            np.asarray(q, dtype=w.dtype), n.input[0]))
+    onnx.save(m, str(path))
+
+
 NETS = {
     "tfc-w1a1": (TFC, 1, 1, (1, 28, 28)), "tfc-w2a2": (TFC, 2, 2, (1, 28, 28)),
     "cnv-w1a1": (CNV, 1, 1, (3, 32, 32)), "cnv-w2a2": (CNV, 2, 2, (3, 32, 32)),
@@ -178,6 +206,7 @@ def make(name: str, out: Path, div: int = 1, steps: int = 0, seed: int = 0) -> P
     path = out / f"{tag}.onnx"
     with torch.no_grad():
         export_qonnx(model, torch.rand((1,) + shape), export_path=str(path), dynamo=False)
+    compact_weights(path)
     m = onnx.load(str(path))
     x_test, _ = synthetic(100, shape, 10, seed + 1000)
     np.savez_compressed(out / f"{tag}_test.npz",
