@@ -29,7 +29,10 @@ from hwgen.dataflow.loader import load_model_proto
 from hwgen.dataflow.lower import lower
 from hwgen.dataflow.ops_qonnx import qonnx_reference as run_qonnx
 from hwgen.errors import HwgenError
-from hwgen.rtl_templates.quant import QType
+from hwgen.rtl_templates.mvau import MVAU, MVAUParams
+from hwgen.rtl_templates.mvau import cost as mvau_cost
+from hwgen.rtl_templates.mvau import golden as mvau_golden
+from hwgen.rtl_templates.quant import QType, Requant, range_type
 from hwgen.rtl_templates.thresholds import (
     LATENCY,
     Thresholds,
@@ -322,3 +325,31 @@ def test_preprocessing_refusals():
     ig = to_int_graph(load_model_proto(m))          # c / x on the host is fine (no monotony
     x = np.array([[0.5, 1.0, -2.0, 4.0]], np.float32)   # needed): 2 / x
     assert np.array_equal(ig.quantize_input(x), np.array([[127, 127, -64, 32]]))
+
+
+# ------------------------------------------------- the layer before: accumulator pass-through
+
+@pytest.mark.parametrize("pe,simd,vectors", [(2, 4, 1), (8, 3, 2), (1, 12, 1)])
+def test_mvau_passes_its_accumulator_through(pe, simd, vectors):
+    """A layer feeding thresholds sends ``W @ x + b`` on: the requantizer is the identity,
+    built without a product or rounding; RTL == golden and cycles == the cost model."""
+    rng = np.random.default_rng(pe * 10 + simd)
+    w = rng.integers(-3, 4, (8, 12))
+    b = rng.integers(-20, 20, 8)
+    in_type = QType(4, True)
+    lo = (np.where(w > 0, w, 0).sum(1) * in_type.lo + np.where(w < 0, w, 0).sum(1) * in_type.hi
+          + b).min()
+    hi = (np.where(w > 0, w, 0).sum(1) * in_type.hi + np.where(w < 0, w, 0).sum(1) * in_type.lo
+          + b).max()
+    out_type = range_type(int(lo), int(hi))
+    rq = Requant((1,), 0, 0, out_type.lo, out_type.hi)
+    p = MVAUParams(w, b, rq, in_type, out_type, pe, simd, vectors)
+    assert p.identity and mvau_cost(p).multipliers == pe * simd      # the dot products only
+    x = rng.integers(in_type.lo, in_type.hi + 1, (4, 12 * vectors))
+    run = run_block(MVAU(p), x, in_type, simd, out_type, pe, 8 * vectors)
+    want = mvau_golden(p, x)
+    assert np.array_equal(run.frames, want)
+    assert np.array_equal(want.reshape(4, vectors, 8),
+                          x.reshape(4, vectors, 12) @ w.T + b)      # the accumulator itself
+    c = mvau_cost(p)
+    assert run.interval == c.cycles and run.latency == c.latency
