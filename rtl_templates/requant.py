@@ -366,8 +366,8 @@ class RequantPipeline:
             m.d.sync += m1[0].eq(mult)
         m.d.sync += v1.eq(valid)
         m.d.sync += [s.eq(x + b) for s, x, b in zip(s1, sums, bias)]
-        if identity:    # the accumulator itself
-            outs = [reg(m, s[:out_bits], unsigned(min(out_bits, acc_bits)), f"{name}_a_{k}")
+        if identity:    # the accumulator itself (sign-extended to a wider output)
+            outs = [reg(m, s, signed(max(out_bits, acc_bits)), f"{name}_a_{k}")[:out_bits]
                     for k, s in enumerate(s1)]
         elif sign:      # the sign requantizer as a comparison (no multiplier)
             outs = [Signal(name=f"{name}_b_{k}") for k in range(n)]

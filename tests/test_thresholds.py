@@ -329,10 +329,11 @@ def test_preprocessing_refusals():
 
 # ------------------------------------------------- the layer before: accumulator pass-through
 
-@pytest.mark.parametrize("pe,simd,vectors", [(2, 4, 1), (8, 3, 2), (1, 12, 1)])
-def test_mvau_passes_its_accumulator_through(pe, simd, vectors):
+@pytest.mark.parametrize("pe,simd,vectors,wider", [(2, 4, 1, 0), (8, 3, 2, 3), (1, 12, 1, 1)])
+def test_mvau_passes_its_accumulator_through(pe, simd, vectors, wider):
     """A layer feeding thresholds sends ``W @ x + b`` on: the requantizer is the identity,
-    built without a product or rounding; RTL == golden and cycles == the cost model."""
+    built without a product or rounding; RTL == golden and cycles == the cost model. An
+    output type wider than the accumulator (``wider`` bits) is sign-extended."""
     rng = np.random.default_rng(pe * 10 + simd)
     w = rng.integers(-3, 4, (8, 12))
     b = rng.integers(-20, 20, 8)
@@ -342,6 +343,7 @@ def test_mvau_passes_its_accumulator_through(pe, simd, vectors):
     hi = (np.where(w > 0, w, 0).sum(1) * in_type.hi + np.where(w < 0, w, 0).sum(1) * in_type.lo
           + b).max()
     out_type = range_type(int(lo), int(hi))
+    out_type = QType(out_type.bits + wider, True)
     rq = Requant((1,), 0, 0, out_type.lo, out_type.hi)
     p = MVAUParams(w, b, rq, in_type, out_type, pe, simd, vectors)
     assert p.identity and mvau_cost(p).multipliers == pe * simd      # the dot products only
