@@ -21,7 +21,9 @@ Pipeline (a step issued in cycle t)
          with the channel's bias and multiplier (read one cycle ahead and registered)
     then: the requantizer (:class:`~rtl_templates.requant.RequantPipeline`: bias, |x|, the
          product in hard-multiplier tiles, float32 rounding, shift, zero point, clamp, each
-         step registered) → output FIFO. :func:`pipeline_depth` counts it all.
+         step registered) → output FIFO. :func:`pipeline_depth` counts it all. A
+         requantizer that passes the accumulator through (``MVAUParams.identity``: a
+         thresholding block follows) is only ``sum + bias``, registered.
 The pipeline never stalls. Instead a credit counter lets a step that completes an output beat
 issue only while the output FIFO is sure to have room, so back-pressure stops the issue stage
 and nothing is lost. ``valid`` on the output comes from the FIFO and never depends on ``ready``.
