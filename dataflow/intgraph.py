@@ -64,6 +64,29 @@ class QTensor:
                 * np.float32(self.scale))
 
 
+@dataclass(frozen=True)
+class PreOp:
+    """``x = op(x, const)`` (``const_first``: ``op(const, x)``) on the host, in float32;
+    ``const`` is flat, one value per input element (ONNX order) or a single value."""
+    op: str
+    const: np.ndarray
+    const_first: bool = False
+
+
+_NP = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}
+
+
+def apply_pre(pre, x: np.ndarray) -> np.ndarray:
+    """The host preprocessing ``pre`` (a sequence of :class:`PreOp`) of float frames ``x``
+    [N, elements] in ONNX order, in float32."""
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        for p in pre:
+            c = np.asarray(p.const, np.float32).reshape(1, -1)
+            x = (_NP[p.op](c, x) if p.const_first else _NP[p.op](x, c)).astype(np.float32)
+    return x
+
+
 @dataclass
 class IntGraph:
     tensors: dict[str, QTensor]
@@ -77,6 +100,19 @@ class IntGraph:
     # order, batch axis dropped) of the k-th element on the stream; None = row-major
     input_order: np.ndarray | None = None
     output_order: np.ndarray | None = None
+    # the host's float32 preprocessing of the input before quantizing it (PreOp), and the
+    # quantizer's narrower bounds (lo, hi) if it has them
+    input_pre: tuple = ()
+    input_bounds: tuple[int, int] | None = None
+
+    def quantize_input(self, frames: np.ndarray) -> np.ndarray:
+        """Float frames [N, elements] in ONNX order → the integer input in stream order: the
+        preprocessing, then the input tensor's quantization (and its narrow bounds)."""
+        x = apply_pre(self.input_pre, frames) if self.input_pre else frames
+        q = self.tensors[self.input].quantize(self.to_stream(np.asarray(x)))
+        if self.input_bounds is not None:
+            q = np.clip(q, *self.input_bounds)
+        return q
 
     def to_stream(self, x_flat: np.ndarray) -> np.ndarray:
         """[N, elements] in ONNX order → stream order of the input."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hwgen.dataflow.affine import record
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.intgraph import IntGraph, Window, int_op
 from hwgen.dataflow.loader import Node
@@ -427,6 +428,7 @@ def batch_norm(ctx: ImportContext, node: Node):
                           "folded into it")
     if len([o for o in node.outputs if o]) > 1:
         raise Unsupported("BatchNormalization in training mode is not supported")
+    record(ctx, x, node, 0)
     gamma, beta, mean, var = (np.asarray(ctx.const(node, k, n), np.float64).reshape(-1)
                               for k, n in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "var")))
     eps = float(node.attrs.get("epsilon", 1e-5))

@@ -250,6 +250,8 @@ def max_pool(ctx: ImportContext, node: Node):
         wi = window_input(x, integer=True)
         t = ctx.ig.tensors[wi.x.tensor]
         p = pooled(node, wi, "max", t.zero_point, t.qtype.lo, least_value(ctx.ig, t.name))
+        if getattr(inner, "bipolar", False) and any(p.window.pads):
+            raise Unsupported("max pooling of a bipolar map with padding is not supported")
         out = ctx.new_tensor(node.outputs[0], p.shape, t.qtype, t.scale, t.zero_point)
         ctx.ig.ops.append(Pool(node.label, p.nodes, wi.x.tensor, out, "max", p.window,
                                pad_value=p.pad_value))

@@ -74,6 +74,7 @@ def close(ctx: ImportContext, x, name: str, qtype: QType, s, zp: int,
         t = ctx.new_tensor(name, x.shape, qtype, s, zp)
         ctx.ig.input = t
         ctx.ig.input_order = x.order
+        ctx.ig.input_pre = tuple(x.pre)
         return Int(t, x.shape, x.order)
     if isinstance(x, Pending):
         return x.close(ctx, name, qtype, s, zp, closing)

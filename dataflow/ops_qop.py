@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from hwgen.dataflow.affine import fold_or_note, host_affine, record
 from hwgen.dataflow.context import (
     INT_TYPES,
     REGISTRY,
@@ -197,16 +198,27 @@ def cast(ctx: ImportContext, node: Node):
 
 
 def mul(ctx: ImportContext, node: Node):
-    """Multiplying a pending accumulator by a constant (per tensor or per channel) scale (the
-    Mul handler, :mod:`dataflow.ops_elementwise`, calls it for everything but a product of two
-    quantized tensors)."""
+    """Multiplying a pending accumulator by a constant (per tensor or per channel) scale, or
+    the float graph input (host preprocessing). The Mul handler,
+    :mod:`dataflow.ops_elementwise`, calls it for everything but a product of two quantized
+    tensors."""
     check_attrs(node, {})
+    if host_affine(ctx, node):
+        return
     a, b = ctx.value(node, 0), ctx.value(node, 1)
+    data = 0
     if isinstance(b, Linear):
-        a, b = b, a
+        a, b, data = b, a, 1
     c = getattr(b, "array", None)
     if not isinstance(a, Linear) or c is None or c.dtype.kind != "f":
         raise Unsupported("Mul is supported only as a constant scale of a pending layer")
+    record(ctx, a, node, data)
+    fold_or_note(a, node, lambda: _fold_mul(ctx, node, a, b, c))
+    ctx.set(node, a)
+
+
+def _fold_mul(ctx: ImportContext, node: Node, a: Linear, b, c: np.ndarray):
+    """Fold a positive constant scale into the accumulator scale."""
     n = a.weights.shape[0]
     why = scale_problem(c)
     if why is not None:
@@ -217,7 +229,6 @@ def mul(ctx: ImportContext, node: Node):
     check_per_channel(c, a, "the Mul scale")
     a.acc_scale = a.acc_scale * np.broadcast_to(c.reshape(-1).astype(np.float64), (n,))
     a.nodes.append(node.label)
-    ctx.set(node, a)
 
 
 REGISTRY.register("", "QLinearConv", 10)(qlinear_conv)

@@ -53,10 +53,14 @@ def map_shape(shape: tuple[int, ...]) -> tuple[int, int, int]:
 
 @dataclass
 class FloatInput:
-    """A float graph input (must be quantized before use)."""
+    """A float graph input (must be quantized before use). ``pre``: the host preprocessing
+    applied to it so far (``affine.PreOp``s); ``viewed``: reshaped or transposed since the
+    graph input (element-wise constants no longer line up with it)."""
     name: str
     shape: tuple[int, ...]
     order: np.ndarray | None = None
+    pre: tuple = ()
+    viewed: bool = False
 
 
 @dataclass

@@ -241,7 +241,7 @@ def _quantized_inputs(manifest, ig, x, count, source):
         x = x[:count]
     check_no_nan(x, source)
     frames = _frames(manifest, x, source)
-    return ig.tensors[ig.input].quantize(ig.to_stream(frames))
+    return ig.quantize_input(frames)
 
 
 def simulate(out_dir, x, simulator: str = "verilator", count: int | None = None,

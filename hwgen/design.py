@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from hwgen import __version__
-from hwgen.dataflow.intgraph import IntGraph, QTensor, Window
+from hwgen.dataflow.intgraph import IntGraph, PreOp, QTensor, Window
 from hwgen.dataflow.lower import DataflowGraph, Folding, lower
 from hwgen.dataflow.operators import op_class
 from hwgen.dataflow.values import channel_last_order
@@ -101,6 +101,10 @@ def intgraph_json(ig: IntGraph) -> tuple[dict, dict[str, np.ndarray]]:
     for key in ("input_order", "output_order"):
         if getattr(ig, key) is not None:
             arrays[key] = np.asarray(getattr(ig, key), dtype=np.int64)
+    pre = []
+    for k, p in enumerate(ig.input_pre):
+        arrays[f"input_pre_{k}"] = np.asarray(p.const, dtype=np.float32)
+        pre.append({"op": p.op, "const_first": bool(p.const_first)})
     ops = []
     for k, op in enumerate(ig.ops):
         entry = {"op": type(op).__name__}
@@ -115,6 +119,10 @@ def intgraph_json(ig: IntGraph) -> tuple[dict, dict[str, np.ndarray]]:
         "input": ig.input, "output": ig.output, "onnx_input": ig.onnx_input,
         "onnx_output": ig.onnx_output, "output_dequantized": ig.output_dequantized,
     }
+    if pre:
+        doc["input_pre"] = pre
+    if ig.input_bounds is not None:
+        doc["input_bounds"] = [int(v) for v in ig.input_bounds]
     return doc, arrays
 
 
@@ -146,6 +154,11 @@ def intgraph_from(doc: dict, arrays) -> IntGraph:
         setattr(ig, key, doc[key])
     ig.input_order = arrays.get("input_order")
     ig.output_order = arrays.get("output_order")
+    ig.input_pre = tuple(PreOp(p["op"], np.asarray(arrays[f"input_pre_{k}"], np.float32),
+                               bool(p["const_first"]))
+                         for k, p in enumerate(doc.get("input_pre", [])))
+    if doc.get("input_bounds") is not None:
+        ig.input_bounds = tuple(int(v) for v in doc["input_bounds"])
     return ig
 
 
