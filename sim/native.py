@@ -248,9 +248,13 @@ def run_native(verilog: str, top: str, job: StreamJob,
 
     run_dir = Path(tempfile.mkdtemp(prefix="hwgen-native-"))
     job_file, result_file = run_dir / "job.bin", run_dir / "result.bin"
-    _write_job(job_file, job, max_cycles)
-    proc = subprocess.run([str(bench), str(job_file), str(result_file)], cwd=run_dir,
-                          capture_output=True, text=True)
+    try:
+        _write_job(job_file, job, max_cycles)
+        proc = subprocess.run([str(bench), str(job_file), str(result_file)], cwd=run_dir,
+                              capture_output=True, text=True)
+    except BaseException:  # Ctrl-C or a failed write: nothing left behind
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     if proc.returncode != 0 or not result_file.is_file():
         (run_dir / "sim.log").write_text(proc.stdout + proc.stderr)
         raise RuntimeError(f"Verilator simulation of {top!r} failed (exit {proc.returncode}; "
