@@ -27,44 +27,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fuzz_mutants import mutant  # noqa: E402
-from fuzz_run import check_design, run_case  # noqa: E402
-
-#: compile options by case (index modulo their count): the device search, and a fixed
-#: interval (the path taken with --target-cycles)
-COMPILE_ARGS = ((), ("--target-cycles", "4096"))
-
+from fuzz_run import fuzz_case  # noqa: E402
 
 def one(seed: int, index: int, cli_every: int, rtl_every: int, work: str,
-        timeout: float, memory: int) -> dict:
-    m = mutant(seed, index)
-    w = Path(work) / f"{seed}_{index}"
-    args = COMPILE_ARGS[index % len(COMPILE_ARGS)]
-    res = run_case(m.data, m.label, w, compile_args=args, timeout=timeout, memory=memory,
-                   real_cli=cli_every > 0 and index % cli_every == 0)
-    design = w / "case" / "out"
-    rtl = None
-    if res.results[-1].outcome == "design" and rtl_every > 0 and index % rtl_every == 0:
-        try:
-            rtl = check_design(design, 3, seed=index)
-        except Exception as e:  # noqa: BLE001 - reported as a failed comparison
-            rtl = False
-            res.results.append(type(res.results[-1])(
-                "rtl", "crash", None, repr(e), 0.0, f"{type(e).__name__}: {e}"[:200]))
-        res.rtl_equals_golden = rtl
-    out = {"index": index, "label": m.label, "outcome": res.outcome,
-           "commands": {r.command: r.outcome for r in res.results},
-           "seconds": round(sum(r.seconds for r in res.results), 2),
-           "rtl_equals_golden": rtl, "signatures": res.signatures}
-    if res.outcome not in ("design", "clean"):
-        out["stderr"] = {r.command: r.stderr[-3000:] for r in res.results
-                         if r.outcome not in ("design", "clean")}
-        bad = Path(work).parent / "fuzz-cases"
-        bad.mkdir(exist_ok=True)
-        (bad / f"{seed}_{index}.onnx").write_bytes(m.data)
-    import shutil
-    shutil.rmtree(w, ignore_errors=True)
-    return out
+        timeout: float, memory: int, keep: str) -> dict:
+    return fuzz_case(seed, index, Path(work), timeout=timeout, memory=memory,
+                     real_cli=cli_every > 0 and index % cli_every == 0,
+                     check_rtl=rtl_every > 0 and index % rtl_every == 0, keep=Path(keep))
 
 
 def main(argv=None) -> int:
@@ -78,6 +47,8 @@ def main(argv=None) -> int:
                     help="run every N-th case as real subprocesses (0: never)")
     ap.add_argument("--rtl-every", type=int, default=10,
                     help="simulate every N-th compiled mutant against golden (0: never)")
+    ap.add_argument("--keep", default="fuzz-cases",
+                    help="folder for the mutants that crash, hang or leave stray output")
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--memory-gib", type=float, default=8.0)
     args = ap.parse_args(argv)
@@ -87,7 +58,8 @@ def main(argv=None) -> int:
     cases = []
     out = Path(args.out)
     with tempfile.TemporaryDirectory(prefix="hwgen-fuzz-") as work:
-        jobs = [(args.seed, i, args.cli_every, args.rtl_every, work, args.timeout, memory)
+        jobs = [(args.seed, i, args.cli_every, args.rtl_every, work, args.timeout, memory,
+                 args.keep)
                 for i in range(args.start, args.start + args.count)]
         if args.jobs > 1:
             with ProcessPoolExecutor(args.jobs) as ex:

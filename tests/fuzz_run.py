@@ -39,9 +39,14 @@ from pathlib import Path
 
 import numpy as np
 
+from fuzz_mutants import mutant
+
 from hwgen import cli  # noqa: F401 - imported once here, so forked children start at once
 
 ORDER = ("design", "clean", "stray", "hang", "crash")
+#: compile options by case (index modulo their count): the device search, and a fixed
+#: interval (the path taken with --target-cycles)
+COMPILE_ARGS = ((), ("--target-cycles", "4096"))
 TIME_LIMIT = 60.0
 MEMORY_LIMIT = 8 << 30
 
@@ -264,3 +269,36 @@ def check_design(design_dir: Path, frames: int = 3, seed: int = 0) -> bool:
     y, _, _, _ = api.run_design(design_dir, xq, "verilator")
     gold = golden.run(ig, xq)[ig.output].reshape(y.shape)
     return bool(np.array_equal(gold, y))
+
+
+def fuzz_case(seed: int, index: int, work: Path, *, real_cli: bool = False,
+              check_rtl: bool = False, timeout: float = TIME_LIMIT,
+              memory: int = MEMORY_LIMIT, keep: Path | None = None) -> dict:
+    """Mutant ``(seed, index)`` through inspect and compile (and, if it compiles and
+    ``check_rtl``, RTL == golden on 3 frames); a JSON-able summary. A mutant whose outcome is
+    not design or clean is saved in ``keep`` (if given) as ``<seed>_<index>.onnx``."""
+    m = mutant(seed, index)
+    w = Path(work) / f"{seed}_{index}"
+    res = run_case(m.data, m.label, w, compile_args=COMPILE_ARGS[index % len(COMPILE_ARGS)],
+                   timeout=timeout, memory=memory, real_cli=real_cli)
+    rtl = None
+    if check_rtl and res.results[-1].outcome == "design":
+        try:
+            rtl = check_design(w / "case" / "out", 3, seed=index)
+        except Exception as e:  # noqa: BLE001 - reported as a failed comparison
+            rtl = False
+            res.results.append(Result("rtl", "crash", None, traceback.format_exc(), 0.0,
+                                      f"{type(e).__name__}: {e}"[:200]))
+        res.rtl_equals_golden = rtl
+    out = {"index": index, "label": m.label, "outcome": res.outcome,
+           "commands": {r.command: r.outcome for r in res.results},
+           "seconds": round(sum(r.seconds for r in res.results), 2),
+           "rtl_equals_golden": rtl, "signatures": res.signatures}
+    if res.outcome not in ("design", "clean"):
+        out["stderr"] = {r.command: r.stderr[-3000:] for r in res.results
+                         if r.outcome not in ("design", "clean")}
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / f"{seed}_{index}.onnx").write_bytes(m.data)
+    shutil.rmtree(w, ignore_errors=True)
+    return out
