@@ -394,7 +394,45 @@ def m_io(r, m):
     return f"{where} {vi.name} " + _value_info(r, vi)
 
 
-STRUCTURAL = ((m_swap_op, 3), (m_domain, 1), (m_duplicate_node, 2), (m_drop_node, 2),
+def m_raw_bits(r, m):
+    """Flip bits inside one initializer's stored values (the model stays well formed)."""
+    ts = [t for t in m.graph.initializer if t.raw_data]
+    if not ts:
+        return "no raw data"
+    t = r.choice(ts)
+    raw = bytearray(t.raw_data)
+    n = r.choice((1, 1, 2, 8))
+    for _ in range(n):
+        raw[r.randrange(len(raw))] ^= 1 << r.randrange(8)
+    t.raw_data = bytes(raw)
+    return f"initializer {t.name} {n} value bits flipped"
+
+
+def m_values(r, m):
+    """Set a few elements of one initializer to special values of its type."""
+    if not m.graph.initializer:
+        return "no initializer"
+    t = r.choice(list(m.graph.initializer))
+    try:
+        a = numpy_helper.to_array(t).copy()
+    except Exception:  # noqa: BLE001 - an earlier step broke it
+        return "unreadable initializer"
+    if not a.size or a.dtype.kind not in "fiu":
+        return "no values"
+    flat = a.reshape(-1)
+    if a.dtype.kind == "f":
+        pool = FLOATS + (1e-7, 7.0, -3.5, 1e6)
+    else:
+        info = np.iinfo(a.dtype)
+        pool = (info.min, info.max, 0, 1, -1 if info.min < 0 else 2, info.max // 2)
+    k = r.choice((1, 1, 2, max(1, flat.size // 4)))
+    for _ in range(k):
+        flat[r.randrange(flat.size)] = r.choice(pool)
+    t.CopyFrom(numpy_helper.from_array(a, t.name))
+    return f"initializer {t.name} {k} values set"
+
+
+STRUCTURAL = ((m_raw_bits, 5), (m_values, 5), (m_swap_op, 3), (m_domain, 1), (m_duplicate_node, 2), (m_drop_node, 2),
               (m_move_node, 1), (m_rewire, 3), (m_attribute, 4), (m_initializer, 6),
               (m_opset, 2), (m_ir_version, 1), (m_io, 3))
 
