@@ -97,3 +97,19 @@ def test_fuzz_mutant_file_roundtrip():
     assert a.data == b.data and a.steps == b.steps
     assert mutant(5, 18).data != a.data or mutant(5, 18).steps != a.steps
     assert np.frombuffer(a.data, np.uint8).size > 0
+
+
+def test_bias_zero_point_with_more_values_than_its_scale(tmp_path):
+    """A bias DequantizeLinear whose inputs were swapped (x: the scalar zero point,
+    zero point: the bias vector): a zero point of 10 values with one scale crashed the Gemm
+    import (TypeError in the bias)."""
+    m = onnx.load(MLP)
+    n = next(n for n in m.graph.node if n.output[0] == "fc2.bias")
+    n.input[0], n.input[2] = n.input[2], n.input[0]
+    model = save(m, tmp_path / "m.onnx")
+    one_line(hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path),
+             "fc2.bias_DequantizeLinear", "zero point has 10 values but the scale 1")
+    assert not (tmp_path / "out").exists()
+    p = hwgen("inspect", model, cwd=tmp_path)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert "zero point has 10 values" in p.stdout
