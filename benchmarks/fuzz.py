@@ -7,8 +7,8 @@ changes to ops, nodes, attributes, initializers, opsets and IR versions, and byt
 cuts and splices of the serialized model), run through inspect and compile in a forked
 child under a 60 s time limit and an 8 GiB address-space limit (``tests/fuzz_run.py``).
 Every ``--cli-every``-th case also runs as real subprocesses of the console command, and
-every ``--rtl-every``-th mutant that compiles is simulated (native Verilator) on 3 frames
-against its golden model. Outcomes: design, clean (exit 2, one stderr line), crash, hang,
+the mutants whose index is a multiple of ``--rtl-every`` and that compile are simulated
+(native Verilator) on 3 frames against their golden model. Outcomes: design, clean (exit 2, one stderr line), crash, hang,
 stray (files left behind, or stderr on success). The report lists counts by outcome and
 every case that is not design or clean, with its signature; the exit code is 1 when there
 is any.
