@@ -119,6 +119,10 @@ def window_from_attrs(node: Node, in_shape: tuple[int, int, int],
         raise Unsupported(f"auto_pad={auto!r} is not supported")
     if len(strides) != 2 or len(pads) != 4:
         raise Unsupported("only 2-D windows are supported")
+    if any(s < 1 for s in strides):
+        raise Unsupported(f"strides {list(strides)} must be at least 1")
+    if any(p < 0 for p in pads):
+        raise Unsupported(f"pads {list(pads)} must not be negative")
     win = Window(in_shape, kernel, strides, pads)
     if a.get("ceil_mode", 0):
         # ceil mode adds an output row/column only when the floor formula leaves a remainder

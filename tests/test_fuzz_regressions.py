@@ -113,3 +113,22 @@ def test_bias_zero_point_with_more_values_than_its_scale(tmp_path):
     p = hwgen("inspect", model, cwd=tmp_path)
     assert p.returncode == 0 and p.stderr == "", p.stderr
     assert "zero point has 10 values" in p.stdout
+
+
+@pytest.mark.parametrize("attr,value,fact", [("pads", [-1, -1, -1, -1], "must not be negative"),
+                                             ("strides", [0, 1], "must be at least 1")])
+def test_window_attributes_out_of_range(tmp_path, attr, value, fact):
+    """A 1×1 QLinearConv with pads -1 passes ONNX's shape inference; the window generator
+    refused it with a ValueError traceback in compile."""
+    m = onnx.load(EXAMPLES / "digits_resnet_qop.onnx")
+    n = next(n for n in m.graph.node if n.name == "/pw/Conv_quant")
+    a = next(a for a in n.attribute if a.name == attr)
+    del a.ints[:]
+    a.ints.extend(value)
+    model = save(m, tmp_path / "m.onnx")
+    p = hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path)
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    if "shape inference" not in p.stderr:        # ONNX itself may refuse a zero stride
+        assert "/pw/Conv_quant" in p.stderr and fact in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()
