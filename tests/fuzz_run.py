@@ -41,7 +41,8 @@ import numpy as np
 
 from fuzz_mutants import mutant
 
-from hwgen import cli  # noqa: F401 - imported once here, so forked children start at once
+from hwgen import api, cli, design  # imported once here, so forked children start at once
+from hwgen.dataflow import golden
 
 ORDER = ("design", "clean", "stray", "hang", "crash")
 #: compile options by case (index modulo their count): the device search, and a fixed
@@ -257,9 +258,6 @@ def check_design(design_dir: Path, frames: int = 3, seed: int = 0) -> bool:
     """RTL (native Verilator simulator) == golden model on ``frames`` input frames: the
     example test set quantized when its shape fits, else random integers of the input's
     type."""
-    from hwgen import api, design
-    from hwgen.dataflow import golden
-
     manifest, ig, _ = design.load(design_dir)
     tin = ig.tensors[ig.input]
     n_el = manifest["input"]["frame_elements"]
