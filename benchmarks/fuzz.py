@@ -8,7 +8,8 @@ cuts and splices of the serialized model), run through inspect and compile in a 
 child under a 60 s time limit and an 8 GiB address-space limit (``tests/fuzz_run.py``).
 Every ``--cli-every``-th case also runs as real subprocesses of the console command, and
 the mutants whose index is a multiple of ``--rtl-every`` and that compile are simulated
-(native Verilator) on 3 frames against their golden model. Outcomes: design, clean (exit 2, one stderr line), crash, hang,
+(native Verilator) on 3 frames against their golden model. Outcomes: design, clean
+(exit 2, one stderr line), crash, hang,
 stray (files left behind, or stderr on success). The report lists counts by outcome and
 every case that is not design or clean, with its signature; the exit code is 1 when there
 is any.
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fuzz_run import fuzz_case  # noqa: E402
+
 
 def one(seed: int, index: int, cli_every: int, rtl_every: int, work: str,
         timeout: float, memory: int, keep: str) -> dict:

@@ -432,7 +432,8 @@ def m_values(r, m):
     return f"initializer {t.name} {k} values set"
 
 
-STRUCTURAL = ((m_raw_bits, 5), (m_values, 5), (m_swap_op, 3), (m_domain, 1), (m_duplicate_node, 2), (m_drop_node, 2),
+STRUCTURAL = ((m_raw_bits, 5), (m_values, 5), (m_swap_op, 3), (m_domain, 1),
+              (m_duplicate_node, 2), (m_drop_node, 2),
               (m_move_node, 1), (m_rewire, 3), (m_attribute, 4), (m_initializer, 6),
               (m_opset, 2), (m_ir_version, 1), (m_io, 3))
 

@@ -3,7 +3,8 @@
 A case is one mutant (``fuzz_mutants.mutant``) written to a fresh folder as ``model.onnx``;
 ``hwgen inspect`` and ``hwgen compile`` each run on it in a child process forked from this
 one (the command line's own ``main``, its stdout and stderr in files, its temporary files in
-a folder of its own) under a time limit and an address-space limit (``RLIMIT_AS``, 8 GiB: the Verilog back end, Yosys in WebAssembly, reserves 4 GiB of address space). With
+a folder of its own) under a time limit and an address-space limit (``RLIMIT_AS``, 8 GiB:
+the Verilog back end, Yosys in WebAssembly, reserves 4 GiB of address space). With
 ``real_cli`` the commands run as real subprocesses instead (the installed console command),
 which checks the exit code and stderr exactly as a user sees them.
 
@@ -38,7 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
 from fuzz_mutants import mutant
 
 from hwgen import api, cli, design  # imported once here, so forked children start at once
