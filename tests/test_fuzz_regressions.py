@@ -132,3 +132,17 @@ def test_window_attributes_out_of_range(tmp_path, attr, value, fact):
     if "shape inference" not in p.stderr:        # ONNX itself may refuse a zero stride
         assert "/pw/Conv_quant" in p.stderr and fact in p.stderr, p.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_qop_weight_input_left_empty(tmp_path):
+    """A QGemm whose weight input name is empty (an omitted optional input in ONNX terms)
+    crashed the import with an AttributeError."""
+    m = onnx.load(EXAMPLES / "digits_resnet_qop.onnx")
+    n = next(n for n in m.graph.node if n.op_type == "QGemm")
+    n.input[3] = ""
+    model = save(m, tmp_path / "m.onnx")
+    p = hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path)
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "weight input 3 is missing" in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()
