@@ -169,6 +169,8 @@ def spatial_attrs(node: Node, rank: int) -> tuple[tuple[int, int], tuple[int, ..
                           f"its {rank}-D window")
     if any(p < 0 for p in pads):
         raise Unsupported(f"negative pads {pads} are not supported")
+    if any(v < 1 for v in strides):
+        raise Unsupported(f"strides {strides} must be at least 1")
     if rank == 1:
         return (1, strides[0]), (0, pads[0], 0, pads[1]), a.get("auto_pad", "NOTSET")
     return (strides[0], strides[1]), tuple(pads), a.get("auto_pad", "NOTSET")

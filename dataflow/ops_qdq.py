@@ -114,6 +114,18 @@ def closed_nodes(nodes: list[str], closing: str | None) -> list[str]:
     return list(nodes) + ([closing] if closing else [])
 
 
+def _check_const_params(q: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, axis: int):
+    """A dequantized constant's scale is one value or one per element of axis ``axis``,
+    and its zero point has as many values as the scale (or one)."""
+    if scale.size > 1:
+        if scale.ndim != 1 or not -q.ndim <= axis < q.ndim or q.shape[axis] != scale.size:
+            raise Unsupported(f"scale of shape {list(scale.shape)} does not match axis {axis} "
+                              f"of the constant's shape {list(q.shape)}")
+    if zp is not None and zp.size not in (1, scale.size):
+        raise Unsupported(f"zero point has {zp.size} values but the scale {scale.size}; "
+                          f"they must have the same shape")
+
+
 _DQ_ATTRS = {"axis": None, "block_size": lambda v: v == 0, "output_dtype": None}
 
 
@@ -128,6 +140,8 @@ def dequantize_linear(ctx: ImportContext, node: Node):
                               f"not an integer type")
         zp = ctx.zero_point(node, 2, q.dtype)
         axis = int(node.attrs.get("axis", 1))
+        _check_const_params(q, np.asarray(scale), None if zp is None else np.asarray(zp),
+                            axis)
         ctx.set(node, DeqConst(q, np.asarray(scale, np.float32),
                                np.zeros(1, np.int64) if zp is None else np.asarray(zp), axis))
     elif isinstance(x, Int) or (isinstance(x, Padded) and isinstance(x.inner, Int)):

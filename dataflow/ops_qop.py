@@ -54,6 +54,8 @@ def _deq_view(ctx: ImportContext, node: Node, k: int, k_scale: int, k_zp: int,
 def _wconst(ctx: ImportContext, node: Node, k: int, k_scale: int, k_zp: int,
             axis: int) -> DeqConst:
     q = ctx.const(node, k, "weight")
+    if q is None:
+        raise Unsupported(f"weight input {k} is missing (empty name)")
     if q.dtype.kind not in "iu":
         raise Unsupported(f"weight input {k} has type {q.dtype}, not an integer type")
     zp = ctx.zero_point(node, k_zp, q.dtype, "weight zero point")

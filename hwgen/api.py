@@ -155,6 +155,18 @@ def fold_design(ig, model_name: str, fold, folding, target_cycles, target, *,
     return dfg, report(dfg, ig, target, method)
 
 
+def _verilog(top, name: str) -> str:
+    """Amaranth's Verilog back end; its Yosys failing (e.g. out of memory under a resource
+    limit) is one line."""
+    try:
+        return verilog.convert(top, name=name, emit_src=False)
+    except Exception as e:
+        if type(e).__name__ != "YosysError":
+            raise
+        last = ([s.strip() for s in str(e).splitlines() if s.strip()] or ["no message"])[-1]
+        raise HwgenError(f"the Verilog back end (Yosys) failed: {last[:300]}") from None
+
+
 def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
              force: bool, board=None, device=None, budget=None) -> CompileResult:
     """:func:`compile` of a quantized ``model``; ``origin`` is the model the user gave."""
@@ -173,7 +185,7 @@ def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
     check_memory(sum(b.cost.memory_bits for b in dfg.blocks), f"{model.name}: model")
     top = build_top(dfg)
     name = _check_name(name) if name is not None else _top_name(model)
-    text = verilog.convert(top, name=name, emit_src=False)
+    text = _verilog(top, name)
     sha = hashlib.sha256(model.read_bytes()).hexdigest()
     onnx_in = [d if isinstance(d, int) else "N" for d in graph.inputs[0].shape]
     out_info = graph.value_info.get(ig.onnx_output) or graph.outputs[0]

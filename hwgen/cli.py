@@ -5,9 +5,11 @@ import argparse
 import io
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
+from amaranth.hdl import UnusedElaboratable
 
 from hwgen import __version__, api, design, inspect
 from hwgen.boards.boards import DEFAULT_BOARD, boards_table
@@ -300,12 +302,25 @@ def main(argv=None):
     try:
         code = run(argv)
     except HwgenError as e:
+        _quiet()
         print(f"hwgen: error: {e}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt:
+        _quiet()
         print("hwgen: interrupted", file=sys.stderr)
         code = 130
+    except MemoryError:
+        _quiet()
+        print("hwgen: error: out of memory (the model needs more than the memory available "
+              "or the process's memory limit)", file=sys.stderr)
+        code = 2
     sys.exit(code)
+
+
+def _quiet():
+    """A command stopped half-way: the Amaranth components it built and never elaborated
+    are not worth a warning each as the process exits."""
+    warnings.simplefilter("ignore", UnusedElaboratable)
 
 
 if __name__ == "__main__":

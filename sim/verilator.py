@@ -241,6 +241,9 @@ def run_verilator(verilog: str, top: str, job: StreamJob,
             extra_env={"HWGEN_VL_JOB": str(job_file), "HWGEN_VL_RESULT": str(result_file)})
     except (RuntimeError, SystemExit, subprocess.CalledProcessError):
         pass  # judged below by the presence of the result file
+    except BaseException:  # Ctrl-C: nothing left behind
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     finally:
         if added_path:
             sys.path.remove(BENCH_PATH)
