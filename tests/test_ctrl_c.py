@@ -57,10 +57,10 @@ if phase == "start-up":
             return None
     sys.meta_path.insert(0, Interrupt())
 else:
-    from hwgen import api
+    from hwgen import api, simrun
     owner, attr = {"import": (api, "load_model"), "lowering": (api, "fold_design"),
                    "elaboration": (api.verilog, "convert"),
-                   "simulation": (api, "run_native")}[phase]
+                   "simulation": (simrun, "run_native")}[phase]
     setattr(owner, attr, armed(getattr(owner, attr)))
 
 from hwgen.console import main
