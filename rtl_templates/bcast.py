@@ -26,6 +26,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.load_phase import load_phase
 from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType
@@ -106,16 +107,7 @@ class Bcast(wiring.Component):
         out = OutputCredits(m, self.o, p.pe * p.qtype.bits, FIFO_DEPTH)
         wr, rd = ram(m, "vec", width=p.pe * p.qtype.bits, depth=VB, rw="old")
 
-        loading = Signal(init=1)
-        waddr = Signal(range(max(VB, 2)))
-        load = Signal()
-        m.d.comb += [self.i.ready.eq(loading), load.eq(self.i.valid & loading),
-                     wr.addr.eq(waddr), wr.data.eq(self.i.payload), wr.en.eq(load)]
-        with m.If(load):
-            with m.If(waddr == VB - 1):
-                m.d.sync += [waddr.eq(0), loading.eq(0)]
-            with m.Else():
-                m.d.sync += waddr.eq(waddr + 1)
+        loading = load_phase(m, self.i, wr, VB)
 
         raddr = Signal(range(max(VB, 2)))
         pix = Signal(range(max(p.pixels, 2)))

@@ -46,6 +46,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.load_phase import load_phase
 from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import counter_bits, reg
 from hwgen.rtl_templates.quant import QType, Requant, signed_width
@@ -185,16 +186,7 @@ class ChanMul(wiring.Component):
         wr, rd = ram(m, "vec", width=PE * p.s_type.bits, depth=VB, rw="old")
 
         # --- load phase: the vector's beats into the RAM ------------------------------------
-        loading = Signal(init=1)
-        waddr = Signal(range(max(VB, 2)))
-        load = Signal()
-        m.d.comb += [self.i1.ready.eq(loading), load.eq(self.i1.valid & loading),
-                     wr.addr.eq(waddr), wr.data.eq(self.i1.payload), wr.en.eq(load)]
-        with m.If(load):
-            with m.If(waddr == VB - 1):
-                m.d.sync += [waddr.eq(0), loading.eq(0)]
-            with m.Else():
-                m.d.sync += waddr.eq(waddr + 1)
+        loading = load_phase(m, self.i1, wr, VB)
 
         # --- run phase: feature-map beats against their channels' word ---------------------
         raddr = Signal(range(max(VB, 2)))

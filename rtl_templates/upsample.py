@@ -27,6 +27,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.load_phase import load_phase
 from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType
@@ -123,16 +124,7 @@ class Upsample(wiring.Component):
         out = OutputCredits(m, self.o, p.pe * p.qtype.bits, FIFO_DEPTH)
         wr, rd = ram(m, "row", width=p.pe * p.qtype.bits, depth=RB, rw="old")
 
-        loading = Signal(init=1)
-        waddr = Signal(range(max(RB, 2)))
-        load = Signal()
-        m.d.comb += [self.i.ready.eq(loading), load.eq(self.i.valid & loading),
-                     wr.addr.eq(waddr), wr.data.eq(self.i.payload), wr.en.eq(load)]
-        with m.If(load):
-            with m.If(waddr == RB - 1):
-                m.d.sync += [waddr.eq(0), loading.eq(0)]
-            with m.Else():
-                m.d.sync += waddr.eq(waddr + 1)
+        loading = load_phase(m, self.i, wr, RB)
 
         # emit: channel beat, pixel repeat, pixel, row repeat (fastest first)
         base = Signal(range(max(RB, 2)))          # the pixel's first word
