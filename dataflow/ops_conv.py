@@ -168,7 +168,7 @@ def spatial_attrs(node: Node, rank: int) -> tuple[tuple[int, int], tuple[int, ..
         raise Unsupported(f"strides {strides}, pads {pads} or dilations {dil} do not match "
                           f"its {rank}-D window")
     if any(p < 0 for p in pads):
-        raise Unsupported(f"negative pads {pads} are not supported")
+        raise Unsupported(f"pads {pads} must not be negative")
     if any(v < 1 for v in strides):
         raise Unsupported(f"strides {strides} must be at least 1")
     if rank == 1:
