@@ -26,7 +26,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.load_phase import load_phase
+from hwgen.rtl_templates.load_phase import load_phase, replay_phase
 from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType
@@ -109,20 +109,10 @@ class Bcast(wiring.Component):
 
         loading = load_phase(m, self.i, wr, VB)
 
-        raddr = Signal(range(max(VB, 2)))
-        pix = Signal(range(max(p.pixels, 2)))
         emit = Signal()
-        m.d.comb += [emit.eq(~loading & out.room), rd.addr.eq(raddr)]
+        m.d.comb += emit.eq(~loading & out.room)
         out.spend(emit)
-        with m.If(emit):
-            with m.If(raddr == VB - 1):
-                m.d.sync += raddr.eq(0)
-                with m.If(pix == p.pixels - 1):
-                    m.d.sync += [pix.eq(0), loading.eq(1)]
-                with m.Else():
-                    m.d.sync += pix.eq(pix + 1)
-            with m.Else():
-                m.d.sync += raddr.eq(raddr + 1)
+        replay_phase(m, emit, loading, rd, VB, p.pixels)
         v1 = Signal()
         m.d.sync += v1.eq(emit)
         out.write(rd.data, v1)

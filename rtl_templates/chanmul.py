@@ -46,7 +46,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.load_phase import load_phase
+from hwgen.rtl_templates.load_phase import load_phase, replay_phase
 from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import counter_bits, reg
 from hwgen.rtl_templates.quant import QType, Requant, signed_width
@@ -189,21 +189,10 @@ class ChanMul(wiring.Component):
         loading = load_phase(m, self.i1, wr, VB)
 
         # --- run phase: feature-map beats against their channels' word ---------------------
-        raddr = Signal(range(max(VB, 2)))
-        pix = Signal(range(max(p.pixels, 2)))
         take = Signal()
-        m.d.comb += [self.i0.ready.eq(~loading & out.room), take.eq(self.i0.valid & self.i0.ready),
-                     rd.addr.eq(raddr)]
+        m.d.comb += [self.i0.ready.eq(~loading & out.room), take.eq(self.i0.valid & self.i0.ready)]
         out.spend(take)
-        with m.If(take):
-            with m.If(raddr == VB - 1):
-                m.d.sync += raddr.eq(0)
-                with m.If(pix == p.pixels - 1):
-                    m.d.sync += [pix.eq(0), loading.eq(1)]
-                with m.Else():
-                    m.d.sync += pix.eq(pix + 1)
-            with m.Else():
-                m.d.sync += raddr.eq(raddr + 1)
+        replay_phase(m, take, loading, rd, VB, p.pixels)
 
         # --- t+1 operands; t+2 less their zero points; t+3 products ------------------------
         v1 = Signal()
