@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True, metavar="Y.npy",
                    help="outputs (as ONNX returns them)")
     s.add_argument("--count", type=int, help="simulate only the first N samples")
+    s.add_argument("--report", metavar="REPORT.html",
+                   help="also write one self-contained HTML page: the run, the cycle budget "
+                        "and the dataflow graph")
     _sim_args(s)
 
     v = sub.add_parser("verify", help="compile, simulate, compare with golden and onnxruntime")
@@ -227,6 +230,8 @@ def run(argv=None) -> int:
     if args.cmd == "simulate":
         manifest, _, _ = design.load(args.design)
         check_writable_file(args.output)
+        if args.report is not None:
+            check_writable_file(args.report)
         o = _sim_opts(args, progress)
         r = api.simulate(args.design, args.input, args.simulator, _count(args.count),
                          _stall(args.stall), o.pop("seed"), **o)
@@ -236,6 +241,9 @@ def run(argv=None) -> int:
         print(f"simulated {r.outputs.shape[0]} samples with {r.simulator}; wrote {args.output}")
         _print_timing(r, manifest["estimate"])
         _print_run(r)
+        if args.report is not None:
+            report.write_simulation(r, args.design, args.report)
+            print(f"wrote {args.report}")
         return 0
     if args.cmd == "verify":
         if args.report is not None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from html import escape
 
-from hwgen.dataflow.lower import DataflowGraph
+from hwgen import design
+from hwgen.dataflow.lower import DataflowGraph, lower
 from hwgen.io import write_atomic
 from hwgen.report_svg import Node, bar, graph, histogram, strip
 
@@ -141,10 +142,11 @@ def _layers(rep) -> str:
     return "\n".join(out)
 
 
-def _budget(rep, dfg: DataflowGraph, entries: dict[str, dict], family: str) -> str:
+def _budget(sim, dfg: DataflowGraph, manifest: dict, family: str) -> str:
+    entries = {e["name"]: e for e in manifest["layers"]}
     interval = dfg.bottleneck.cost.cycles
-    measured = (f"; measured in simulation: {rep.sim.interval:.1f} cycles per frame"
-                if rep.sim.interval is not None else "")
+    measured = (f"; measured in simulation: {sim.interval:.1f} cycles per frame"
+                if sim.interval is not None else "")
     out = ["<h2>Cycle budget</h2>",
            f"<p>The interval (cycles per frame in steady state) is set by the slowest block, "
            f"<b>{_t(dfg.bottleneck.name)}</b>: {interval:,} cycles{measured}. A block is busy "
@@ -157,7 +159,7 @@ def _budget(rep, dfg: DataflowGraph, entries: dict[str, dict], family: str) -> s
                      f"{bar(c / interval)} {_pct(c / interval, 1)}", f"{r['lut4']:,}",
                      f"{r['ff']:,}", f"{r['dsp']:,}", f"{r['bram']:,}"])
         cls.append("")
-    tot = rep.estimate["resources"][family]
+    tot = manifest["estimate"]["resources"][family]
     rows.append(["total", "", "", "", "", "", f"{tot['lut4']:,}", f"{tot['ff']:,}",
                  f"{tot['dsp']:,}", f"{tot['bram']:,}"])
     cls.append("sum")
@@ -167,7 +169,7 @@ def _budget(rep, dfg: DataflowGraph, entries: dict[str, dict], family: str) -> s
     entry, path = latency_path(dfg)
     total = entry + sum(c for _, c in path)
     out.append(f"<h3>Latency of one frame: {total:,} cycles (estimate); measured "
-               f"{rep.sim.latency:,}</h3>")
+               f"{sim.latency:,}</h3>")
     out.append("<p>Along the critical path, from the input's first beat to the output's "
                "last: the input frame arriving, then what each block adds after the last "
                "beat of its latest input.</p>")
@@ -180,7 +182,8 @@ def _budget(rep, dfg: DataflowGraph, entries: dict[str, dict], family: str) -> s
     return "\n".join(out)
 
 
-def _graph(dfg: DataflowGraph, manifest: dict, entries: dict[str, dict], family: str) -> str:
+def _graph(dfg: DataflowGraph, manifest: dict, family: str) -> str:
+    entries = {e["name"]: e for e in manifest["layers"]}
     interval = dfg.bottleneck.cost.cycles
     nodes = []
     for b in dfg.blocks:
@@ -202,31 +205,61 @@ def _graph(dfg: DataflowGraph, manifest: dict, entries: dict[str, dict], family:
             + graph(nodes, dfg.in_stream, dfg.out_stream, streams))
 
 
-def render(rep) -> str:
-    """The page for a :class:`hwgen.api.VerifyReport` made with ``layers=True``."""
-    m = rep.compiled.manifest
-    dfg = rep.dfg
-    family = m["target"]["device"]["family"]
-    entries = {e["name"]: e for e in m["layers"]}
-    status = '<span class="badge pass">PASS</span>' if rep.ok else \
-        '<span class="badge fail">FAIL</span>'
-    fit = rep.compiled.fit
+def _target(m: dict) -> str:
+    """The manifest's ``target`` in one line."""
+    t = m["target"]
+    where = t["board"]["name"] if t["board"] else t["device"]["name"]
+    use = ", ".join(f"{t['use'][k]:,}/{t['limit'][k]:,} {k}" for k in t["use"])
+    fit = "fits" if t["fits"] else "does not fit"
+    return (f"target: {where} at {100 * t['budget']:.0f} % budget, interval "
+            f"{t['interval_cycles']:,} cycles, {fit}: {use} (folding: {t['folding']})")
+
+
+def _page(what: str, m: dict, status: str, sections: list[str]) -> str:
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>hwgen verify: {_t(m['model']['file'])}</title>",
+        f"<title>hwgen {what}: {_t(m['model']['file'])}</title>",
         f"<style>{CSS}</style></head><body>",
-        f"<h1>hwgen verify: {_t(m['model']['file'])} {status}</h1>",
+        f"<h1>hwgen {what}: {_t(m['model']['file'])}{' ' + status if status else ''}</h1>",
         f'<p class="meta">model SHA-256 <code>{_t(m["model"]["sha256"])}</code>; top module '
         f"<code>{_t(m['top'])}</code>; hwgen {_t(m['hwgen'])}</p>",
-    ]
-    if fit is not None:
-        parts.append(f'<p class="meta">target: {_t(fit.summary())} (folding: '
-                     f'{_t(fit.method)})</p>')
-    parts += [_comparison(rep), _layers(rep), _budget(rep, dfg, entries, family),
-              _graph(dfg, m, entries, family), "</body></html>", ""]
+        f'<p class="meta">{_t(_target(m))}</p>',
+        *sections, "</body></html>", ""]
     return "\n".join(p for p in parts if p)
+
+
+def render(rep) -> str:
+    """The page for a :class:`hwgen.api.VerifyReport` made with ``layers=True``."""
+    m, dfg = rep.compiled.manifest, rep.dfg
+    family = m["target"]["device"]["family"]
+    status = '<span class="badge pass">PASS</span>' if rep.ok else \
+        '<span class="badge fail">FAIL</span>'
+    return _page("verify", m, status, [
+        _comparison(rep), _layers(rep), _budget(rep.sim, dfg, m, family),
+        _graph(dfg, m, family)])
+
+
+def render_simulation(sim, manifest: dict, dfg: DataflowGraph) -> str:
+    """The page for a :class:`hwgen.api.SimulationResult` of the design ``manifest``
+    describes (``dfg``: its dataflow graph): the run, the cycle budget and the graph."""
+    family = manifest["target"]["device"]["family"]
+    est = manifest["estimate"]
+    rows = [("samples", str(sim.outputs.shape[0])), ("simulator", sim.simulator),
+            ("latency", f"{sim.latency} cycles")]
+    if sim.interval is not None:
+        rows.append(("interval", f"{sim.interval:.1f} cycles/frame (estimate "
+                                 f"{est['cycles_per_frame']}, bottleneck {est['bottleneck']})"))
+    table = "<h2>Simulation</h2>\n" + _table(None, [[_t(k), _t(v)] for k, v in rows])
+    return _page("simulate", manifest, "", [table, _budget(sim, dfg, manifest, family),
+                                            _graph(dfg, manifest, family)])
 
 
 def write(rep, path):
     """:func:`render` to ``path``, atomically (a temporary file renamed into place)."""
     write_atomic(path, render(rep).encode("utf-8"))
+
+
+def write_simulation(sim, design_dir, path):
+    """:func:`render_simulation` of the design in ``design_dir`` to ``path``, atomically."""
+    manifest, ig, folding = design.load(design_dir)
+    write_atomic(path, render_simulation(sim, manifest, lower(ig, folding)).encode("utf-8"))

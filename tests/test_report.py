@@ -95,8 +95,9 @@ def png_pixels(data: bytes) -> np.ndarray:
 @pytest.fixture(scope="module")
 def verified(tmp_path_factory):
     """The digits MLP verified on a few frames with ``layers``, and its page."""
-    rep = api.verify(MODEL, DATA, count=6, jobs=1, layers=True)
-    page = tmp_path_factory.mktemp("report") / "report.html"
+    where = tmp_path_factory.mktemp("report")
+    rep = api.verify(MODEL, DATA, count=6, jobs=1, layers=True, out_dir=where / "design")
+    page = where / "report.html"
     report.write(rep, page)
     return rep, page
 
@@ -156,6 +157,22 @@ def test_report_bytes_are_deterministic_verilator(verified, tmp_path):
     out = tmp_path / "again.html"
     report.write(again, out)
     assert out.read_bytes() == page.read_bytes()
+
+
+def test_simulate_report_verilator(verified, cli, tmp_path):
+    """``hwgen simulate --report``: the run, the cycle budget and the graph, in chromium."""
+    rep, page = verified
+    design_dir = page.parent / "design"
+    r = cli("simulate", design_dir, "--input", DATA, "--count", "3", "--jobs", "1",
+            "-o", tmp_path / "y.npy", "--report", tmp_path / "sim.html")
+    assert r.returncode == 0, r.stderr
+    html = (tmp_path / "sim.html").read_text()
+    assert "<h1>hwgen simulate: digits_mlp_qdq.onnx</h1>" in html
+    assert f"<td>latency</td><td>{rep.sim.latency} cycles</td>" in html
+    for b in rep.dfg.blocks:
+        assert f">{b.name}</text>" in html
+    assert "onnxruntime" not in html
+    assert render(tmp_path / "sim.html", tmp_path / "sim.png") == []
 
 
 def test_histogram_bins():
