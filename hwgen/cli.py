@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from amaranth.hdl import UnusedElaboratable
 
-from hwgen import __version__, api, design, inspect
+from hwgen import __version__, api, design, inspect, testbench
 from hwgen.boards.boards import DEFAULT_BOARD, boards_table
 from hwgen.boards.fold import DEFAULT_BUDGET
 from hwgen.errors import HwgenError
@@ -73,6 +73,20 @@ def _parser() -> argparse.ArgumentParser:
                    help="FPGA family of the table's LUT/FF/DSP/BRAM column (default: the "
                         "target device's; the totals give both)")
     _fold_args(i)
+
+    t = sub.add_parser("testbench", help="export a standalone cocotb testbench of a compiled "
+                                         "design (Verilog, test, vectors, Makefile, run.py)")
+    t.add_argument("design", metavar="DIR", help="folder written by 'hwgen compile'")
+    t.add_argument("-o", "--output", required=True, metavar="TB", help="testbench folder")
+    t.add_argument("--input", metavar="X", help="inputs: .npy or .npz, batch first (default: "
+                                               f"{testbench.DEFAULT_FRAMES} random frames)")
+    t.add_argument("--count", type=int, metavar="N", help="use only the first N samples (or "
+                                                          "N random frames)")
+    t.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the random frames and of the test's stall pattern")
+    t.add_argument("--stall", type=float, default=0.0, metavar="P",
+                   help="the test's default probability of a random valid/ready stall per "
+                        "cycle (TB_STALL overrides it when the test runs)")
 
     sub.add_parser("boards", help="list the boards and devices hwgen folds for, with their "
                                   "resources")
@@ -195,6 +209,13 @@ def run(argv=None) -> int:
 
     if args.cmd == "boards":
         print(boards_table())
+        return 0
+    if args.cmd == "testbench":
+        tb = testbench.export(args.design, args.output, args.input, args.count, args.seed,
+                              args.stall)
+        print(f"wrote the cocotb testbench of {tb.top} to {tb.out_dir}: {tb.frames} frames, "
+              f"{tb.in_beats} input and {tb.out_beats} expected output beats")
+        print(f"run it: cd {tb.out_dir} && python run.py   (or: make, make SIM=icarus)")
         return 0
     if args.cmd == "inspect":
         rep = inspect.inspect(args.model, args.fold, args.target_cycles, **_target_opts(args))
