@@ -17,8 +17,8 @@ from hwgen.boards.fold import DEFAULT_BUDGET
 from hwgen.errors import HwgenError
 from hwgen.io import check_writable_file, write_atomic
 from hwgen.progress import Progress
-from hwgen.sim import cache
 from hwgen.quantize import quantize
+from hwgen.sim import cache
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from hwgen.sim.base import StreamJob, StreamResult, check_status, default_max_cycles
+from hwgen.sim.cache import cache_root, max_bytes, touch
 from hwgen.sim.verilator import (
     BUILD_ARGS,
     EXTRA_CYCLES,
@@ -58,7 +59,6 @@ from hwgen.sim.verilator import (
     publish_build,
     setup_verilator,
 )
-from hwgen.sim.cache import cache_root, max_bytes, touch
 
 __all__ = ["run_native", "build_native", "native_is_built", "missing_fst_headers",
            "native_cache_key",
