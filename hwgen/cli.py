@@ -57,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     _sim_args(v)
     v.add_argument("--trace", action="store_true",
                    help="tap every stream in simulation and compare it with the golden "
-                        "model's values; report the first diverging block (verilator only)")
+                        "model's values; report the first diverging block (verilator or "
+                        "amaranth)")
     _quant_args(v)
 
     q = sub.add_parser("quantize", help="quantize a float ONNX model with onnxruntime (QDQ)")
@@ -172,8 +173,10 @@ def _sim_args(p):
                         "cycles per chunk)")
     w = p.add_mutually_exclusive_group()
     w.add_argument("--vcd", metavar="FILE", help="write VCD waveforms of --frames "
-                   "(streams named as in the manifest; verilator only)")
-    w.add_argument("--fst", metavar="FILE", help="write FST waveforms of --frames")
+                   "(streams named as in the manifest; verilator, or amaranth: the whole "
+                   "chunk holding them)")
+    w.add_argument("--fst", metavar="FILE", help="write FST waveforms of --frames "
+                   "(verilator only)")
     p.add_argument("--frames", default="0:1", metavar="A:B",
                    help="frames A to B-1 for --vcd/--fst (default 0:1; within one chunk)")
 
