@@ -1,4 +1,4 @@
-"""The ``hwgen`` command line: compile, simulate, verify, quantize."""
+"""The ``hwgen`` command line: compile, simulate, verify, quantize, inspect, testbench, cache."""
 from __future__ import annotations
 
 import argparse
