@@ -1,4 +1,4 @@
-"""The ``hwgen`` command line: compile, simulate, verify, quantize."""
+"""The ``hwgen`` command line: compile, simulate, verify, quantize, inspect, testbench, cache."""
 from __future__ import annotations
 
 import argparse
@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 from amaranth.hdl import UnusedElaboratable
 
-from hwgen import __version__, api, design, inspect, report
+from hwgen import __version__, api, design, inspect, report, testbench
 from hwgen.boards.boards import DEFAULT_BOARD, boards_table
 from hwgen.boards.fold import DEFAULT_BUDGET
 from hwgen.errors import HwgenError
 from hwgen.io import check_writable_file, write_atomic
 from hwgen.progress import Progress
 from hwgen.quantize import quantize
+from hwgen.sim import cache
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     _sim_args(v)
     v.add_argument("--trace", action="store_true",
                    help="tap every stream in simulation and compare it with the golden "
-                        "model's values; report the first diverging block (verilator only)")
+                        "model's values; report the first diverging block (verilator or "
+                        "amaranth)")
     v.add_argument("--report", metavar="REPORT.html",
                    help="also write one self-contained HTML page: the comparison, each layer "
                         "against onnxruntime, the cycle budget and the dataflow graph")
@@ -79,6 +81,25 @@ def _parser() -> argparse.ArgumentParser:
                    help="FPGA family of the table's LUT/FF/DSP/BRAM column (default: the "
                         "target device's; the totals give both)")
     _fold_args(i)
+
+    t = sub.add_parser("testbench", help="export a standalone cocotb testbench of a compiled "
+                                         "design (Verilog, test, vectors, Makefile, run.py)")
+    t.add_argument("design", metavar="DIR", help="folder written by 'hwgen compile'")
+    t.add_argument("-o", "--output", required=True, metavar="TB", help="testbench folder")
+    t.add_argument("--input", metavar="X", help="inputs: .npy or .npz, batch first (default: "
+                                               f"{testbench.DEFAULT_FRAMES} random frames)")
+    t.add_argument("--count", type=int, metavar="N", help="use only the first N samples (or "
+                                                          "N random frames)")
+    t.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the random frames and of the test's stall pattern")
+    t.add_argument("--stall", type=float, default=0.0, metavar="P",
+                   help="the test's default probability of a random valid/ready stall per "
+                        "cycle (TB_STALL overrides it when the test runs)")
+
+    k = sub.add_parser("cache", help="the cache of compiled Verilator simulators: its size, "
+                                     "or clear it")
+    k.add_argument("action", choices=("info", "clear"),
+                   help="info: location, entries, size and limit; clear: remove every entry")
 
     sub.add_parser("boards", help="list the boards and devices hwgen folds for, with their "
                                   "resources")
@@ -158,8 +179,10 @@ def _sim_args(p):
                         "cycles per chunk)")
     w = p.add_mutually_exclusive_group()
     w.add_argument("--vcd", metavar="FILE", help="write VCD waveforms of --frames "
-                   "(streams named as in the manifest; verilator only)")
-    w.add_argument("--fst", metavar="FILE", help="write FST waveforms of --frames")
+                   "(streams named as in the manifest; verilator, or amaranth: the whole "
+                   "chunk holding them)")
+    w.add_argument("--fst", metavar="FILE", help="write FST waveforms of --frames "
+                   "(verilator only)")
     p.add_argument("--frames", default="0:1", metavar="A:B",
                    help="frames A to B-1 for --vcd/--fst (default 0:1; within one chunk)")
 
@@ -201,6 +224,24 @@ def run(argv=None) -> int:
 
     if args.cmd == "boards":
         print(boards_table())
+        return 0
+    if args.cmd == "cache":
+        if args.action == "clear":
+            n, size = cache.clear()
+            print(f"removed {n} entries ({_mib(size)}) from {cache.cache_root()}")
+        else:
+            c = cache.info()
+            print(f"location: {c.root}")
+            print(f"entries:  {c.entries}")
+            print(f"size:     {_mib(c.bytes)} of {_mib(c.limit)} (HWGEN_CACHE_MAX; least "
+                  f"recently used entries are removed past it)")
+        return 0
+    if args.cmd == "testbench":
+        tb = testbench.export(args.design, args.output, args.input, args.count, args.seed,
+                              args.stall)
+        print(f"wrote the cocotb testbench of {tb.top} to {tb.out_dir}: {tb.frames} frames, "
+              f"{tb.in_beats} input and {tb.out_beats} expected output beats")
+        print(f"run it: cd {tb.out_dir} && python run.py   (or: make, make SIM=icarus)")
         return 0
     if args.cmd == "inspect":
         rep = inspect.inspect(args.model, args.fold, args.target_cycles, **_target_opts(args))
@@ -261,6 +302,10 @@ def run(argv=None) -> int:
             print(f"wrote {args.report}")
         return 0 if rep.ok else 1
     return 2
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
 
 
 def _print_run(r):

@@ -20,7 +20,7 @@ import numpy as np
 from amaranth.back import verilog
 
 from hwgen import design
-from hwgen.assemble import Tap, build_observed, build_top
+from hwgen.assemble import Tap, build_observed, build_top, stream_idents
 from hwgen.dataflow.lower import DataflowGraph, lower
 from hwgen.errors import HwgenError
 from hwgen.io import DESIGN_NPZ, check_writable_file
@@ -80,11 +80,11 @@ def parse_frames(text: str) -> tuple[int, int]:
     return first, stop
 
 
-def _observed(out_dir: Path, manifest: dict, ig, folding, progress: Progress, fresh: bool
-              ) -> tuple[str, list[Tap], DataflowGraph]:
-    """The observed design's Verilog, its taps and graph, after checking that the design
-    rebuilt from the folder is the folder's Verilog (unless ``fresh``: this hwgen has just
-    compiled the folder)."""
+def _observed(out_dir: Path, manifest: dict, ig, folding, progress: Progress, fresh: bool,
+              emit: bool = True) -> tuple[str, list[Tap], DataflowGraph]:
+    """The observed design's Verilog (empty unless ``emit``), its taps and graph, after
+    checking that the design rebuilt from the folder is the folder's Verilog (unless
+    ``fresh``: this hwgen has just compiled the folder)."""
     with progress.step("rebuilding the design with its streams observable"):
         dfg = lower(ig, folding)
         plain = "" if fresh else verilog.convert(build_top(dfg), name=manifest["top"],
@@ -94,20 +94,30 @@ def _observed(out_dir: Path, manifest: dict, ig, folding, progress: Progress, fr
             raise HwgenError(f"{out_dir}: the design rebuilt from {DESIGN_NPZ} is not "
                              f"{manifest['verilog']} (compiled by another hwgen version?); "
                              f"compile it again to trace its streams")
+        if not emit:  # the simulator builds its own (in its workers)
+            return "", stream_taps(dfg), dfg
         obs = build_observed(dfg)
         text = verilog.convert(obs, name=manifest["top"], emit_src=False)
     return text, obs.taps, dfg
 
 
+def stream_taps(dfg: DataflowGraph) -> list[Tap]:
+    """The taps :func:`hwgen.assemble.build_observed` gives ``dfg``'s design, without
+    building it (a stream's payload is its elements per beat, packed)."""
+    return [Tap(s, ident, dfg.streams[s].per_beat * dfg.streams[s].qtype.bits)
+            for s, ident in stream_idents(dfg).items()]
+
+
 @functools.lru_cache(maxsize=2)
-def _amaranth_top(out_dir: str):
+def _amaranth_top(out_dir: str, observe: bool = False):
     _, ig, folding = design.load(out_dir)
-    return build_top(lower(ig, folding))
+    dfg = lower(ig, folding)
+    return build_observed(dfg) if observe else build_top(dfg)
 
 
-def _amaranth_chunk(out_dir: str, job: StreamJob) -> StreamResult:
+def _amaranth_chunk(out_dir: str, observe: bool, job: StreamJob) -> StreamResult:
     """One chunk in Amaranth's simulator (a module-level function: it runs in workers)."""
-    return run_amaranth(_amaranth_top(out_dir), job)
+    return run_amaranth(_amaranth_top(out_dir, observe), job)
 
 
 def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: float = 0.0,
@@ -124,9 +134,9 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
     if chunk is not None and chunk < 1:
         raise HwgenError(f"--chunk must be at least 1 (got {chunk})")
     observe = observe or wave is not None
-    if observe and simulator != "verilator":
-        raise HwgenError(f"tracing streams and waveforms need the verilator simulator "
-                         f"(not {simulator})")
+    if observe and simulator == "cocotb":
+        raise HwgenError("tracing streams and waveforms need the verilator or the amaranth "
+                         "simulator (not cocotb)")
     out_dir = Path(out_dir)
     manifest, ig, folding = loaded or design.load(out_dir)
     tin, tout = ig.tensors[ig.input], ig.tensors[ig.output]
@@ -141,6 +151,8 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
     if wave is not None:
         if wave.kind not in WAVE_KINDS:
             raise HwgenError(f"unknown waveform format {wave.kind!r}")
+        if wave.kind == "fst" and simulator == "amaranth":
+            raise HwgenError("--fst: Amaranth's simulator writes VCD only; use --vcd")
         if wave.kind == "fst" and missing_fst_headers():
             raise HwgenError(f"--fst: Verilator's FST writer needs the C headers "
                              f"{', '.join(missing_fst_headers())}, which the C++ compiler "
@@ -156,7 +168,8 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
     taps: list[Tap] = []
     dfg = None
     if observe:
-        text, taps, dfg = _observed(out_dir, manifest, ig, folding, progress, fresh)
+        text, taps, dfg = _observed(out_dir, manifest, ig, folding, progress, fresh,
+                                    emit=simulator == "verilator")
     elif simulator != "amaranth":
         text = (out_dir / manifest["verilog"]).read_text()
 
@@ -188,7 +201,7 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
     workers = min(workers, len(ranges))
     processes = simulator != "verilator"
     if simulator == "amaranth":
-        run_one = functools.partial(_amaranth_chunk, str(out_dir))
+        run_one = functools.partial(_amaranth_chunk, str(out_dir), observe)
     elif simulator == "cocotb":
         with progress.step("building the Verilator model (cocotb)"):
             build_verilator(text, manifest["top"])

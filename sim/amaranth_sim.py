@@ -9,9 +9,20 @@ from hwgen.sim.base import SimTimeout, StreamJob, StreamResult, default_max_cycl
 
 
 def run_amaranth(top, job: StreamJob) -> StreamResult:
-    """Simulate ``top`` (an :class:`rtl_templates.axis_top.AxisTop`-like component) on ``job``."""
+    """Simulate ``top`` (an :class:`rtl_templates.axis_top.AxisTop`-like component) on ``job``.
+
+    ``job.taps``: ``top`` is a design built for observation; every transfer on each tapped
+    stream (its ports ``<ident>__valid/__ready/__payload``) is recorded in ``res.taps``.
+    ``job.wave`` (VCD only): Amaranth's VCD writer records the whole job, from reset, into
+    ``job.wave.path`` (no file for an empty path)."""
     res = StreamResult(out_beats=[], out_last=[])
     limit = default_max_cycles(job)
+    if job.wave is not None and job.wave.kind != "vcd":
+        raise ValueError(f"Amaranth's simulator writes VCD waveforms, not {job.wave.kind}")
+    tapped = [(getattr(top, f"{ident}__valid"), getattr(top, f"{ident}__ready"),
+               getattr(top, f"{ident}__payload")) for ident, _ in job.taps]
+    res.taps = [([], []) for _ in tapped]
+    tap_signals = [sig for t in tapped for sig in t]
 
     async def bench(ctx):
         rng = random.Random(job.seed)
@@ -25,8 +36,13 @@ def run_amaranth(top, job: StreamJob) -> StreamResult:
                 ctx.set(top.s_axis_tvalid, 1)
             ready = job.stall_out == 0 or rng.random() >= job.stall_out
             ctx.set(top.m_axis_tready, ready)
-            _, _, s_rdy, m_vld, m_data, m_last = await ctx.tick().sample(
-                top.s_axis_tready, top.m_axis_tvalid, top.m_axis_tdata, top.m_axis_tlast)
+            _, _, s_rdy, m_vld, m_data, m_last, *taps = await ctx.tick().sample(
+                top.s_axis_tready, top.m_axis_tvalid, top.m_axis_tdata, top.m_axis_tlast,
+                *tap_signals)
+            for j, (times, payloads) in enumerate(res.taps):
+                if taps[3 * j] and taps[3 * j + 1]:
+                    times.append(cycle)
+                    payloads.append(int(taps[3 * j + 2]))
             if offering and s_rdy:
                 res.in_times.append(cycle)
                 k += 1
@@ -46,11 +62,16 @@ def run_amaranth(top, job: StreamJob) -> StreamResult:
                 break
             if cycle > limit:
                 raise SimTimeout(f"simulation stopped after {limit} cycles with "
-                                 f"{len(res.out_beats)} of {job.n_out_beats} output beats")
+                                 f"{len(res.out_beats)} of {job.n_out_beats} output beats",
+                                 res)
         res.cycles = cycle
 
     sim = Simulator(top)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
-    sim.run()
+    if job.wave is not None and job.wave.path:
+        with sim.write_vcd(job.wave.path):
+            sim.run()
+    else:
+        sim.run()
     return res

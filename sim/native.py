@@ -51,10 +51,10 @@ from pathlib import Path
 import numpy as np
 
 from hwgen.sim.base import StreamJob, StreamResult, check_status, default_max_cycles
+from hwgen.sim.cache import cache_root, max_bytes, touch
 from hwgen.sim.verilator import (
     BUILD_ARGS,
     EXTRA_CYCLES,
-    cache_root,
     check_top,
     publish_build,
     setup_verilator,
@@ -184,7 +184,9 @@ def _build(verilog: str, top: str, job: StreamJob, root: Path) -> Path:
     key = native_cache_key(verilog, top, job)
     final = root / key
     if (final / "ok").is_file():
+        touch(final)
         return final / "bench"
+    max_bytes()  # a bad HWGEN_CACHE_MAX fails before the build
 
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))

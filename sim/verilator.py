@@ -24,6 +24,7 @@ from pathlib import Path
 
 from hwgen.errors import HwgenError
 from hwgen.sim.base import StreamJob, StreamResult, check_status, default_max_cycles
+from hwgen.sim.cache import cache_root, evict, max_bytes, touch
 
 __all__ = ["run_verilator", "build_verilator", "check_top"]
 
@@ -98,14 +99,6 @@ def check_top(top) -> str:
     return top
 
 
-def cache_root(build_dir: str | None) -> Path:
-    if build_dir is not None:
-        return Path(build_dir)
-    if os.environ.get("HWGEN_CACHE"):
-        return Path(os.environ["HWGEN_CACHE"])
-    return Path.home() / ".cache" / "hwgen" / "verilator"
-
-
 def _tail(path: Path, n: int = 40) -> str:
     try:
         lines = path.read_text(errors="replace").splitlines()
@@ -158,7 +151,9 @@ def _build(verilog: str, top: str, root: Path) -> Path:
     key = cache_key(verilog, top)
     final = root / key
     if (final / "ok").is_file():
+        touch(final)
         return final
+    max_bytes()  # a bad HWGEN_CACHE_MAX fails before the build
 
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=root))
@@ -197,7 +192,8 @@ def build_verilator(verilog: str, top: str, build_dir: str | None = None) -> Pat
 
 def publish_build(tmp: Path, final: Path, version: str) -> None:
     """Move a finished build from ``tmp`` to its cache entry ``final``, marked complete (a
-    concurrent build of the same design may have won the race: then its entry stays)."""
+    concurrent build of the same design may have won the race: then its entry stays), then
+    keep the cache within its size limit (:func:`hwgen.sim.cache.evict`)."""
     (tmp / "ok").write_text(version + "\n")
     try:
         tmp.rename(final)
@@ -205,6 +201,7 @@ def publish_build(tmp: Path, final: Path, version: str) -> None:
         if not (final / "ok").is_file():
             shutil.rmtree(final, ignore_errors=True)
             tmp.rename(final)
+    evict(final.parent, keep=final)
 
 
 def run_verilator(verilog: str, top: str, job: StreamJob,

@@ -186,9 +186,9 @@ def test_cli_simulate_writes_waveforms(traced, mlp, tmp_path):
     assert r.returncode == 2 and "--frames selects the frames of --vcd or --fst" in r.stderr
 
 
-def test_trace_needs_the_native_bench(mlp, x):
-    with pytest.raises(hwgen.HwgenError, match="need the verilator simulator"):
-        api.simulate(mlp, x[:2], "amaranth", observe=True)
+def test_trace_needs_taps_the_cocotb_bench_lacks(mlp, x):
+    with pytest.raises(hwgen.HwgenError, match="need the verilator or the amaranth simulator"):
+        api.simulate(mlp, x[:2], "cocotb", observe=True)
 
 
 def test_wave_frames_must_lie_in_one_chunk(mlp, x, tmp_path):

@@ -165,11 +165,12 @@ def test_second_run_reuses_the_cached_build(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [entry.name]  # nothing else left behind
 
     def mtimes():
-        return [(entry / f).stat().st_mtime_ns for f in (".", "ok", "bench")]
+        return [(entry / f).stat().st_mtime_ns for f in (".", "bench")]
 
-    before = mtimes()
+    before, used = mtimes(), (entry / "ok").stat().st_mtime_ns
     assert run_native(text, "top", job, build_dir=str(tmp_path)) == first
-    assert mtimes() == before  # not rebuilt, not touched: the cache entry was reused
+    assert mtimes() == before  # not rebuilt: the cache entry was reused ...
+    assert (entry / "ok").stat().st_mtime_ns > used  # ... and its use recorded (LRU)
     # the cocotb build is a different entry
     run_verilator(text, "top", job, build_dir=str(tmp_path))
     assert len(list(tmp_path.iterdir())) == 2 and mtimes() == before
