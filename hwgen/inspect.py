@@ -213,7 +213,8 @@ def _res_cell(res: Resources) -> str:
 def _cells(r: NodeRow, family: str) -> list[str]:
     pe = ""
     if r.folding is not None:
-        pe = f"{r.folding.pe}/{r.folding.simd}" if "mvau" in r.blocks else f"{r.folding.pe}/-"
+        pe = (f"{r.folding.pe}/{r.folding.simd}" if "mvau" in r.blocks or "vvau" in r.blocks
+              else f"{r.folding.pe}/-")
     c = r.cost
     res = _res_cell(c.resources(family).rounded()) if c else ""
     return [r.node, r.op, "+".join(r.blocks), pe,
