@@ -134,7 +134,7 @@ def test_interval_bound_and_floor(graphs):
 BOARD_INTERVALS = {
     EXAMPLES / "digits_cnn_qdq.onnx": (256, 152, 100),
     EXAMPLES / "mlperf_tiny" / "resnet8_qdq.onnx": (131_072, 80_139, 1_156),
-    EXAMPLES / "mlperf_tiny" / "dscnn_qdq.onnx": (32_000, 17_031, 1_125),
+    EXAMPLES / "mlperf_tiny" / "dscnn_qdq.onnx": (32_000, 17_031, 708),
 }
 
 
