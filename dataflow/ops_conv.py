@@ -33,7 +33,7 @@ from hwgen.dataflow.affine import record
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.intgraph import IntGraph, Window, int_op
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.lower import Block, Builder, Folding, row_fifo_depth, short_name
+from hwgen.dataflow.lower import FIFO_MARGIN, Block, Builder, Folding, row_fifo_depth, short_name
 from hwgen.dataflow.ops_linear import Linear, add_bias
 from hwgen.dataflow.values import (
     Const,
@@ -142,7 +142,9 @@ class Conv:
 def add_window_generator(b: Builder, ig: IntGraph, op, pad_value: int, per_beat: int,
                          depthwise: bool, window_par: int = 0, depthwise_pe: int = 0) -> str:
     """The sliding-window stage of a windowed op (convolution, pooling): the generator block
-    reading ``op.input`` through a FIFO of one input row, and its window stream (returned).
+    reading ``op.input`` through a FIFO of one input row, and its window stream (returned);
+    a 1×1 window with stride 1 and no pads needs no generator (the input read through a
+    FIFO is its window stream).
     A ``window_par`` that does not divide the channels: the window-parallel generator, that
     many window elements per beat (its input one pixel per beat, ``per_beat`` = C). A
     ``depthwise_pe`` (a depthwise op reading several kernel positions per beat): the
@@ -152,6 +154,12 @@ def add_window_generator(b: Builder, ig: IntGraph, op, pad_value: int, per_beat:
     win = op.window
     c, h, w = win.in_shape
     oh, ow = win.out_hw
+    if win.kernel == (1, 1) and win.stride == (1, 1) and not any(win.pads) and \
+            not depthwise_pe and (not window_par or c % window_par == 0):
+        # a 1x1 window of every pixel, unpadded: the window stream is the input stream; the
+        # FIFO holds two pixels, so that a unit taking a pixel's beats back to back (the
+        # matrix unit's first neuron fold) finds the next pixel whole, whatever the producer
+        return b.read(op.input, per_beat, 2 * c // per_beat + FIFO_MARGIN)[0]
     if depthwise_pe or (window_par and c % window_par and not depthwise):
         sp, kind, out_per_beat = SWGParParams((h, w, c), win.kernel, win.stride, win.pads,
                                               pad_value, tin.qtype, window_par,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cnn_ops import golden_and_ort, import_, m_depthwise_s2
+from test_cnn_ops import Net, assert_agrees, golden_and_ort, import_, m_depthwise_s2
 from test_conv_family import m_depthwise_multiplier, quantized
 
 from hwgen.assemble import build_top
@@ -31,16 +31,25 @@ from hwgen.sim.packing import beats_to_frames, frames_to_beats
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 FRAMES = 3
 
+def m_separable(seed):
+    """Depthwise 3x3 → pointwise 1x1 (stride 1, unpadded: no window generator) → Relu."""
+    n = Net((6, 6, 5), seed)
+    d = n.relu(n.conv("x", 6, 3, "dw", group=6, pads=[1, 1, 1, 1]), "dw_relu")
+    return n, n.relu(n.conv(d, 8, 1, "pw"), "pw_relu")
+
+
 # name: (builder, foldings (PE, SIMD))
 CASES = {
     "depthwise_s2": (m_depthwise_s2, [(1, 3), (2, 9), (4, 9)]),
     "depthwise_multiplier_2": (m_depthwise_multiplier, [(2, 3), (4, 9)]),
+    "separable": (m_separable, [(3, 3), (6, 9)]),
 }
 
 
 def _graph(name):
     qm, x = quantized(CASES[name][0])
     ig = import_(qm)
+    assert_agrees(ig, qm, x, min_levels=4)
     xq, y, _, _ = golden_and_ort(ig, qm, x)
     return ig, xq[:FRAMES], y[:FRAMES]
 
@@ -51,6 +60,7 @@ def test_fold_space_offers_kernel_positions(name):
     conv = ig.ops[0]
     space = conv.fold_space(ig)
     assert conv.depthwise and tuple(space.simd) == (1, 3, 9)
+    assert tuple(space.pe) == tuple(d for d in range(1, 9) if conv.window.in_shape[0] % d == 0)
     c = conv.window.in_shape[0]
     px = int(np.prod(conv.window.out_hw))
     assert space.cycles(1, 1) == px * 9 * c
@@ -67,6 +77,8 @@ def test_rtl_equals_golden_at_kernel_parallel_foldings(name):
     for pe, simd in CASES[name][1]:
         dfg = lower(ig, folding={conv.name: Folding(pe, simd)})
         kinds = {b.kind: b for b in dfg.blocks}
+        # a 1x1 window over every pixel needs no generator: one per depthwise layer only
+        assert sum(b.kind in ("swg", "swg_par") for b in dfg.blocks) == 1
         assert "swg_par" in kinds and kinds["swg_par"].params.depthwise_pe == pe
         vvau = kinds["vvau"].params
         assert (vvau.pe, vvau.simd) == (pe, simd)
@@ -74,7 +86,8 @@ def test_rtl_equals_golden_at_kernel_parallel_foldings(name):
         # the folded graph's golden model is the unfolded one
         assert np.array_equal(golden.run_graph(dfg, xq)[dfg.out_stream], y)
         est = dfg.estimate()
-        assert est["cycles_per_frame"] == conv.fold_space(ig).cycles(pe, simd)
+        assert est["cycles_per_frame"] == max(
+            op.fold_space(ig).cycles(*((pe, simd) if op is conv else (1, 1))) for op in ig.ops)
         top = build_top(dfg)
         beats, last = frames_to_beats(xq, dfg.input.qtype, dfg.in_per_beat)
         per_frame = dfg.output.size // dfg.out_per_beat
