@@ -38,7 +38,14 @@ from dataclasses import dataclass, field
 from hwgen.boards.boards import DEFAULT_BOARD, Board, board_by_name
 from hwgen.boards.devices import KINDS, Device, by_name, check_memory
 from hwgen.dataflow.intgraph import IntGraph
-from hwgen.dataflow.lower import DataflowGraph, Folding, lower, lower_op, op_macs
+from hwgen.dataflow.lower import (
+    DataflowGraph,
+    Folding,
+    lower,
+    lower_op,
+    op_lanes,
+    op_macs,
+)
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.resources import Resources, add_muls, total
 
@@ -109,6 +116,8 @@ class FitReport:
     floor: int                       # the fastest interval any folding reaches
     candidates: int = 0              # intervals the search evaluated
     largest: dict[str, str] = field(default_factory=dict)   # kind → op taking most of it
+    #: op → (multiply–accumulates per frame, multiplier lanes at its folding)
+    layer_macs: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def device(self) -> Device:
@@ -119,6 +128,20 @@ class FitReport:
         """The model's MACs ÷ the device's multiplier lanes (None: no hard multipliers)."""
         lanes = self.device.multiplier_lanes
         return math.ceil(self.macs / lanes) if lanes and self.macs else None
+
+    @property
+    def mac_utilisation(self) -> float | None:
+        """Busy multiplier-cycles ÷ (the layers' multiplier lanes × the interval): the share
+        of the cycles the dot-product multipliers work (None: no layer multiplies)."""
+        lanes = sum(n for _, n in self.layer_macs.values())
+        if not lanes or not self.interval:
+            return None
+        return sum(m for m, _ in self.layer_macs.values()) / (lanes * self.interval)
+
+    def layer_utilisation(self) -> dict[str, float]:
+        """Each multiplying layer's MAC utilisation at the design's interval."""
+        return {n: m / (k * self.interval) for n, (m, k) in self.layer_macs.items()
+                if k and self.interval}
 
     @property
     def over(self) -> list[str]:
@@ -154,10 +177,19 @@ class FitReport:
             "interval_floor_cycles": self.floor,
             "macs_per_frame": self.macs,
             "multiplier_lanes": d.multiplier_lanes,
+            "mac_utilisation": _round(self.mac_utilisation),
+            "layers": [{"name": n, "macs_per_frame": m, "multiplier_lanes": k,
+                        "mac_utilisation": _round(m / (k * self.interval))
+                        if k and self.interval else None}
+                       for n, (m, k) in self.layer_macs.items()],
             "use": dict(self.use), "limit": dict(self.limit), "capacity": dict(self.capacity),
             "fits": self.fits, "shortfalls": self.shortfalls(),
             "clock_mhz": t.board.clock_mhz if t.board else d.clock_mhz,
         }
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
 
 
 class DoesNotFit(HwgenError):
@@ -289,10 +321,13 @@ def report(dfg: DataflowGraph, ig: IntGraph, target: Target, method: str,
         top = max(layers.items(), key=lambda nu: (nu[1][k], nu[0]), default=None)
         if top is not None and top[1][k] > 0:
             largest[k] = top[0]
+    layer_macs = {op.name: (op_macs(ig, op), op_lanes(op, dfg.folding[op.name]))
+                  for op in ig.ops if op.name in dfg.folding and op.name not in dfg.op_errors
+                  and op_macs(ig, op)}
     return FitReport(target, method, int(est["cycles_per_frame"]), est["bottleneck"],
                      _dfg_use(dfg, target.device), dict(search.limit),
                      target.device.capacity(), search.macs, search.floor(), candidates,
-                     largest)
+                     largest, layer_macs)
 
 
 def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,

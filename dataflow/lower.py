@@ -290,6 +290,15 @@ def op_macs(ig: IntGraph, op) -> int:
     return int(op.fold_space(ig).cycles(1, 1)) * getattr(op, "multiplier", 1)
 
 
+def op_lanes(op, f: Folding) -> int:
+    """Multipliers of an op with a weight matrix at folding ``f`` that compute its
+    multiply–accumulates (PE·SIMD, times a depthwise convolution's channel multiplier): the
+    lanes whose busy cycles MAC utilisation counts; 0 for ops without weights."""
+    if getattr(op, "weights", None) is None:
+        return 0
+    return f.pe * f.simd * getattr(op, "multiplier", 1)
+
+
 def short_name(name: str) -> str:
     """A stream or block name made of ``name``'s last 40 alphanumeric characters."""
     keep = "".join(c if c.isalnum() else "_" for c in name)

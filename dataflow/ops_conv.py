@@ -33,7 +33,7 @@ from hwgen.dataflow.affine import record
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.intgraph import IntGraph, Window, int_op
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.lower import Block, Builder, Folding, row_fifo_depth, short_name
+from hwgen.dataflow.lower import FIFO_MARGIN, Block, Builder, Folding, row_fifo_depth, short_name
 from hwgen.dataflow.ops_linear import Linear, add_bias
 from hwgen.dataflow.values import (
     Const,
@@ -80,12 +80,18 @@ class Conv:
         """SIMD is any divisor of the window's KH*KW*C elements: a divisor of C reads the
         window a channel block per beat; any other (beyond C, or one not dividing C) reads it
         through the window-parallel generator, whose own steps (one per padded input
-        position) then bound the cycles too."""
+        position) then bound the cycles too. A depthwise convolution's PE divides the
+        channels and its SIMD the kernel positions: SIMD > 1 reads the window-parallel
+        generator's depthwise order, PE*SIMD elements per beat."""
         c = self.window.in_shape[0]
         px = int(np.prod(self.window.out_hw))
         k = self.window.kernel[0] * self.window.kernel[1]
         if self.depthwise:
-            return FoldSpace(divisors(c), (1,), lambda pe, simd: px * k * (c // pe))
+            def dw_cycles(pe, simd):
+                vvau = px * (k // simd) * (c // pe)
+                return vvau if simd == 1 else \
+                    max(vvau, frame_cycles(self.window_par(ig, simd * pe, pe)))
+            return FoldSpace(divisors(c), divisors(k), dw_cycles)
         oc = self.weights.shape[0]
 
         def cycles(pe, simd):
@@ -93,17 +99,17 @@ class Conv:
             return mvau if c % simd == 0 else max(mvau, frame_cycles(self.window_par(ig, simd)))
         return FoldSpace(divisors(oc), divisors(k * c), cycles)
 
-    def window_par(self, ig: IntGraph, simd: int) -> SWGParParams:
+    def window_par(self, ig: IntGraph, simd: int, depthwise_pe: int = 0) -> SWGParParams:
         """The window-parallel generator this convolution reads through at a SIMD that does
-        not divide C."""
+        not divide C (a depthwise one: ``depthwise_pe`` channels by SIMD/PE positions)."""
         win, tin = self.window, ig.tensors[self.input]
         c, h, w = win.in_shape
         return SWGParParams((h, w, c), win.kernel, win.stride, win.pads, tin.zero_point,
-                            tin.qtype, simd, win.dilation)
+                            tin.qtype, simd, win.dilation, depthwise_pe)
 
     def in_per_beat(self, f: Folding) -> int:
         if self.depthwise:
-            return f.pe
+            return f.pe if f.simd == 1 else self.window.in_shape[0]
         c = self.window.in_shape[0]
         return f.simd if c % f.simd == 0 else c
 
@@ -116,12 +122,15 @@ class Conv:
         tin, tout = ig.tensors[self.input], ig.tensors[self.output]
         nodes = tuple(self.nodes)
         oh, ow = self.window.out_hw
+        dw_par = self.depthwise and f.simd > 1
         windows = add_window_generator(b, ig, self, tin.zero_point, self.in_per_beat(f),
-                                       self.depthwise, window_par=f.simd)
+                                       self.depthwise,
+                                       window_par=f.simd * f.pe if dw_par else f.simd,
+                                       depthwise_pe=f.pe if dw_par else 0)
         out = b.stream(short_name(self.output), tout.qtype, f.pe * self.multiplier, tout.size)
         if self.depthwise:
             p = VVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
-                           oh * ow, self.multiplier)
+                           oh * ow, self.multiplier, f.simd)
             b.add(Block(self.name, "vvau", p, [windows], [out], self.name, nodes))
         else:
             p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
@@ -131,19 +140,30 @@ class Conv:
 
 
 def add_window_generator(b: Builder, ig: IntGraph, op, pad_value: int, per_beat: int,
-                         depthwise: bool, window_par: int = 0) -> str:
+                         depthwise: bool, window_par: int = 0, depthwise_pe: int = 0) -> str:
     """The sliding-window stage of a windowed op (convolution, pooling): the generator block
-    reading ``op.input`` through a FIFO of one input row, and its window stream (returned).
+    reading ``op.input`` through a FIFO of one input row, and its window stream (returned);
+    a 1×1 window with stride 1 and no pads needs no generator (the input read through a
+    FIFO is its window stream).
     A ``window_par`` that does not divide the channels: the window-parallel generator, that
-    many window elements per beat (its input one pixel per beat, ``per_beat`` = C)."""
+    many window elements per beat (its input one pixel per beat, ``per_beat`` = C). A
+    ``depthwise_pe`` (a depthwise op reading several kernel positions per beat): the
+    window-parallel generator in depthwise order, ``window_par`` elements per beat in channel
+    blocks of ``depthwise_pe``."""
     tin = ig.tensors[op.input]
     win = op.window
     c, h, w = win.in_shape
     oh, ow = win.out_hw
-    if window_par and c % window_par and not depthwise:
+    if win.kernel == (1, 1) and win.stride == (1, 1) and not any(win.pads) and \
+            not depthwise_pe and (not window_par or c % window_par == 0):
+        # a 1x1 window of every pixel, unpadded: the window stream is the input stream; the
+        # FIFO holds two pixels, so that a unit taking a pixel's beats back to back (the
+        # matrix unit's first neuron fold) finds the next pixel whole, whatever the producer
+        return b.read(op.input, per_beat, 2 * c // per_beat + FIFO_MARGIN)[0]
+    if depthwise_pe or (window_par and c % window_par and not depthwise):
         sp, kind, out_per_beat = SWGParParams((h, w, c), win.kernel, win.stride, win.pads,
                                               pad_value, tin.qtype, window_par,
-                                              win.dilation), "swg_par", window_par
+                                              win.dilation, depthwise_pe), "swg_par", window_par
     else:
         sp = SWGParams((h, w, c), win.kernel, win.stride, win.pads, pad_value, tin.qtype,
                        per_beat, depthwise, win.dilation)

@@ -187,7 +187,7 @@ def _rows(rep: ImportReport, est: Estimate) -> tuple[list[NodeRow], list[Problem
 
 # ------------------------------------------------------------------------------ text
 
-_COLS = ("node", "op", "blocks", "PE/SIMD", "cycles", "mults", "memory bits",
+_COLS = ("node", "op", "blocks", "PE/SIMD", "cycles", "mults", "MAC use", "memory bits",
          "LUT/FF/DSP/BRAM", "status")
 #: the family ``hwgen inspect``'s table gives resources for, unless told
 DEFAULT_FAMILY = "ecp5"
@@ -210,15 +210,20 @@ def _res_cell(res: Resources) -> str:
     return "/".join(_num(v) for v in (res.lut4 + 2 * res.carry, res.ff, res.dsp, res.bram))
 
 
-def _cells(r: NodeRow, family: str) -> list[str]:
+def _pct(x: float | None) -> str:
+    return "" if x is None else f"{100 * x:.0f} %"
+
+
+def _cells(r: NodeRow, family: str, util: dict[str, float]) -> list[str]:
     pe = ""
     if r.folding is not None:
-        pe = f"{r.folding.pe}/{r.folding.simd}" if "mvau" in r.blocks else f"{r.folding.pe}/-"
+        pe = (f"{r.folding.pe}/{r.folding.simd}" if "mvau" in r.blocks or "vvau" in r.blocks
+              else f"{r.folding.pe}/-")
     c = r.cost
     res = _res_cell(c.resources(family).rounded()) if c else ""
     return [r.node, r.op, "+".join(r.blocks), pe,
             f"{c.cycles:,}" if c else "", f"{c.multipliers:,}" if c else "",
-            f"{c.memory_bits:,}" if c else "", res, r.status_text() + ("*" if r.after else "")]
+            _pct(util.get(r.layer)) if c else "", f"{c.memory_bits:,}" if c else "", res, r.status_text() + ("*" if r.after else "")]
 
 
 def _clip(s: str, n: int) -> str:
@@ -244,14 +249,15 @@ def format_text(rep: InspectReport, family: str = DEFAULT_FAMILY) -> str:
     lines.append("")
     table = []
     run: list[NodeRow] = []
+    util = rep.fit.layer_utilisation() if rep.fit is not None else {}
 
     def flush():
         if len(run) >= 4:
             ops = sorted({r.op_type for r in run})
-            table.append([f"({len(run)} nodes)", ", ".join(ops), "", "", "", "", "", "",
+            table.append([f"({len(run)} nodes)", ", ".join(ops), "", "", "", "", "", "", "",
                           f"constant ({run[0].node} … {run[-1].node})"])
         else:
-            table.extend(_cells(r, family) for r in run)
+            table.extend(_cells(r, family, util) for r in run)
         run.clear()
 
     for r in rep.rows:
@@ -259,20 +265,20 @@ def format_text(rep: InspectReport, family: str = DEFAULT_FAMILY) -> str:
             run.append(r)
             continue
         flush()
-        table.append(_cells(r, family))
+        table.append(_cells(r, family, util))
     flush()
     plumb = rep.estimate.plumbing
     if plumb:
         table.append(["(plumbing)", f"{len(plumb)} blocks", "fifo/fork/dwc", "",
                       f"{max(b.cost.cycles for b in plumb):,}",
-                      f"{sum(b.cost.multipliers for b in plumb):,}",
+                      f"{sum(b.cost.multipliers for b in plumb):,}", "",
                       f"{sum(b.cost.memory_bits for b in plumb):,}",
                       _res_cell(total(b.cost.resources(family) for b in plumb).rounded()),
                       "FIFOs, forks, width converters"])
-    head = [*_COLS[:7], f"{family} {_COLS[7]}", _COLS[8]]
+    head = [*_COLS[:8], f"{family} {_COLS[8]}", _COLS[9]]
     widths = [min(max([len(head[k])] + [len(row[k]) for row in table]), 40)
               for k in range(len(head) - 1)]
-    right = {4, 5, 6, 7}
+    right = {4, 5, 6, 7, 8}
 
     def fmt(row):
         cells = []
@@ -315,9 +321,14 @@ def format_text(rep: InspectReport, family: str = DEFAULT_FAMILY) -> str:
         f = rep.fit
         bound = (f"{f.bound:,} cycles ({f.macs:,} MACs ÷ {f.device.multiplier_lanes} "
                  f"multipliers)" if f.bound else "n/a (no hard multipliers)")
+        ratio = f" ({f.interval / f.bound:.2f}x the bound)" if f.bound else ""
         lines.append(f"target {f.target.describe()}: interval {f.interval:,} cycles per frame "
-                     f"(bottleneck {f.bottleneck}), device bound {bound}, floor "
+                     f"(bottleneck {f.bottleneck}), device bound {bound}{ratio}, floor "
                      f"{f.floor:,}")
+        if f.mac_utilisation is not None:
+            lines.append(f"  MAC utilisation {_pct(f.mac_utilisation)}: the layers' "
+                         f"{sum(k for _, k in f.layer_macs.values()):,} dot-product "
+                         f"multipliers busy that share of the interval")
         lines.append("  " + ("fits: " if f.fits else "DOES NOT FIT: ")
                      + ", ".join(f"{f.use[k]:,} of {f.limit[k]:,} {k}" for k in f.use))
     devs = rep.devices()
@@ -331,6 +342,10 @@ def format_text(rep: InspectReport, family: str = DEFAULT_FAMILY) -> str:
 
 
 # ------------------------------------------------------------------------------ JSON
+
+def _round4(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
 
 def _cost_json(c) -> dict | None:
     if c is None:
@@ -360,6 +375,8 @@ def to_json(rep: InspectReport) -> dict:
             "blocks": [{"name": b.name, "block": b.kind, "estimate": b.cost.as_dict()}
                        for b in e.blocks],
             "estimate": _cost_json(e.cost), "error": e.error or None,
+            "mac_utilisation": (None if rep.fit is None else
+                                _round4(rep.fit.layer_utilisation().get(name))),
             "blocked_by": e.blocked_by or None,
         })
     plumb = est.plumbing

@@ -17,6 +17,10 @@ Stream contract
     reads its synapse fold ``sf`` as beat ``sf``, so its weights need no other layout.
     Geometry (stride, pads, dilation, ``pad_value``, ONNX floor semantics) as in
     :mod:`rtl_templates.swg`; :func:`golden` is that block's golden function.
+    With ``depthwise_pe`` = ``D`` > 0 the window is emitted in the depthwise order of
+    :mod:`rtl_templates.swg` instead, ``(cb, kh, kw, ci)`` with channel ``c = cb*D + ci``:
+    a depthwise vector unit with ``PE = D`` and ``SIMD = P / D`` kernel positions reads
+    ``SIMD`` kernel positions of ``PE`` channels per beat.
 
 Hardware
     The generator walks the padded map (``Hp = H + top + bottom`` rows by ``Wp = W + left +
@@ -87,6 +91,7 @@ class SWGParParams:
     qtype: QType
     window_par: int                    # P: window elements per output beat
     dilation: tuple[int, int] = (1, 1)
+    depthwise_pe: int = 0              # > 0: depthwise order, blocks of this many channels
 
     def __post_init__(self):
         w = self.window   # checks the geometry
@@ -95,6 +100,16 @@ class SWGParParams:
         if self.window_par < 1 or w.window_elems % self.window_par:
             raise ValueError(f"window_par={self.window_par} does not divide the "
                              f"{w.window_elems} elements of a window")
+        if self.depthwise_pe and (self.depthwise_pe < 0 or w.simd % self.depthwise_pe):
+            raise ValueError(f"depthwise_pe={self.depthwise_pe} does not divide the "
+                             f"{w.simd} channels")
+
+    @property
+    def order(self) -> swg.SWGParams:
+        """The standard generator emitting this block's element order."""
+        if not self.depthwise_pe:
+            return self.window
+        return dataclasses.replace(self.window, simd=self.depthwise_pe, depthwise=True)
 
     @property
     def window(self) -> swg.SWGParams:
@@ -160,8 +175,9 @@ class SWGParParams:
 
 
 def golden(p: SWGParParams, x):
-    """[frames, H*W*C] (channel-last) → [frames, OH*OW*KH*KW*C] in (kh, kw, c) order."""
-    return swg.golden(p.window, x)
+    """[frames, H*W*C] (channel-last) → [frames, OH*OW*KH*KW*C] in (kh, kw, c) order (the
+    depthwise order with ``depthwise_pe``)."""
+    return swg.golden(p.order, x)
 
 
 # ---------------------------------------------------------------------------- cost
@@ -332,7 +348,13 @@ class SWGPar(wiring.Component):
         def pixel(kh, kw):
             j, s = KH - 1 - kh, (KW - 1 - kw) * DW
             return sh[s][j * pix:(j + 1) * pix]
-        window = Cat(*(pixel(kh, kw) for kh in range(KH) for kw in range(KW)))
+        if p.depthwise_pe:
+            D = p.depthwise_pe * bits
+            window = Cat(*(pixel(kh, kw)[cb * D:(cb + 1) * D]
+                           for cb in range(p.simd // p.depthwise_pe)
+                           for kh in range(KH) for kw in range(KW)))
+        else:
+            window = Cat(*(pixel(kh, kw) for kh in range(KH) for kw in range(KW)))
 
         # --- output beat: registered, then the FIFO ------------------------------------------
         data = Signal(P * bits)
@@ -350,10 +372,13 @@ class SWGPar(wiring.Component):
 # ---------------------------------------------------------------------------- registration
 
 def manifest(p: SWGParParams) -> dict:
-    return {"window": {"in_hwc": list(p.in_shape), "kernel": list(p.kernel),
-                       "stride": list(p.stride), "pads": list(p.pads),
-                       "dilation": list(p.dilation)},
-            "folding": {"window_par": p.window_par}}
+    out = {"window": {"in_hwc": list(p.in_shape), "kernel": list(p.kernel),
+                      "stride": list(p.stride), "pads": list(p.pads),
+                      "dilation": list(p.dilation)},
+           "folding": {"window_par": p.window_par}}
+    if p.depthwise_pe:
+        out["folding"]["depthwise_pe"] = p.depthwise_pe
+    return out
 
 
 def fold_space(p: SWGParParams) -> FoldSpace:

@@ -1,4 +1,5 @@
-"""Vector–vector unit (VVAU): depthwise convolution on a window stream, folded by PE.
+"""Vector–vector unit (VVAU): depthwise convolution on a window stream, folded by PE
+(channels) and SIMD (kernel positions).
 
 Per output pixel and output channel ``o = c*M + j`` (``M`` outputs per input channel ``c``,
 the channel multiplier; ``j < M``)::
@@ -8,9 +9,11 @@ the channel multiplier; ``j < M``)::
 Stream contract
     ``i``: the sliding-window generator's depthwise order. For each output pixel (raster
     order), for each channel block ``cb < NB = C/PE`` (channels ``c = cb*PE + ci``), the K
-    kernel positions in raster order, one beat of PE channels each: element ``ci`` of a beat in
-    bits ``[ci*in_bits, (ci+1)*in_bits)``. So a pixel is ``K*NB`` beats, flat element index
-    ``((cb*K + k)*PE + ci)`` within the pixel (:func:`windows_to_stream` builds it).
+    kernel positions in raster order, ``SIMD`` positions of PE channels per beat (``KB =
+    K/SIMD`` beats): flat element index ``((cb*K + k)*PE + ci)`` within the pixel, element
+    ``e`` of a beat in bits ``[e*in_bits, (e+1)*in_bits)``. So a pixel is ``KB*NB`` beats
+    (:func:`windows_to_stream` builds the flat order; ``swg`` emits it for SIMD = 1, the
+    window-parallel ``swg_par`` with ``depthwise_pe = PE`` for any SIMD).
     ``o``: channel-last, PE*M channels per beat (the outputs of the beat's PE input
     channels, in order), ``NB`` beats per pixel.
     Elements are two's complement when their type is signed. One frame = ``pixels`` output
@@ -18,12 +21,14 @@ Stream contract
     holds the input zero-point correction ``-z_in * sum_k w[c, k]`` for every position.
 
 Schedule
-    One step per input beat: PE*M multiply-accumulates (input lane ``ci`` feeds output lanes
-    ``ci*M .. ci*M + M - 1``). Every K-th step completes an output beat.
-    The unit takes one beat per cycle, so a frame takes ``pixels*K*NB`` cycles.
+    One step per input beat: PE*M*SIMD multiplies (input channel lane ``ci`` feeds output
+    lanes ``ci*M .. ci*M + M - 1``), summed over the SIMD positions by an adder tree, then
+    accumulated. Every KB-th step completes an output beat.
+    The unit takes one beat per cycle, so a frame takes ``pixels*KB*NB`` cycles.
 
 Pipeline (a step issued in cycle t; the structure of :mod:`rtl_templates.mvau`)
-    t+1: the weights of (cb, k) arrive from their ROM; PE products
+    t+1: the weights of (cb, kb) arrive from their ROM; PE*M*SIMD products, the adder tree
+         over SIMD (:func:`~rtl_templates.pipeline.tree_stages` more stages)
     t+2: accumulate; on the last kernel position the sum moves on and the channel block's
          bias/multiplier are read
     t+3: add bias      t+4: multiply by the fixed-point multiplier
@@ -32,8 +37,9 @@ The pipeline never stalls: a credit counter lets a step that completes an output
 only while the output FIFO is sure to have room. ``valid`` on ``o`` never depends on ``ready``.
 
 Cost
-    ``cycles = pixels*K*NB``, ``latency = cycles + pipeline_depth(p)``; with ``L = PE*M``
-    lanes, 2·L multipliers (L of ``in_bits × w_bits``, L of ``acc_bits × mult_bits``);
+    ``cycles = pixels*KB*NB``, ``latency = cycles + pipeline_depth(p)``; with ``L = PE*M``
+    lanes, L·SIMD multipliers of ``in_bits × w_bits`` and the requantizer's (L of
+    ``acc_bits × mult_bits``, fewer when its sums come far enough apart);
     memory: weights ``C*M*K*w_bits``, bias/multipliers ``C*M*(acc_bits + mult_bits)``,
     output FIFO ``depth*L*out_bits``.
 """
@@ -51,7 +57,16 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.pipeline import counter_bits, delay, reg, rom_counter
+from hwgen.rtl_templates.pipeline import (
+    counter_bits,
+    delay,
+    reg,
+    rom_counter,
+    tree_stages,
+    tree_sum,
+    tree_sum_groups,
+    tree_sum_registers,
+)
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
 from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline
 from hwgen.rtl_templates.resources import (
@@ -72,7 +87,8 @@ BASE_DEPTH = 9
 
 def pipeline_depth(p: VVAUParams) -> int:
     """Cycles from the last step of an output beat to that beat's output transfer."""
-    return BASE_DEPTH + RequantPipeline.depth(p.requant, p.acc_bits, spacing=p.kernel)
+    return (BASE_DEPTH + tree_stages(p.simd)
+            + RequantPipeline.depth(p.requant, p.acc_bits, spacing=p.kernel_beats))
 
 
 # ---------------------------------------------------------------------------- layout
@@ -115,6 +131,7 @@ class VVAUParams:
     pe: int = 1
     pixels: int = 1          # output pixels per frame (OH*OW)
     multiplier: int = 1      # M: output channels per input channel
+    simd: int = 1            # kernel positions per beat (a divisor of K)
 
     def __post_init__(self):
         if np.ndim(self.weights) != 2:
@@ -130,6 +147,9 @@ class VVAUParams:
             raise ValueError(f"PE={self.pe} does not divide the {c} channels")
         if self.pixels < 1:
             raise ValueError("a frame needs at least one pixel")
+        if self.simd < 1 or self.weights.shape[1] % self.simd:
+            raise ValueError(f"SIMD={self.simd} does not divide the {self.weights.shape[1]} "
+                             f"kernel positions")
         if len(self.requant.mult) not in (1, co):
             raise ValueError("requantizer multipliers must be per tensor or per channel")
 
@@ -150,6 +170,15 @@ class VVAUParams:
     @property
     def kernel(self) -> int:
         return self.weights.shape[1]
+
+    @property
+    def kernel_beats(self) -> int:
+        """Beats per channel block of a window: KB = K/SIMD."""
+        return self.kernel // self.simd
+
+    @property
+    def in_per_beat(self) -> int:
+        return self.pe * self.simd
 
     @property
     def nb(self) -> int:
@@ -203,19 +232,19 @@ def golden(p: VVAUParams, x: np.ndarray) -> np.ndarray:
 
 def cost(p: VVAUParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
-    steps = p.pixels * p.kernel * p.nb
+    steps = p.pixels * p.kernel_beats * p.nb
     L = p.lanes
-    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, L, spacing=p.kernel)
+    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, L, spacing=p.kernel_beats)
     dot = Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True,
               y_bits=min(p.in_type.bits + p.w_bits, p.acc_bits))
-    muls = add_muls({dot: L},
+    muls = add_muls({dot: L * p.simd},
                     unsigned_muls(rq_tiles))
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
     return Cost(
         cycles=steps,
         latency=timing(p, 0, steps - 1)[1] + 1,
-        multipliers=L + len(rq_tiles),
-        multiplier_widths=[(p.in_type.bits, p.w_bits)] * L + rq_tiles,
+        multipliers=L * p.simd + len(rq_tiles),
+        multiplier_widths=[(p.in_type.bits, p.w_bits)] * (L * p.simd) + rq_tiles,
         multiplies=muls,
         memory_bits=p.nb * p.kernel * L * p.w_bits
         + p.nb * L * (p.acc_bits + p.requant.mult_bits)
@@ -251,11 +280,11 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
     """The unit's hardware in the resource model's parts (see :mod:`rtl_templates.resources`):
     memories, output FIFO, control, operand and product registers, accumulators and the
     requantizers."""
-    PE, NB, K, L = p.pe, p.nb, p.kernel, p.lanes
+    PE, NB, K, L, S = p.pe, p.nb, p.kernel_beats, p.lanes, p.simd
     ib, wb, A, ob = p.in_type.bits, p.w_bits, p.acc_bits, p.out_type.bits
     depth = _fifo_depth(p)
     cbb = counter_bits(NB)
-    w = np.asarray(p.weights).reshape(NB, L, K).transpose(0, 2, 1).reshape(NB * K, L)
+    w = np.asarray(p.weights).reshape(NB, L, K, S).transpose(0, 2, 3, 1).reshape(NB * K, S * L)
     w_live, w_distinct = rom_live(w, wb)
     shape = (NB, L)
     p_live, p_distinct, m_live = param_live(
@@ -273,9 +302,16 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
         "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * 6 + 1, lut4=ctl_bits + 8,
                              carry=ctl_bits / 2),
         # the operand registers of lanes reading one input lane are one (merged)
-        "terms": res.Resources(ff=3 * PE * ib + 2 * w_reg + 2 * L * (ib + wb)),
+        "terms": res.Resources(ff=3 * PE * S * ib + 2 * w_reg + 2 * L * S * (ib + wb)),
         "acc": res.accumulate(A, family) * L + res.Resources(ff=3 * L * A + p_reg),
     }
+    if S > 1:
+        tw = ib + wb + 1
+        tree = res.Resources()
+        for ops, tbits in tree_sum_groups(S, tw):
+            tbits = min(tbits + 2, A)
+            tree = tree + res.add(tbits, family) + res.Resources(lut4=(ops - 2) * tbits)
+        parts["tree"] = tree * L + res.Resources(ff=L * tree_sum_registers(S, tw, A))
     parts.update(RequantPipeline.parts(p.requant, A, ob, L, family, spacing=K,
                                        mult_live=round(m_live),
                                        mult_copies=L if m_live else 1))
@@ -285,11 +321,11 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
 def timing(p: VVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
     """Cycles of the first and last output transfer of a frame whose first and last input
     beats were taken at ``in_first`` and ``in_last`` (output never stalled). The first output
-    beat needs K input beats (assumed to arrive one per cycle); the last follows the last
+    beat needs KB input beats (assumed to arrive one per cycle); the last follows the last
     input beat."""
-    steps = p.pixels * p.kernel * p.nb
+    steps = p.pixels * p.kernel_beats * p.nb
     d = pipeline_depth(p)
-    out_first = in_first + p.kernel - 1 + d
+    out_first = in_first + p.kernel_beats - 1 + d
     out_last = max(in_last, in_first + steps - 1) + d
     return out_first, out_last
 
@@ -306,23 +342,26 @@ class VVAU(wiring.Component):
     def __init__(self, p: VVAUParams):
         self.p = p
         super().__init__({
-            "i": In(stream.Signature(unsigned(p.pe * p.in_type.bits))),
+            "i": In(stream.Signature(unsigned(p.in_per_beat * p.in_type.bits))),
             "o": Out(stream.Signature(unsigned(p.lanes * p.out_type.bits))),
         })
 
     def elaborate(self, platform):
         p = self.p
         m = Module()
-        PE, NB, K, L, M = p.pe, p.nb, p.kernel, p.lanes, p.multiplier
+        PE, NB, K, L, M, S = p.pe, p.nb, p.kernel_beats, p.lanes, p.multiplier, p.simd
         ib, wb, ob = p.in_type.bits, p.w_bits, p.out_type.bits
         acc_w = p.acc_bits
         rq = p.requant
         mult_w = rq.mult_bits
 
-        # --- memories: weights word (cb, k) holds output lanes l; bias/multiplier word cb --
-        wwords = [pack_word(p.weights[cb * L:(cb + 1) * L, k], wb)
-                  for cb in range(NB) for k in range(K)]
-        m.submodules.wmem = wmem = Memory(shape=unsigned(L * wb), depth=NB * K, init=wwords)
+        # --- memories: weights word (cb, kb) holds positions s, output lanes l (s*L + l);
+        # bias/multiplier word cb --
+        wwords = [pack_word(p.weights[cb * L:(cb + 1) * L, kb * S:(kb + 1) * S].T.reshape(-1),
+                            wb)
+                  for cb in range(NB) for kb in range(K)]
+        m.submodules.wmem = wmem = Memory(shape=unsigned(S * L * wb), depth=NB * K,
+                                          init=wwords)
         w_rd = wmem.read_port()
 
         mults = p.mult_per_channel()
@@ -359,21 +398,27 @@ class VVAU(wiring.Component):
         # --- stage 1: operands, products -------------------------------------------------
         v1, first1, last1 = Signal(), Signal(), Signal()
         cb1 = Signal.like(cb)
-        x1 = Signal(PE * ib)
+        x1 = Signal(S * PE * ib)
         m.d.sync += [v1.eq(issue), first1.eq(k == 0), last1.eq(last_k), cb1.eq(cb),
                      x1.eq(self.i.payload)]
         # --- stage 1b: operands registered (the weight memory's output is slow) ------------
-        w1 = reg(m, w_rd.data, unsigned(L * wb), "w1")
-        x1 = reg(m, x1, unsigned(PE * ib), "x1b")
+        w1 = reg(m, w_rd.data, unsigned(S * L * wb), "w1")
+        x1 = reg(m, x1, unsigned(S * PE * ib), "x1b")
         v1, first1, last1, cb1 = (delay(m, x, 1, f"{n}_x") for x, n in
                                   ((v1, "v1"), (first1, "first1"), (last1, "last1"), (cb1, "cb1")))
-        # output lane l reads input lane l // M
-        xs = [x for x in lanes(x1, PE, ib, p.in_type.signed) for _ in range(M)]
-        # each hard multiplier with operand and product registers of its own, then one more
-        prods = [reg(m, reg(m, reg(m, x, x.shape(), f"xt_{ci}") * reg(m, w, w.shape(), f"wt_{ci}"),
-                            signed(ib + wb + 1), f"prod_{ci}"), signed(ib + wb + 1), f"prodr_{ci}")
-                 for ci, (x, w) in enumerate(zip(xs, lanes(w1, L, wb, signed=True)))]
-        v1, first1, last1, cb1 = (delay(m, x, 3, f"{n}_p") for x, n in
+        # element s*PE + ci of a beat is position s of channel lane ci; output lane l reads
+        # channel lane l // M
+        xall = lanes(x1, S * PE, ib, p.in_type.signed)
+        wall = lanes(w1, S * L, wb, signed=True)
+
+        def product(s, l):
+            # each hard multiplier with operand and product registers of its own, then one more
+            x, w, n = xall[s * PE + l // M], wall[s * L + l], f"{s}_{l}" if S > 1 else f"{l}"
+            return reg(m, reg(m, reg(m, x, x.shape(), f"xt_{n}") * reg(m, w, w.shape(), f"wt_{n}"),
+                              signed(ib + wb + 1), f"prod_{n}"), signed(ib + wb + 1), f"prodr_{n}")
+        # the adder tree over the SIMD positions of each lane
+        prods = [tree_sum(m, [product(s, l) for s in range(S)], f"dot_{l}") for l in range(L)]
+        v1, first1, last1, cb1 = (delay(m, x, 3 + tree_stages(S), f"{n}_p") for x, n in
                                   ((v1, "v1"), (first1, "first1"), (last1, "last1"), (cb1, "cb1")))
 
         # --- stage 2: accumulate --------------------------------------------------------
@@ -405,14 +450,16 @@ class VVAU(wiring.Component):
 # ---------------------------------------------------------------------------- registration
 
 def manifest(p: VVAUParams) -> dict:
+    fold = {"pe": p.pe, "simd": p.simd} if p.simd > 1 else {"pe": p.pe}
     if p.multiplier == 1:
-        return {"folding": {"pe": p.pe}}
-    return {"folding": {"pe": p.pe}, "channel_multiplier": p.multiplier}
+        return {"folding": fold}
+    return {"folding": fold, "channel_multiplier": p.multiplier}
 
 
 def fold_space(p: VVAUParams) -> FoldSpace:
-    return FoldSpace(divisors(p.channels), (1,),
-                     lambda pe, simd: p.pixels * p.kernel * (p.channels // pe))
+    """PE divides the channels, SIMD the kernel positions."""
+    return FoldSpace(divisors(p.channels), divisors(p.kernel),
+                     lambda pe, simd: p.pixels * (p.kernel // simd) * (p.channels // pe))
 
 
 register_block("vvau", params=VVAUParams, component=VVAU, golden=golden, cost=cost,

@@ -134,7 +134,7 @@ def test_interval_bound_and_floor(graphs):
 BOARD_INTERVALS = {
     EXAMPLES / "digits_cnn_qdq.onnx": (256, 152, 100),
     EXAMPLES / "mlperf_tiny" / "resnet8_qdq.onnx": (131_072, 80_139, 1_156),
-    EXAMPLES / "mlperf_tiny" / "dscnn_qdq.onnx": (32_000, 17_031, 1_125),
+    EXAMPLES / "mlperf_tiny" / "dscnn_qdq.onnx": (32_000, 17_031, 708),
 }
 
 
@@ -231,3 +231,24 @@ def test_verify_on_icebreaker_rtl_equals_golden(tmp_path):
     t = rep.compiled.manifest["target"]
     assert t["board"]["id"] == "icebreaker" and t["fits"]
     assert rep.sim.interval == pytest.approx(rep.estimate["cycles_per_frame"], rel=0.02)
+
+
+def test_mac_utilisation(graphs):
+    """Busy multiplier-cycles ÷ (the layers' dot-product lanes × the interval), per layer and
+    overall, in the report, its manifest form and ``hwgen inspect``."""
+    ig = graphs["digits_cnn_qdq"]
+    fold, dfg, rep = fold_for_device(ig, resolve_target("ulx3s-85f"))
+    macs = {op.name: op_macs(ig, op) for op in ig.ops if op_macs(ig, op)}
+    lanes = {n: fold[n].pe * fold[n].simd for n in macs}
+    assert rep.layer_macs == {n: (macs[n], lanes[n]) for n in macs}
+    util = sum(macs.values()) / (sum(lanes.values()) * rep.interval)
+    assert rep.mac_utilisation == pytest.approx(util) and 0 < util <= 1
+    for n, u in rep.layer_utilisation().items():
+        # no layer is busier than the interval allows; the bottleneck's lanes are all busy
+        assert 0 < u <= 1
+        assert u == pytest.approx(macs[n] / (lanes[n] * rep.interval))
+    d = rep.as_dict()
+    assert d["mac_utilisation"] == round(util, 4)
+    assert [x["name"] for x in d["layers"]] == list(macs)
+    text = format_text(inspect(CNN, board="ulx3s-85f"))
+    assert "MAC use" in text and f"MAC utilisation {100 * util:.0f} %" in text

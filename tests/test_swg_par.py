@@ -242,3 +242,41 @@ def test_digits_cnn_parallel_window_verilator():
     kinds = {b["name"]: b["block"] for b in rep.compiled.manifest["layers"]}
     assert kinds["/conv1/Conv_swg"] == kinds["/conv2/Conv_swg"] == "swg_par"
     assert rep.sim.interval == pytest.approx(rep.estimate["cycles_per_frame"], rel=0.02)
+
+
+# ------------------------------------------------------------------ depthwise order
+
+# (H, W, C), kernel, stride, pads, dilation, window_par, depthwise_pe
+DW_GRID = [
+    ((5, 5, 4), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 6, 2),     # SIMD 3 of PE 2
+    ((4, 6, 6), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 54, 6),    # the whole window
+    ((6, 5, 3), (2, 2), (1, 1), (0, 1, 1, 0), (2, 1), 4, 1),     # PE 1, dilated rows
+]
+
+
+def _dw_params(c) -> SWGParParams:
+    pv = int(np.random.default_rng(zlib.crc32(_pid(c).encode())).integers(-128, 128))
+    return SWGParParams(c[0], c[1], c[2], c[3], pv, INT8, c[5], c[4], depthwise_pe=c[6])
+
+
+@pytest.mark.parametrize("c", DW_GRID, ids=[_pid(c) + f"-D{c[6]}" for c in DW_GRID])
+def test_par_depthwise_order_amaranth(c):
+    """With ``depthwise_pe`` the windows come in the standard generator's depthwise order
+    (channel blocks of D, then kernel positions), P elements per beat, at the same timing."""
+    p = _dw_params(c)
+    x = _frames(p.in_shape, p.qtype, 3, seed=6)
+    std = swg.SWGParams(c[0], c[1], c[2], c[3], p.pad_value, INT8, simd=c[6], depthwise=True,
+                        dilation=c[4])
+    assert np.array_equal(swg_par.golden(p, x), swg.golden(std, x).reshape(3, -1))
+    KH, KW = p.kernel
+    C, D = p.in_shape[2], c[6]
+    ref = ref_windows(*c[:5], p.pad_value, x).reshape(3, -1, KH * KW, C // D, D)
+    assert np.array_equal(swg_par.golden(p, x), ref.transpose(0, 1, 3, 2, 4).reshape(3, -1))
+    run = _run(lambda: SWGPar(p), p, x, p.simd, p.window_par, p.out_beats)
+    _check(p, x, run, swg_par.golden)
+    _check_par_timing(p, run)
+    run = _run(lambda: SWGPar(p), p, x, p.simd, p.window_par, p.out_beats, stall_in=0.3,
+               stall_out=0.4, seed=11)
+    _check(p, x, run, swg_par.golden)
+    with pytest.raises(ValueError):
+        SWGParParams(c[0], c[1], c[2], c[3], 0, INT8, c[5], c[4], depthwise_pe=5)

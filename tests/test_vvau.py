@@ -12,7 +12,8 @@ unit must
 * match its cost model: frame interval ``cost.cycles`` and latency ``cost.latency`` within
   2 %, one input beat per cycle;
 
-(also with a channel multiplier: M outputs per input channel), and the golden model must
+(also with a channel multiplier: M outputs per input channel, and with SIMD kernel positions
+per beat: an adder tree over them), and the golden model must
 agree with an independent computation of the depthwise convolution: a direct int64 loop
 over the image, and onnxruntime's float Conv (group = C), which is exact here because every
 sum stays below 2**24.
@@ -84,12 +85,14 @@ class Cfg:
     weight_zp: bool = False
     big_bias: bool = False
     mult: int = 1                    # channel multiplier: outputs per input channel
+    simd: int = 1                    # kernel positions per beat
 
     @property
     def id(self) -> str:
         flags = "".join(f for f, on in (("-pc", self.per_channel), ("-relu", self.relu),
                                          ("-wzp", self.weight_zp), ("-bigb", self.big_bias),
-                                         (f"-m{self.mult}", self.mult > 1))
+                                         (f"-m{self.mult}", self.mult > 1),
+                                         (f"-simd{self.simd}", self.simd > 1))
                         if on)
         return (f"c{self.c}-{self.h}x{self.w}-k{self.kh}x{self.kw}-s{self.stride}p{self.pad}"
                 f"-pe{self.pe}-{self.in_type.name}-{self.out_type.name}{flags}")
@@ -162,7 +165,7 @@ def random_params(cfg: Cfg) -> VVAUParams:
         zp = int(rng.integers(lo + span // 4, hi - span // 4 + 1))
     dummy = Requant(mult=(1,), shift=0, zero_point=zp, lo=lo, hi=hi)
     p0 = VVAUParams(weights=weights, bias=bias, requant=dummy, in_type=t, out_type=o,
-                    pe=cfg.pe, pixels=cfg.pixels, multiplier=cfg.mult)
+                    pe=cfg.pe, pixels=cfg.pixels, multiplier=cfg.mult, simd=cfg.simd)
     xs = np.repeat(rng.integers(t.lo, t.hi + 1, size=(256, C, K)), cfg.mult, axis=1)
     acc = (xs * weights).sum(axis=-1) + bias                       # [256, C*M]
     room = max(hi - zp, zp - lo, 1)
@@ -188,8 +191,14 @@ GRID = [
     Cfg(2, 4, 6, 2, 2, 2, 0, 1, UINT8, INT8, per_channel=True),              # 2x2 stride 2
     Cfg(4, 5, 5, 3, 3, 1, 1, 2, UINT8, INT8, per_channel=True, mult=2),      # multiplier 2
     Cfg(3, 4, 4, 3, 3, 2, 1, 1, INT8, UINT8, relu=True, mult=3),             # multiplier 3
+    # SIMD kernel positions per beat (adder tree over them)
+    Cfg(4, 5, 5, 3, 3, 1, 1, 2, INT8, INT8, per_channel=True, simd=3),
+    Cfg(8, 4, 4, 3, 3, 1, 1, 8, UINT8, UINT8, relu=True, simd=9),           # whole window
+    Cfg(3, 7, 5, 5, 5, 1, 2, 1, UINT8, INT8, weight_zp=True, simd=5),
+    Cfg(4, 5, 5, 3, 3, 2, 1, 2, UINT8, INT8, per_channel=True, mult=2, simd=9),
+    Cfg(6, 4, 6, 2, 2, 2, 0, 3, INT8, UINT8, big_bias=True, simd=4),        # K = SIMD = 4
 ]
-VL_GRID = [GRID[6]]    # one build (~40 s cold on a busy machine; cached afterwards)
+VL_GRID = [GRID[6], GRID[13]]    # one build each (~40 s cold on a busy machine; cached afterwards)
 
 
 def _ids(cfgs):
@@ -198,7 +207,7 @@ def _ids(cfgs):
 
 def _run(cfg: Cfg, x: np.ndarray, simulator: str = "amaranth", **kw):
     p = cfg.params
-    return run_block(VVAU(p), x, p.in_type, p.pe, p.out_type, p.lanes, p.out_elements,
+    return run_block(VVAU(p), x, p.in_type, p.in_per_beat, p.out_type, p.lanes, p.out_elements,
                      simulator=simulator, name="vvau_top", **kw)
 
 
@@ -214,13 +223,13 @@ def _check_outputs(cfg: Cfg, x: np.ndarray, run) -> None:
                              f"element {e}: got {got[f, e]}, golden {want[f, e]}")
     nb = p.nb * p.pixels
     assert run.result.out_last == [(k % nb) == nb - 1 for k in range(len(x) * nb)]
-    assert len(run.result.in_times) == len(x) * p.in_elements // p.pe
+    assert len(run.result.in_times) == len(x) * p.in_elements // p.in_per_beat
 
 
 def _check_cycles(cfg: Cfg, x: np.ndarray, run) -> None:
     p = cfg.params
     c = cost(p)
-    steps = p.pixels * p.kernel * p.nb
+    steps = p.pixels * p.kernel_beats * p.nb
     assert c.cycles == steps
     per = p.pixels * p.nb
     ends = run.frame_ends(per)
@@ -374,9 +383,15 @@ def test_cost_formulas():
                                                               spacing=p.kernel)
     assert c.multipliers == 2 * 3
     assert c.memory_bits >= 25 * 3 * p.w_bits
-    p = GRID[-1].params                                             # C=3, M=3, K=9, PE=1
+    p = GRID[11].params                                             # C=3, M=3, K=9, PE=1
     c = cost(p)
     assert (p.channels, p.out_channels, p.lanes, p.nb) == (3, 9, 3, 3)
     assert c.cycles == p.pixels * 9 * 3                             # as with M = 1
     assert c.multipliers == 2 * 3
     assert c.memory_bits >= 9 * 9 * p.w_bits
+    p = GRID[15].params                                             # C=4, M=2, K=9, PE=2, SIMD=9
+    c = cost(p)
+    assert (p.kernel_beats, p.in_per_beat, p.nb) == (1, 18, 2)
+    assert c.cycles == p.pixels * 1 * 2
+    rq = RequantPipeline.multiplies(p.requant, p.acc_bits, 4, spacing=1)
+    assert c.multipliers == 4 * 9 + len(rq)                         # lanes x SIMD, requantizers
