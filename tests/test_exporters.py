@@ -53,7 +53,7 @@ PAIRS = {
                                     TINY / "mobilenet_v1_025_dynamo_qdq_perchannel.onnx",
                                     (TINY / "mobilenet_v1_025_test.npz", 0), False),
 }
-GOLDEN_FRAMES = 8          # golden vs onnxruntime (ResNet-8's golden model: ~0.2 s a frame)
+GOLDEN_FRAMES = 8          # golden vs onnxruntime (ResNet-8's golden model: ~0.3 s a frame)
 RTL_FRAMES = 2
 RTL_PAIRS = ["digits_mlp", "digits_cnn", "digits_resnet"]
 
@@ -137,8 +137,11 @@ def test_golden_matches_onnxruntime(name, form):
 
 @pytest.mark.parametrize("name", RTL_PAIRS)
 def test_rtl_equals_golden(name):
-    """Both forms on the native Verilator bench, a few frames each."""
-    for path in PAIRS[name][:2]:
-        rep = hwgen.verify(path, inputs(name, RTL_FRAMES), simulator="verilator")
-        assert rep.ok, path.name
-        assert rep.ort_identical_fraction == 1.0 and rep.ort_max_step_diff == 0
+    """The new exporter's form on the native Verilator bench, a few frames (the TorchScript
+    form maps to the same integer graph, checked above); a slow folding keeps the design
+    and its Verilator build small."""
+    path = PAIRS[name][1]
+    rep = hwgen.verify(path, inputs(name, RTL_FRAMES), simulator="verilator",
+                       target_cycles=4096)
+    assert rep.ok, path.name
+    assert rep.ort_identical_fraction == 1.0 and rep.ort_max_step_diff == 0
