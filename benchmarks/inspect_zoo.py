@@ -104,7 +104,7 @@ def main(argv=None) -> int:
         print(f"\nproblems ({len(refused)} of {len(models)} models):")
         for model, lines in refused:
             for line in lines:
-                print(f"{model:<26}{line}")
+                print(f"{model:<26} {line}")
     return 0
 
 
