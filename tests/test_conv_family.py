@@ -349,7 +349,7 @@ def test_pad_joins_the_window():
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
-def test_pad_value_joins_the_window(config, tmp_path):
+def test_pad_value_joins_the_window_rtl_verilator(config, tmp_path):
     """A Pad with 0.5 (after a Relu: the map's real values are >= 0) before a Conv: the
     quantizer keeps the pad value as a dequantized constant of its own and puts a
     QuantizeLinear with the map's parameters after the Pad, which turns 0.5 into an integer

@@ -136,7 +136,7 @@ def test_golden_matches_onnxruntime(name, form):
 
 
 @pytest.mark.parametrize("name", RTL_PAIRS)
-def test_rtl_equals_golden(name):
+def test_rtl_equals_golden_verilator(name):
     """The new exporter's form on the native Verilator bench, a few frames (the TorchScript
     form maps to the same integer graph, checked above); a slow folding keeps the design
     and its Verilator build small."""
