@@ -1,9 +1,12 @@
 """``hwgen inspect`` on the onnx package's light model-zoo models: time and peak memory.
 
-    python benchmarks/inspect_zoo.py [--target-cycles N] [MODEL.onnx ...]
+    python benchmarks/inspect_zoo.py [--target-cycles N] [--pytorch-converted] [MODEL.onnx ...]
 
 Without model arguments it runs every ``onnx/backend/test/data/light/*.onnx`` (ImageNet
-models with 224×224 inputs whose weights ConstantOfShape fills: tens of millions of them).
+models with 224×224 inputs whose weights ConstantOfShape fills: tens of millions of them);
+with ``--pytorch-converted`` every ``backend/test/data/pytorch-converted/*/model.onnx`` (small
+float models PyTorch exported long ago, named by their folder), and after the table the
+problems of each model that does not map completely, one line each.
 Each model runs in its own process, so the peak RSS column is that model's alone (the
 Python interpreter, numpy, onnx and the report included). Per model: nodes; nodes that map
 (mapped + folded into a layer), other supported nodes (constants, views), unsupported and
@@ -21,10 +24,22 @@ import time
 from pathlib import Path
 
 
-def light_models() -> list[Path]:
+def zoo_data() -> Path:
     import onnx
-    return sorted((Path(onnx.__file__).parent / "backend" / "test" / "data" / "light")
-                  .glob("*.onnx"))
+    return Path(onnx.__file__).parent / "backend" / "test" / "data"
+
+
+def light_models() -> list[Path]:
+    return sorted((zoo_data() / "light").glob("*.onnx"))
+
+
+def pytorch_converted() -> list[Path]:
+    return sorted((zoo_data() / "pytorch-converted").glob("*/model.onnx"))
+
+
+def label(path: Path) -> str:
+    """A model's name: its file's, or its folder's for a ``model.onnx``."""
+    return path.parent.name if path.name == "model.onnx" else path.name
 
 
 def one(path: str, target: int | None) -> dict:
@@ -33,7 +48,7 @@ def one(path: str, target: int | None) -> dict:
     c = rep.counts()
     t = rep.estimate.totals
     return {
-        "model": Path(path).name, "nodes": len(rep.rows),
+        "model": label(Path(path)), "nodes": len(rep.rows),
         "mapped": c.get("mapped", 0) + c.get("folded", 0),
         "other": c.get("constant", 0) + c.get("no hardware", 0) + c.get("unused", 0),
         "unsupported": c.get("unsupported", 0), "blocked": c.get("blocked", 0),
@@ -42,6 +57,7 @@ def one(path: str, target: int | None) -> dict:
         "cycles": t["cycles_per_frame"], "memory_bits": t["memory_bits"],
         "seconds": rep.seconds,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "problem_lines": [str(p) for p in rep.problems],
     }
 
 
@@ -49,18 +65,22 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("models", nargs="*", help="ONNX models (default: the light model zoo)")
     ap.add_argument("--target-cycles", type=int, help="as 'hwgen inspect --target-cycles'")
+    ap.add_argument("--pytorch-converted", action="store_true",
+                    help="the onnx package's pytorch-converted test models instead")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
         print(json.dumps(one(args.one, args.target_cycles)))
         return 0
-    models = [Path(m) for m in args.models] or light_models()
+    models = [Path(m) for m in args.models] or (
+        pytorch_converted() if args.pytorch_converted else light_models())
     head = (f"{'model':<26}{'nodes':>6}{'mapped':>7}{'other':>6}{'unsup':>6}{'blocked':>8}"
             f"{'layers':>7}{'cycles/frame':>14}{'memory Mbit':>12}{'inspect s':>10}"
             f"{'process s':>10}{'peak RSS MB':>12}")
     print(head)
     print("-" * len(head))
     worst = 0.0
+    refused = []
     for m in models:
         cmd = [sys.executable, __file__, "--one", str(m)]
         if args.target_cycles:
@@ -69,7 +89,7 @@ def main(argv=None) -> int:
         p = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - t0
         if p.returncode:
-            print(f"{m.name:<26} FAILED: {p.stderr.strip().splitlines()[-1:]}")
+            print(f"{label(m):<26} FAILED: {p.stderr.strip().splitlines()[-1:]}")
             continue
         r = json.loads(p.stdout.strip().splitlines()[-1])
         worst = max(worst, wall)
@@ -77,7 +97,14 @@ def main(argv=None) -> int:
               f"{r['unsupported']:>6}{r['blocked']:>8}{r['layers']:>7}{r['cycles']:>14,}"
               f"{r['memory_bits'] / 2**20:>12.1f}{r['seconds']:>10.2f}{wall:>10.2f}"
               f"{r['peak_rss_mb']:>12.0f}")
+        if r["problem_lines"]:
+            refused.append((r["model"], r["problem_lines"]))
     print(f"slowest model: {worst:.2f} s for the whole process")
+    if refused:
+        print(f"\nproblems ({len(refused)} of {len(models)} models):")
+        for model, lines in refused:
+            for line in lines:
+                print(f"{model:<26} {line}")
     return 0
 
 

@@ -9,7 +9,7 @@ Shapes are per sample (no batch axis): the hardware handles one sample per frame
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 
 import numpy as np
 
@@ -126,6 +126,53 @@ class IntGraph:
         out[:, self.output_order] = y
         return out
 
+    def canonical(self) -> tuple:
+        """What the graph computes, without its names: every op's class and fields (weights,
+        requantizer constants, windows, …) with the ONNX node names left out and each tensor
+        replaced by its number in order of first use, together with that tensor's shape, type,
+        scale and zero point. The ops come in a canonical topological order (among the ops
+        whose inputs are ready, the smallest description first), so two orders of independent
+        branches (a residual block's shortcut before or after its main path) give one value.
+        Two models (one network from two exporters) map to the same integer graph exactly when
+        their ``canonical()`` values are equal; :func:`canonical_close` allows the last bits of
+        the float scales to differ."""
+        numbers: dict[str, int] = {}
+
+        def tensor(name: str, assign: bool) -> tuple:
+            if name not in numbers and assign:
+                numbers[name] = len(numbers)
+            t = self.tensors[name]
+            return ("tensor", numbers.get(name, -1), tuple(t.shape),
+                    canonical_value(t.qtype), float(t.scale), int(t.zero_point))
+
+        def value(v, assign: bool = True):
+            if isinstance(v, str) and v in self.tensors:
+                return tensor(v, assign)
+            if is_dataclass(v) and not isinstance(v, type):
+                return (type(v).__name__,) + tuple(
+                    (f.name, value(getattr(v, f.name), assign)) for f in fields(v)
+                    if f.name not in NAME_FIELDS)
+            if isinstance(v, (list, tuple)):
+                return tuple(value(x, assign) for x in v)
+            return canonical_value(v)
+
+        head = (tensor(self.input, True), value(self.input_pre), value(self.input_bounds),
+                value(self.input_order))
+        ops, left = [], list(self.ops)
+        while left:
+            ready = [op for op in left if all(t in numbers for t in op_inputs(op))]
+            if not ready:
+                raise ValueError("the integer graph has a cycle or an op reading no tensor "
+                                 "of the graph")
+            op = min(ready, key=lambda o: repr(value(o, assign=False)))
+            left.remove(op)
+            for t in op_inputs(op):
+                tensor(t, True)
+            tensor(op.output, True)
+            ops.append(value(op))
+        tail = (tensor(self.output, True), self.output_dequantized, value(self.output_order))
+        return head + tuple(ops) + tail
+
     def producer(self, tensor: str):
         for op in self.ops:
             if op.output == tensor:
@@ -134,6 +181,43 @@ class IntGraph:
 
     def consumers(self, tensor: str) -> list:
         return [op for op in self.ops if tensor in op_inputs(op)]
+
+
+NAME_FIELDS = ("name", "nodes")   # an op's ONNX node names: no part of what it computes
+
+
+def canonical_value(v):
+    """A comparable form of a field value: arrays by type, shape and bytes, mappings sorted,
+    NumPy scalars as Python numbers, dataclasses field by field."""
+    if isinstance(v, np.ndarray):
+        return ("array", v.dtype.str, v.shape, v.tobytes())
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, dict):
+        return tuple(sorted((k, canonical_value(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(canonical_value(x) for x in v)
+    if is_dataclass(v) and not isinstance(v, type):
+        return (type(v).__name__,) + tuple((f.name, canonical_value(getattr(v, f.name)))
+                                           for f in fields(v))
+    return v
+
+
+def canonical_close(a, b, rel: float = 1e-6) -> bool:
+    """Two :meth:`IntGraph.canonical` values equal but for floats (scales) and requantizer
+    multipliers within ``rel`` of each other: the same integer graph up to the last bits of
+    float32 arithmetic in the exporter or the calibration (a BatchNormalization folded by
+    PyTorch or by the exporter, a mean summed by two onnxruntime kernels)."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        if len(a) != len(b):
+            return False
+        if len(a) == 2 and a[0] == b[0] == "mult":
+            return len(a[1]) == len(b[1]) and all(
+                abs(x - y) <= rel * max(abs(x), abs(y)) for x, y in zip(a[1], b[1]))
+        return all(canonical_close(x, y, rel) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= rel * max(abs(a), abs(b))
+    return type(a) is type(b) and a == b
 
 
 def op_inputs(op) -> list[str]:

@@ -70,11 +70,18 @@ class Conv:
     requant: Requant
     window: Window
     depthwise: bool = False
+    # the window's padding in input integers (None: the input's zero point, a real zero); a
+    # Pad with another constant before the convolution sets it
+    pad_value: int | None = None
 
     @classmethod
     def from_linear(cls, lin: Linear, nodes: list[str], out: str, rq: Requant) -> Conv:
         return cls(lin.nodes[0], nodes, lin.src, out, lin.weights, lin.bias, rq, lin.window,
-                   lin.depthwise)
+                   lin.depthwise, lin.pad_value)
+
+    def pad(self, ig: IntGraph) -> int:
+        """The integer the sliding window pads with."""
+        return ig.tensors[self.input].zero_point if self.pad_value is None else self.pad_value
 
     def fold_space(self, ig: IntGraph) -> FoldSpace:
         """SIMD is any divisor of the window's KH*KW*C elements: a divisor of C reads the
@@ -104,7 +111,7 @@ class Conv:
         not divide C (a depthwise one: ``depthwise_pe`` channels by SIMD/PE positions)."""
         win, tin = self.window, ig.tensors[self.input]
         c, h, w = win.in_shape
-        return SWGParParams((h, w, c), win.kernel, win.stride, win.pads, tin.zero_point,
+        return SWGParParams((h, w, c), win.kernel, win.stride, win.pads, self.pad(ig),
                             tin.qtype, simd, win.dilation, depthwise_pe)
 
     def in_per_beat(self, f: Folding) -> int:
@@ -123,7 +130,7 @@ class Conv:
         nodes = tuple(self.nodes)
         oh, ow = self.window.out_hw
         dw_par = self.depthwise and f.simd > 1
-        windows = add_window_generator(b, ig, self, tin.zero_point, self.in_per_beat(f),
+        windows = add_window_generator(b, ig, self, self.pad(ig), self.in_per_beat(f),
                                        self.depthwise,
                                        window_par=f.simd * f.pe if dw_par else f.simd,
                                        depthwise_pe=f.pe if dw_par else 0)
@@ -305,6 +312,10 @@ def window_input(x, what: str = "input", integer: bool = False) -> WindowInput:
     does: an Int, or a QONNX quantizer's output)."""
     pads, value, nodes = (0, 0, 0, 0), None, ()
     if isinstance(x, Padded):
+        if x.value is None:
+            raise Unsupported(f"the Pad before it ({', '.join(x.nodes)}) pads with "
+                              f"{x.real}, which is no value of its input's quantization, and "
+                              f"no QuantizeLinear after the Pad makes it one")
         pads, value, nodes = x.pads, x.value, tuple(x.nodes)
         x = x.inner
     if integer:
@@ -334,10 +345,10 @@ def conv_linear(ctx: ImportContext, node: Node, x, w, b) -> Linear:
         raise Unsupported(f"its weights must be a {rank + 2}-D constant integer tensor behind "
                           f"DequantizeLinear")
     t = ctx.ig.tensors[wi.x.tensor]
-    if wi.value is not None and wi.value != t.zero_point:
-        raise Unsupported(f"the Pad before it pads with {wi.value}, not with the input's zero "
-                          f"point {t.zero_point} (real zero): only a zero pad folds into a "
-                          f"convolution's window")
+    # a Pad with another value than the real zero: the window emits that value's integer;
+    # the accumulator subtracts the zero point from every element, pads included, so a pad
+    # contributes w·(value − zero point), the convolution of the padded real map
+    pad_value = None if wi.value is None or wi.value == t.zero_point else wi.value
     oc, cg = w.q.shape[:2]
     kh, kw = (1, w.q.shape[2]) if rank == 1 else w.q.shape[2:]
     c = wi.shape[0]
@@ -362,11 +373,15 @@ def conv_linear(ctx: ImportContext, node: Node, x, w, b) -> Linear:
                 wq[g * og:(g + 1) * og].transpose(0, 2, 3, 1)
         wm = full.reshape(oc, -1)
     win = window_geometry(node, wi.shape, (kh, kw), rank, wi.pads).window
+    if pad_value is not None and tuple(win.pads) != tuple(wi.pads):
+        raise Unsupported(f"the Pad before it pads with {wi.value}, the convolution's own pads "
+                          f"with the zero point {t.zero_point}: one window cannot pad with two "
+                          f"values")
     lin = Linear(src=wi.x.tensor, weights=wm,
                  acc_scale=(np.float32(t.scale) * s_w.astype(np.float32)).astype(np.float64),
                  bias=-t.zero_point * wm.sum(axis=1),
                  nodes=[node.label, *wi.nodes], shape=wi.out_shape(oc, win), window=win,
-                 depthwise=depthwise, op=Conv)
+                 pad_value=pad_value, depthwise=depthwise, op=Conv)
     if b is not None:
         add_bias(lin, b, node, channel_vector=True)
         lin.nodes.pop()
@@ -422,21 +437,24 @@ def pad(ctx: ImportContext, node: Node):
         q = int(value.reshape(-1)[0])
     else:
         v = np.float32(value.reshape(-1)[0])
-        q = int(np.rint(v / np.float32(t.scale))) + t.zero_point if np.isfinite(v) else None
-        if q is None or not t.qtype.lo <= q <= t.qtype.hi or \
+        if not np.isfinite(v):
+            raise Unsupported(f"pad value {float(v)} is not a finite number")
+        q = int(np.rint(v / np.float32(t.scale))) + t.zero_point
+        if not t.qtype.lo <= q <= t.qtype.hi or \
                 (np.float32(q - t.zero_point) * np.float32(t.scale)) != v:
-            raise Unsupported(f"pad value {float(v)} is not a value of its input's "
-                              f"quantization (scale {t.scale}, zero point {t.zero_point})")
+            q = None      # the QuantizeLinear after the Pad quantizes it (values.Padded)
     # (top, left, bottom, right); an [N, C, L] map is (C, 1, L)
     new = (0, begin[2], 0, end[2]) if rank == 3 else (begin[2], begin[3], end[2], end[3])
+    real = None if q is not None else float(v)
     if isinstance(x, Padded):
-        if x.value != q:
-            raise Unsupported(f"pads with {q} after a Pad with {x.value}: two pad values")
+        if (x.value, x.real) != (q, real):
+            raise Unsupported(f"pads with {q if q is not None else real} after a Pad with "
+                              f"{x.value if x.value is not None else x.real}: two pad values")
         new = tuple(a + b for a, b in zip(x.pads, new))
         nodes = x.nodes + [node.label]
     else:
         nodes = [node.label]
-    ctx.set(node, Padded(inner, new, q, nodes))
+    ctx.set(node, Padded(inner, new, q, nodes, real))
 
 
 def batch_norm(ctx: ImportContext, node: Node):

@@ -39,6 +39,7 @@ class Linear(Pending):
     clip_hi: float = np.inf
     has_bias: bool = False
     window: Window | None = None   # the sliding window of a convolution
+    pad_value: int | None = None   # its padding in input integers (None: the zero point)
     depthwise: bool = False
     op: type | None = None         # the integer op it closes into (None: MatVec)
     chain: Chain | None = None     # float ops after the accumulator, recorded exactly

@@ -86,7 +86,10 @@ def close(ctx: ImportContext, x, name: str, qtype: QType, s, zp: int,
                               f"scale {s} zero point {zp}, its input with scale {t.scale} zero "
                               f"point {t.zero_point}: a Pad maps only when it keeps its "
                               f"input's quantization (a pad value of real zero)")
-        return Padded(close(ctx, x.inner, name, qtype, s, zp, closing), x.pads, x.value,
+        value = x.value
+        if value is None:      # the float pad value, quantized as the QuantizeLinear does
+            value = int(t.quantize(np.asarray([x.real], np.float32))[0])
+        return Padded(close(ctx, x.inner, name, qtype, s, zp, closing), x.pads, value,
                       x.nodes)
     if isinstance(x, Deq):
         t = ctx.ig.tensors[x.tensor]

@@ -416,7 +416,7 @@ def _sign_act(ctx: ImportContext, node: Node, x, s: np.float32) -> Deq:
     nodes = x.nodes + [node.label]
     if x.window is not None:
         ctx.ig.ops.append(Conv(x.nodes[0], nodes, x.src, out, x.weights, x.bias, rq,
-                               x.window, x.depthwise))
+                               x.window, x.depthwise, x.pad_value))
     else:
         ctx.ig.ops.append(MatVec(name=x.nodes[0], nodes=nodes, input=x.src, output=out,
                                  weights=x.weights, bias=x.bias, requant=rq))

@@ -88,11 +88,14 @@ class Padded:
     value in the inner tensor's integers. It has no hardware of its own: the sliding window of
     the convolution or pooling that reads it takes the pads (``ops_conv.window_input``);
     QuantizeLinear / DequantizeLinear with the inner tensor's own parameters pass it on, and
-    every other consumer refuses it."""
+    every other consumer refuses it. A pad value that is no value of the inner quantization
+    (``value`` None, ``real`` the float pad value) becomes one at the QuantizeLinear after the
+    Pad (which rounds and clamps it as ONNX does); a window reading it before that refuses it."""
     inner: Int | Deq
     pads: tuple[int, int, int, int]
-    value: int
+    value: int | None
     nodes: list[str]
+    real: float | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -75,11 +75,6 @@ try:
     from torch import nn
 except ImportError:  # pragma: no cover - optional dependency
     sys.exit("train_digits_cnn.py needs PyTorch: pip install torch")
-try:
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-except ImportError:  # pragma: no cover - optional dependency
-    sys.exit("train_digits_cnn.py needs scikit-learn: pip install scikit-learn")
 
 HERE = Path(__file__).resolve().parent
 SEED = 0            # same split seed as train_digits_mlp.py
@@ -90,6 +85,11 @@ LR = 1e-2
 
 
 def load_split():
+    try:   # here, so that the networks below can be imported without scikit-learn
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+    except ImportError:  # pragma: no cover - optional dependency
+        sys.exit("train_digits_cnn.py needs scikit-learn: pip install scikit-learn")
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)          # [1797, 64] in [0, 1]
     y = digits.target.astype(np.int64)

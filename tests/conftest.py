@@ -44,7 +44,9 @@ SLOW = ("test_digits_e2e.py", "test_cnn_e2e.py", "test_examples_cnn.py",
         "test_inspect.py::test_examples_with_folding_and_target",
         "test_qonnx.py::test_manifest_multipliers_are_narrow",
         "test_join_blocks.py::test_add_golden_vs_onnxruntime",
-        "test_join_blocks.py::test_add_golden_matches_exact_rational")
+        "test_join_blocks.py::test_add_golden_matches_exact_rational",
+        "test_exporters.py::test_golden_matches_onnxruntime[mobilenet",
+        "test_exporters.py::test_golden_matches_onnxruntime[resnet8")
 
 
 def pytest_collection_modifyitems(config, items):

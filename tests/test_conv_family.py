@@ -202,6 +202,19 @@ def m_model_1d(seed):
     return n, n.gemm(n.op("Flatten", [c], "flatten", axis=1), 12 * 9, 5, "fc")
 
 
+def m_pad_nonzero(seed):
+    n = Net((3, 6, 6), seed)
+    c = n.relu(n.conv("x", 4, 3, "conv0", pads=[1, 1, 1, 1]), "relu")
+    return n, n.conv(pad(n, c, [0, 0, 1, 1, 0, 0, 1, 1], value=0.5), 4, 3, "conv1")
+
+
+def m_pad_nonzero_own_pads(seed):
+    n = Net((3, 6, 6), seed)
+    c = n.relu(n.conv("x", 4, 3, "conv0", pads=[1, 1, 1, 1]), "relu")
+    return n, n.conv(pad(n, c, [0, 0, 1, 1, 0, 0, 1, 1], value=0.5), 4, 3, "conv1",
+                     pads=[1, 1, 1, 1])
+
+
 # name: (builder, quantize options, op types of the integer graph)
 CASES = {
     "grouped_2_of_4": (m_grouped, {}, [Conv]),
@@ -213,6 +226,7 @@ CASES = {
     "pad_maxpool": (m_pad_maxpool, {"preprocess": False}, [Conv, Pool]),
     "pad_avgpool_excl": (m_pad_avgpool, {"preprocess": False}, [Conv, Pool]),
     "pad_relu_maxpool_pads": (m_pad_relu_maxpool_pads, {"preprocess": False}, [Conv, Pool]),
+    "pad_nonzero_conv": (m_pad_nonzero, {"preprocess": False}, [Conv, Conv]),
     "conv1d_relu": (m_conv1d, {}, [Conv]),
     "conv1d_grouped_s2": (m_conv1d_grouped_s2, {}, [Conv]),
     "maxpool1d_ceil": (m_maxpool1d_ceil, {}, [Conv, Pool]),
@@ -251,7 +265,7 @@ def test_golden_matches_ort(name, config):
 
 QOP_CASES = ["grouped_2_of_4", "depthwise_multiplier_2", "maxpool_ceil_partial", "pad_conv",
              "pad_maxpool", "pad_avgpool_excl", "conv1d_grouped_s2", "avgpool1d_excl",
-             "conv1d_flatten_gemm"]
+             "conv1d_flatten_gemm", "pad_nonzero_conv"]
 
 
 @pytest.mark.parametrize("name", QOP_CASES)
@@ -334,6 +348,34 @@ def test_pad_joins_the_window():
     assert ig.tensors[pool.input].qtype.lo == -128 and pool.pad_value == 0
 
 
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_pad_value_joins_the_window_rtl_verilator(config, tmp_path):
+    """A Pad with 0.5 (after a Relu: the map's real values are >= 0) before a Conv: the
+    quantizer keeps the pad value as a dequantized constant of its own and puts a
+    QuantizeLinear with the map's parameters after the Pad, which turns 0.5 into an integer
+    of the map (not its zero point); the sliding window emits that integer. RTL == golden at
+    the default folding (Amaranth) and at SIMD 3, which does not divide the 4 channels: the
+    window-parallel generator (native Verilator)."""
+    qm, x = quantized(m_pad_nonzero, preprocess=False, **CONFIGS[config])
+    ig = import_(qm)
+    conv = ig.ops[1]
+    t = ig.tensors[conv.input]
+    assert conv.pad_value == int(t.quantize(np.float32([0.5]))[0]) != t.zero_point
+    assert conv.window.pads == (1, 1, 1, 1)
+    xq, y = assert_agrees(ig, qm, x, min_levels=4)
+    dfg = assert_rtl_equals_golden(ig, xq, y)
+    assert any(b.kind in ("swg", "swg_par") and b.params.pad_value == conv.pad_value
+               for b in dfg.blocks)
+    if config == "u8":
+        model = save_model(qm, tmp_path / "pad_value.onnx")
+        fold = {ig.ops[0].name: Folding(pe=1, simd=3), conv.name: Folding(pe=2, simd=3)}
+        par = [b for b in lower(ig, folding=fold).blocks if b.kind == "swg_par"]
+        assert [b.params.pad_value for b in par] == [t.zero_point, conv.pad_value] or \
+            [b.params.pad_value for b in par] == [conv.pad_value]
+        rep = hwgen.verify(model, x[:3], simulator="verilator", fold=fold)
+        assert rep.ok and rep.ort_identical_fraction == 1.0
+
+
 def test_1d_shapes_and_order():
     ig = import_(quantized(m_conv1d_flatten_gemm)[0])
     conv, fc = ig.ops
@@ -392,12 +434,6 @@ def test_model_1d_verify_verilator(tmp_path):
 # refused: what does not map exactly
 # ---------------------------------------------------------------------------------------------
 
-def m_pad_nonzero(seed):
-    n = Net((3, 6, 6), seed)
-    c = n.relu(n.conv("x", 4, 3, "conv0", pads=[1, 1, 1, 1]), "relu")
-    return n, n.conv(pad(n, c, [0, 0, 1, 1, 0, 0, 1, 1], value=0.5), 4, 3, "conv1")
-
-
 def m_pad_channels(seed):
     n = Net((3, 6, 6), seed)
     c = n.conv("x", 4, 3, "conv0", pads=[1, 1, 1, 1])
@@ -436,7 +472,10 @@ def m_pad_add(seed):
 
 REFUSED = {
     # name: (builder, node, op, reason (regex))
-    "pad_nonzero_value": (m_pad_nonzero, "pad", "Pad", r"pad value 0.5 is not a value"),
+    "pad_nonzero_value_and_own_pads": (m_pad_nonzero_own_pads, "conv1", "Conv",
+                                       r"the Pad before it pads with \d+, the convolution's "
+                                       r"own pads with the zero point \d+: one window cannot "
+                                       r"pad with two values"),
     "pad_channel_axis": (m_pad_channels, "pad", "Pad",
                          r"pads \[0, 1, 0, 0, 0, 1, 0, 0\] pad the batch or channel axis"),
     "pad_then_maxpool_with_own_pads": (m_pad_maxpool_own_pads, "pool", "MaxPool",
