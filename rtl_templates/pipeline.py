@@ -182,21 +182,21 @@ def seq_mul_registers(a_bits: int, b_bits: int, pairs: int, b_regs: bool = True)
     constant, counted once)."""
     n = chunks(a_bits) * chunks(b_bits)
     k = counter_bits(n)
-    control = 3 * k + 4
+    control = 4 * k + 5
     a = min(a_bits, MUL_CHUNK)
     b = min(b_bits, MUL_CHUNK)
-    # latches, tile operands, product, shifted product, the two accumulator halves and
-    # their carry, the resolved product
-    per = a_bits + a + a + b + 3 * (a_bits + b_bits) + 1
-    bb = b_bits + b
+    # latches, selected chunk and tile operand, product, shifted product, the two
+    # accumulator halves and their carry, the resolved product
+    per = a_bits + 2 * a + a + b + 3 * (a_bits + b_bits) + 1
+    bb = b_bits + 2 * b
     return k + 1 + pairs * (control + per) + (pairs * bb if b_regs else bb)
 
 
 def seq_mul_stages(a_bits: int, b_bits: int) -> int:
     """Cycles from :class:`SeqMul`'s start to its products: one per tile-sized partial
-    product, then the operand, product, shifted-product, accumulator and resolved-product
-    registers."""
-    return chunks(a_bits) * chunks(b_bits) + 5
+    product, then the selected chunks, the tile's operand, product, shifted-product,
+    accumulator and resolved-product registers."""
+    return chunks(a_bits) * chunks(b_bits) + 6
 
 
 class SeqMul:
@@ -236,11 +236,11 @@ class SeqMul:
             # the rest of the control, one copy per pair: its selects drive every bit of the
             # pair's multiplexers, and one copy for all pairs spreads that fan-out over the die
             k, run = counter(str(p))
-            # stage X: this cycle's chunks; Y: their product; Z: shifted in place; then
-            # accumulate
+            # stage X: this cycle's chunks; X2: the tile's operands; Y: their product; Z:
+            # shifted in place; then accumulate
             first_x = reg(m, run & (k == 0), unsigned(1), f"{name}_fx{p}")
-            k_x = reg(m, k, k.shape(), f"{name}_kx{p}")
-            first_y = reg(m, first_x, unsigned(1), f"{name}_fy{p}")
+            k_x = delay(m, k, 2, f"{name}_kx{p}")
+            first_y = delay(m, first_x, 2, f"{name}_fy{p}")
             first_z = reg(m, first_y, unsigned(1), f"{name}_fz{p}")
             k_y = reg(m, k_x, k.shape(), f"{name}_ky{p}")
             la = Signal(unsigned(wa), name=f"{name}_la{p}")
@@ -249,24 +249,28 @@ class SeqMul:
                 m.d.sync += [la.eq(a), lb.eq(b)]
             a_chunks = [la[i * MUL_CHUNK:min(wa, (i + 1) * MUL_CHUNK)] for i in range(ca)]
             b_chunks = [lb[j * MUL_CHUNK:min(wb, (j + 1) * MUL_CHUNK)] for j in range(cb)]
-            opa = Signal(unsigned(min(wa, MUL_CHUNK)), name=f"{name}_opa{p}")
-            opb = Signal(unsigned(min(wb, MUL_CHUNK)), name=f"{name}_opb{p}")
-            # idle: zeros (their product is never added), so the operand registers have no
-            # enable and move into the multiplier tile (boards/dsp_pack.py)
+            # this step's chunks (stage X): outside a run the select picks some chunks, whose
+            # products are never read
+            sel_a = Signal(unsigned(min(wa, MUL_CHUNK)), name=f"{name}_sa{p}")
+            sel_b = Signal(unsigned(min(wb, MUL_CHUNK)), name=f"{name}_sb{p}")
             with m.Switch(k):
-                for i in range(ca):
-                    for j in range(cb):
-                        with m.Case(i * cb + j):
-                            m.d.sync += opa.eq(a_chunks[i])
+                for i in range(1, ca):
+                    with m.Case(*(i * cb + j for j in range(cb))):
+                        m.d.sync += sel_a.eq(a_chunks[i])
                 with m.Default():
-                    m.d.sync += opa.eq(0)
+                    m.d.sync += sel_a.eq(a_chunks[0])
             with m.Switch(k_b):
-                for i in range(ca):
-                    for j in range(cb):
-                        with m.Case(i * cb + j):
-                            m.d.sync += opb.eq(b_chunks[j])
+                for j in range(1, cb):
+                    with m.Case(*(i * cb + j for i in range(ca))):
+                        m.d.sync += sel_b.eq(b_chunks[j])
                 with m.Default():
-                    m.d.sync += opb.eq(0)
+                    m.d.sync += sel_b.eq(b_chunks[0])
+            # the tile's operand registers (stage X2): plain copies, no enable, no reset, so
+            # that they move into the tile (boards/dsp_pack.py); the selects' registers above
+            # take resets of their own per bit (a narrower chunk's zeros)
+            opa = Signal.like(sel_a, name=f"{name}_opa{p}", reset_less=True)
+            opb = Signal.like(sel_b, name=f"{name}_opb{p}", reset_less=True)
+            m.d.sync += [opa.eq(sel_a), opb.eq(sel_b)]
             pp = reg(m, opa * opb, unsigned(len(opa) + len(opb)), f"{name}_pp{p}")
             acc = Signal(unsigned(wa + wb), name=f"{name}_acc{p}")
             # the partial product in place, registered: the accumulator's carry chain alone

@@ -246,7 +246,7 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
     cb = counter_bits
     line = (res.memory(pix, N, family, rom=False, rw="dont_care") if N > 1
             else res.Resources(ff=2 * pix))
-    ctl = cb(Hp) + cb(Wp) + cb(N) + cb(p.beats_per_window) + 4
+    ctl = cb(Hp) + cb(Wp) + 2 * cb(N) + cb(p.beats_per_window) + 4
     # the shift register's copies of the step control: a held flag and a beat index each
     copies = (len(shift_slices(p)) - 1) * (1 + cb(p.beats_per_window))
     ctl += copies
@@ -336,9 +336,11 @@ class SWGPar(wiring.Component):
         pad_word = pack_word([p.pad_value] * p.simd, bits)
         col = [Mux(inside, self.i.payload, pad_word)]
         addr = Signal(range(max(N, 2)))
-        nxt = Mux(addr == N - 1, 0, addr + 1)
+        # the read address (the next step's word) kept in a register of its own: the RAMs'
+        # read logic starts at a flip-flop, not behind the increment
+        nxt = Signal(range(max(N, 2)), init=1 % max(N, 1))
         with m.If(step):
-            m.d.sync += addr.eq(nxt)
+            m.d.sync += [addr.eq(nxt), nxt.eq(Mux(nxt == N - 1, 0, nxt + 1))]
         for j in range(1, KH):
             wr, rd = ram(m, f"line{j}", width=pix, depth=N,
                          rw="new" if N == 1 else "dont_care", read_en=True)
