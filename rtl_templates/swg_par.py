@@ -247,8 +247,8 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
     line = (res.memory(pix, N, family, rom=False, rw="dont_care") if N > 1
             else res.Resources(ff=2 * pix))
     ctl = cb(Hp) + cb(Wp) + 2 * cb(N) + cb(p.beats_per_window) + 4
-    # the shift register's copies of the step control: a held flag and a beat index each
-    copies = (len(shift_slices(p)) - 1) * (1 + cb(p.beats_per_window))
+    # the shift register's copies of the step control: held and inside flags, a beat index
+    copies = (len(shift_slices(p)) - 1) * (2 + cb(p.beats_per_window))
     ctl += copies
     return {
         "line": line * (KH - 1),
@@ -304,18 +304,26 @@ class SWGPar(wiring.Component):
         x_last, y_last = x == Wp - 1, y == Hp - 1
         nx = Mux(x_last, 0, x + 1)
         ny = Mux(x_last, Mux(y_last, 0, y + 1), y)
+        inside_next = _bits(rin).bit_select(ny, 1) & _bits(cin).bit_select(nx, 1)
 
         # --- step / emit control ---------------------------------------------------------
         def control(name: str):
             """(step, emit, last beat, beat index): a window is held (``pend``) while its
-            beats are emitted; the next step waits for the last beat."""
+            beats are emitted; the next step waits for the last beat. A copy (``name``) has
+            its own ``inside`` flag too, so no term of its step is shared with the others."""
+            ins = inside
+            if name:
+                ins = Signal(init=inside.init, name=f"{name}inside")
             pend = Signal(name=f"{name}pend")
             bi = Signal(range(max(B, 2)), name=f"{name}bi")
             emit = pend & out.room
             last_beat = bi == B - 1
             free = ~pend | (emit & last_beat)
             step = Signal(name=f"{name}step")
-            m.d.comb += step.eq(free & (~inside | self.i.valid))
+            m.d.comb += step.eq(free & (~ins | self.i.valid))
+            if name:
+                with m.If(step):
+                    m.d.sync += ins.eq(inside_next)
             with m.If(emit):
                 m.d.sync += bi.eq(Mux(last_beat, 0, bi + 1))
             with m.If(step):
@@ -329,7 +337,7 @@ class SWGPar(wiring.Component):
         out.spend(emit)
         with m.If(step):
             m.d.sync += [x.eq(nx), y.eq(ny),
-                         inside.eq(_bits(rin).bit_select(ny, 1) & _bits(cin).bit_select(nx, 1)),
+                         inside.eq(inside_next),
                          ends.eq(_bits(rwin).bit_select(ny, 1) & _bits(cwin).bit_select(nx, 1))]
 
         # --- the column: this step's pixel and the delay lines ----------------------------
