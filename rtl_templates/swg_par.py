@@ -362,11 +362,8 @@ class SWGPar(wiring.Component):
         # bits has a copy of the control of its own (the copies hold their own state, so the
         # tools keep them apart; they step together).
         sh = [Signal(KH * pix, name=f"sh{s}") for s in range(EW)]
-        beat_index = []      # the copies' beat indices: selects of the output multiplexer
         for s, lo, hi in shift_slices(p):
-            step_g, _, _, bi_g = (step, emit, last_beat, bi) if (s, lo) == (0, 0) \
-                else control(f"sh{s}_{lo}_")
-            beat_index.append(bi_g)
+            step_g = step if (s, lo) == (0, 0) else control(f"sh{s}_{lo}_")[0]
             with m.If(step_g):
                 m.d.sync += sh[s][lo:hi].eq(Cat(*col)[lo:hi] if s == 0 else sh[s - 1][lo:hi])
 
@@ -379,14 +376,11 @@ class SWGPar(wiring.Component):
         data = Signal(P * bits)
         valid = Signal()
         m.d.sync += valid.eq(emit)
-        # no enable: the FIFO takes the beat only when valid; each SHIFT_GROUP_BITS of it
-        # selected by another copy's beat index (the select's fan-out)
-        for g, lo in enumerate(range(0, P * bits, SHIFT_GROUP_BITS)):
-            hi = min(P * bits, lo + SHIFT_GROUP_BITS)
-            with m.Switch(beat_index[g % len(beat_index)]):
-                for b in range(B):
-                    with m.Case(b):
-                        m.d.sync += data[lo:hi].eq(window[b * P * bits + lo:b * P * bits + hi])
+        # no enable: the FIFO takes the beat only when valid
+        with m.Switch(bi):
+            for b in range(B):
+                with m.Case(b):
+                    m.d.sync += data.eq(window[b * P * bits:(b + 1) * P * bits])
         out.write(data, valid)
         return m
 
