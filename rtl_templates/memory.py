@@ -61,9 +61,9 @@ from dataclasses import dataclass
 from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
-__all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "FAMILIES",
-           "ROM_LUT_BITS_PER_TILE", "FIFO_SLICE_BITS", "BufferedFIFO", "Mapping", "MemorySpec", "ROMLayout",
-           "bram_tiles", "choose_style", "fifo_memory", "fifo_slices", "ram", "rom", "rom_layout", "rom_spec",
+__all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "FAMILIES", "ROM_LUT_BITS_PER_TILE",
+           "FIFO_SLICE_BITS", "BufferedFIFO", "Mapping", "MemorySpec", "ROMLayout", "bram_tiles",
+           "choose_style", "fifo_memory", "fifo_slices", "ram", "rom", "rom_layout", "rom_spec",
            "yosys_attrs", "yosys_mapping"]
 
 LOGIC, DISTRIBUTED, BLOCK = "logic", "distributed", "block"

@@ -177,9 +177,10 @@ def mul_pipe(m: Module, a, b, name: str):
 
 def seq_mul_registers(a_bits: int, b_bits: int, pairs: int, b_regs: bool = True) -> int:
     """Flip-flops of :class:`SeqMul` for ``pairs`` pairs: the ``b`` operands' counter; per
-    pair its counter and the counter's delayed copies, the operand latches, the tile's operands, the product and the
-    accumulator (``b_regs`` False: the ``b`` latches and tile operands are shared or
-    constant, counted once)."""
+    pair its counter and the counter's delayed copies, the operand latches, the selected
+    chunks, the tile's operands, the product and the accumulator (``b_regs`` False: the
+    ``b`` latches, selected chunks and tile operands are shared or constant, counted
+    once)."""
     n = chunks(a_bits) * chunks(b_bits)
     k = counter_bits(n)
     control = 4 * k + 5
