@@ -13,8 +13,9 @@ and a fill level (no LCM-sized buffer). Slot 0 holds the oldest element; an outp
 slots ``0..out-1`` (``o.valid = level ≥ out``, a register: the comparisons of the next
 level), after which everything moves down by ``out``; an input beat is written at the first
 free slot (``i.ready = level ≤ N - in``, also a register). Neither ready nor valid depends
-on the other side. That capacity is the smallest with which this scheme sustains the maximal rate: one output beat per cycle when
-``in ≥ out`` and one input beat per cycle when ``in ≤ out``. (For ``in < out`` the level
+on the other side. That capacity is the smallest with which this scheme sustains the
+maximal rate: one output beat per cycle when ``in ≥ out`` and one input beat per cycle when
+``in ≤ out``. (For ``in < out`` the level
 before a cycle takes the values ≤ ``out - gcd + in``, and the input must still fit; ``in > out``
 is symmetric. ``tests/test_dwc.py`` checks both the rate and the minimality.)
 With ``in == out`` the block is plain wires.
