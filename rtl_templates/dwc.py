@@ -9,12 +9,13 @@ Stream contract
     frame counter.
 
 Hardware: a shift buffer of ``N = in + out + min(in, out) - gcd(in, out)`` element registers
-and a fill level (no LCM-sized buffer). Slot 0 holds the oldest element; an output beat is slots
-``0..out-1`` (``o.valid = level ≥ out``, a registered comparison), after which everything moves
-down by ``out``; an input beat is written at the first free slot (``i.ready = level ≤ N - in``,
-also registered). Neither ready nor valid depends on the other side. That capacity is the
-smallest with which this scheme sustains the maximal rate: one output beat per cycle when
-``in ≥ out`` and one input beat per cycle when ``in ≤ out``. (For ``in < out`` the level
+and a fill level (no LCM-sized buffer). Slot 0 holds the oldest element; an output beat is
+slots ``0..out-1`` (``o.valid = level ≥ out``, a register: the comparisons of the next
+level), after which everything moves down by ``out``; an input beat is written at the first
+free slot (``i.ready = level ≤ N - in``, also a register). Neither ready nor valid depends
+on the other side. That capacity is the smallest with which this scheme sustains the
+maximal rate: one output beat per cycle when ``in ≥ out`` and one input beat per cycle when
+``in ≤ out``. (For ``in < out`` the level
 before a cycle takes the values ≤ ``out - gcd + in``, and the input must still fit; ``in > out``
 is symmetric. ``tests/test_dwc.py`` checks both the rate and the minimality.)
 With ``in == out`` the block is plain wires.
@@ -125,8 +126,10 @@ def resource_parts(p: DWCParams, family: str) -> dict[str, res.Resources]:
         lands = sum(1 for k in range(i) if 0 <= j - k <= n - i)
         ways += (j < n - o) + lands
     lv = counter_bits(n + 1)
-    return {"slots": res.Resources(ff=n * b + lv, lut4=b * ways + n),
-            "level": res.add(lv, family) * 2 + res.compare(lv, family, True) * 2}
+    # valid and ready registered: each from the comparisons of the four next levels
+    return {"slots": res.Resources(ff=n * b + lv + 2, lut4=b * ways + n),
+            "level": res.add(lv, family) * 2 + res.compare(lv, family, True) * 8
+            + res.Resources(lut4=2)}
 
 
 def manifest(p: DWCParams) -> dict:
@@ -158,10 +161,15 @@ class DWC(wiring.Component):
         N = self.p.slots
         slots = [Signal(B, name=f"slot{j}") for j in range(N)]
         level = Signal(range(N + 1))
+        # valid (level >= O) and ready (level <= N - I) are registers of their own, so the
+        # neighbours' handshake logic starts at a flip-flop: their next values are the
+        # comparisons of the four possible next levels, chosen by this cycle's pop and push
+        valid = Signal()
+        ready = Signal(init=1)
         m.d.comb += [
             self.o.payload.eq(Cat(*slots[:O])),
-            self.o.valid.eq(level >= O),
-            self.i.ready.eq(level <= N - I),
+            self.o.valid.eq(valid),
+            self.i.ready.eq(ready),
         ]
         pop = Signal()
         push = Signal()
@@ -169,6 +177,11 @@ class DWC(wiring.Component):
         base = Signal(range(N + 1))  # first free slot after this cycle's pop
         m.d.comb += base.eq(level - (pop * O))
         m.d.sync += level.eq(level - pop * O + push * I)
+        with m.Switch(Cat(push, pop)):
+            for case, delta in ((0, 0), (1, I), (2, -O), (3, I - O)):
+                with m.Case(case):
+                    nxt = level + delta
+                    m.d.sync += [valid.eq(nxt >= O), ready.eq(nxt <= N - I)]
 
         with m.If(pop):
             for j in range(N - O):

@@ -61,9 +61,9 @@ from dataclasses import dataclass
 from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
-__all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "FAMILIES",
-           "ROM_LUT_BITS_PER_TILE", "BufferedFIFO", "Mapping", "MemorySpec", "ROMLayout",
-           "bram_tiles", "choose_style", "fifo_memory", "ram", "rom", "rom_layout", "rom_spec",
+__all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "FAMILIES", "ROM_LUT_BITS_PER_TILE",
+           "FIFO_SLICE_BITS", "BufferedFIFO", "Mapping", "MemorySpec", "ROMLayout", "bram_tiles",
+           "choose_style", "fifo_memory", "fifo_slices", "ram", "rom", "rom_layout", "rom_spec",
            "yosys_attrs", "yosys_mapping"]
 
 LOGIC, DISTRIBUTED, BLOCK = "logic", "distributed", "block"
@@ -257,6 +257,17 @@ def _register_ram(m: Module, name: str, width: int, rw: str, read_en: bool):
     return wr, rd
 
 
+#: widest slice of a :class:`BufferedFIFO` with one control: a multiple of every block and
+#: LUT RAM data width (ECP5 36, 18, 9, 4; iCE40 16, 8), so slicing adds no memory tiles
+FIFO_SLICE_BITS = 144
+
+
+def fifo_slices(width: int) -> list[int]:
+    """The widths of a :class:`BufferedFIFO`'s slices."""
+    full, rest = divmod(width, FIFO_SLICE_BITS)
+    return [FIFO_SLICE_BITS] * full + ([rest] if rest or not full else [])
+
+
 class BufferedFIFO(Elaboratable):
     """First-in first-out queue of ``depth`` words of ``width`` bits, cycle for cycle the same
     as :class:`amaranth.lib.fifo.SyncFIFOBuffered` (the same ports: ``w_data``, ``w_en``,
@@ -269,7 +280,12 @@ class BufferedFIFO(Elaboratable):
     ``w_en``). The inner queue is a :func:`ram` whose reads never meet a write of the same
     word (``rw="dont_care"``): a register for one word (so FIFOs of up to 2 words have no
     memory), then LUT RAM or block RAM by the policy. Depth 1 is one register that takes a
-    word only while empty."""
+    word only while empty.
+
+    A word wider than :data:`FIFO_SLICE_BITS` is split into slices, each a FIFO with its own
+    pointers and levels (all in step; the ports' flags are the first slice's): one control
+    driving the write and read enables of hundreds of bits costs more in routing than a
+    clock period."""
 
     def __init__(self, *, width: int, depth: int):
         if width < 0 or depth < 1:
@@ -291,6 +307,18 @@ class BufferedFIFO(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
+        if len(fifo_slices(self.width)) > 1:
+            lo = 0
+            for k, w in enumerate(fifo_slices(self.width)):
+                part = BufferedFIFO(width=w, depth=self.depth)
+                m.submodules[f"slice{k}"] = part
+                m.d.comb += [part.w_data.eq(self.w_data[lo:lo + w]), part.w_en.eq(self.w_en),
+                             part.r_en.eq(self.r_en), self.r_data[lo:lo + w].eq(part.r_data)]
+                if k == 0:
+                    m.d.comb += [self.w_rdy.eq(part.w_rdy), self.r_rdy.eq(part.r_rdy),
+                                 self.level.eq(part.level)]
+                lo += w
+            return m
         D = self.depth
         do_write = self.w_en & self.w_rdy
         if D == 1:

@@ -16,7 +16,7 @@ Pipeline (a step issued in cycle t)
     t+1: weights and buffered input arrive from their memories
     t+2: operands registered (memory outputs are slow)
     t+3: the PE×SIMD products (or ±1 terms) registered, then the adder tree of SIMD terms with
-         a register every two levels (:func:`~rtl_templates.pipeline.tree_stages`)
+         a register after every level (:func:`~rtl_templates.pipeline.tree_stages`)
     then: dot products registered; accumulate; on the last synapse fold the sum moves on
          with the channel's bias and multiplier (read one cycle ahead and registered)
     then: the requantizer (:class:`~rtl_templates.requant.RequantPipeline`: bias, |x|, the

@@ -15,8 +15,9 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 
 #: operand chunk of the pipelined wide product: one hard multiplier on both families
 MUL_CHUNK = 16
-#: adder-tree levels between two registers
-TREE_LEVELS_PER_STAGE = 2
+#: adder-tree levels between two registers: one, because two carry chains in a row with the
+#: route between them (about 2 ns on ECP5) miss 125 MHz at wide SIMD inside a full design
+TREE_LEVELS_PER_STAGE = 1
 
 
 def reg(m: Module, value, shape, name: str) -> Signal:
@@ -175,27 +176,28 @@ def mul_pipe(m: Module, a, b, name: str):
 
 
 def seq_mul_registers(a_bits: int, b_bits: int, pairs: int, b_regs: bool = True) -> int:
-    """Flip-flops of :class:`SeqMul` for ``pairs`` pairs: the shared counter and its delayed
-    copies; per pair the operand latches, the tile's operands, the product and the
-    accumulator (``b_regs`` False: the ``b`` latches and tile operands are shared or
-    constant, counted once)."""
+    """Flip-flops of :class:`SeqMul` for ``pairs`` pairs: the ``b`` operands' counter; per
+    pair its counter and the counter's delayed copies, the operand latches, the selected
+    chunks, the tile's operands, the product and the accumulator (``b_regs`` False: the
+    ``b`` latches, selected chunks and tile operands are shared or constant, counted
+    once)."""
     n = chunks(a_bits) * chunks(b_bits)
     k = counter_bits(n)
-    shared = 3 * k + 4
+    control = 4 * k + 5
     a = min(a_bits, MUL_CHUNK)
     b = min(b_bits, MUL_CHUNK)
-    # latches, tile operands, product, shifted product, the two accumulator halves and
-    # their carry, the resolved product
-    per = a_bits + a + a + b + 3 * (a_bits + b_bits) + 1
-    bb = b_bits + b
-    return shared + pairs * per + (pairs * bb if b_regs else bb)
+    # latches, selected chunk and tile operand, product, shifted product, the two
+    # accumulator halves and their carry, the resolved product
+    per = a_bits + 2 * a + a + b + 3 * (a_bits + b_bits) + 1
+    bb = b_bits + 2 * b
+    return k + 1 + pairs * (control + per) + (pairs * bb if b_regs else bb)
 
 
 def seq_mul_stages(a_bits: int, b_bits: int) -> int:
     """Cycles from :class:`SeqMul`'s start to its products: one per tile-sized partial
-    product, then the operand, product, shifted-product, accumulator and resolved-product
-    registers."""
-    return chunks(a_bits) * chunks(b_bits) + 5
+    product, then the selected chunks, the tile's operand, product, shifted-product,
+    accumulator and resolved-product registers."""
+    return chunks(a_bits) * chunks(b_bits) + 6
 
 
 class SeqMul:
@@ -206,48 +208,70 @@ class SeqMul:
 
     ``start`` (cycle t) samples every ``a`` and ``b``; :attr:`products` hold them from cycle
     ``t + seq_mul_stages(...)`` for one cycle. Starts must be at least
-    ``chunks(a)·chunks(b)`` cycles apart. The control (partial-product counter) is shared by
-    all pairs; each pair has its operand latches, tile operand registers, product register
-    and accumulator. The accumulator is two halves with the carry between them registered
-    (a step's carry enters the upper half with the next step), so no carry chain is longer
-    than half the product; the product is resolved (upper half plus the last carry) in a
-    register of its own."""
+    ``chunks(a)·chunks(b)`` cycles apart. Each pair has its control (partial-product counter),
+    operand latches, tile operand registers, product register and accumulator; the ``b``
+    operands' select is one counter for all. The accumulator is two halves with the carry
+    between them registered (a step's carry enters the upper half with the next step), so no
+    carry chain is longer than half the product; the product is resolved (upper half plus
+    the last carry) in a register of its own."""
 
     def __init__(self, m: Module, start, pairs, name: str):
         wa, wb = len(pairs[0][0]), len(pairs[0][1])
         ca, cb = chunks(wa), chunks(wb)
         n = ca * cb
-        k = Signal(range(max(n, 2)), name=f"{name}_k")
-        run = Signal(name=f"{name}_run")
-        with m.If(start):
-            m.d.sync += [k.eq(0), run.eq(1)]
-        with m.Elif(run):
-            m.d.sync += [k.eq(k + 1), run.eq(k != n - 1)]
-        # stage X: this cycle's chunks; Y: their product; Z: shifted in place; then accumulate
-        first_x = reg(m, run & (k == 0), unsigned(1), f"{name}_fx")
-        k_x = reg(m, k, k.shape(), f"{name}_kx")
-        first_y = reg(m, first_x, unsigned(1), f"{name}_fy")
-        first_z = reg(m, first_y, unsigned(1), f"{name}_fz")
-        k_y = reg(m, k_x, k.shape(), f"{name}_ky")
+
+        def counter(suffix: str) -> tuple[Signal, Signal]:
+            k = Signal(range(max(n, 2)), name=f"{name}_k{suffix}")
+            run = Signal(name=f"{name}_run{suffix}")
+            with m.If(start):
+                m.d.sync += [k.eq(0), run.eq(1)]
+            with m.Elif(run):
+                m.d.sync += [k.eq(k + 1), run.eq(k != n - 1)]
+            return k, run
+
+        # the ``b`` operands' select: one counter (a ``b`` shared by the pairs, a requantizer's
+        # multiplier, is then one register for all their tiles)
+        k_b, _ = counter("b")
         self.products = []
         for p, (a, b) in enumerate(pairs):
+            # the rest of the control, one copy per pair: its selects drive every bit of the
+            # pair's multiplexers, and one copy for all pairs spreads that fan-out over the die
+            k, run = counter(str(p))
+            # stage X: this cycle's chunks; X2: the tile's operands; Y: their product; Z:
+            # shifted in place; then accumulate
+            first_x = reg(m, run & (k == 0), unsigned(1), f"{name}_fx{p}")
+            k_x = delay(m, k, 2, f"{name}_kx{p}")
+            first_y = delay(m, first_x, 2, f"{name}_fy{p}")
+            first_z = reg(m, first_y, unsigned(1), f"{name}_fz{p}")
+            k_y = reg(m, k_x, k.shape(), f"{name}_ky{p}")
             la = Signal(unsigned(wa), name=f"{name}_la{p}")
             lb = Signal(unsigned(wb), name=f"{name}_lb{p}")
             with m.If(start):
                 m.d.sync += [la.eq(a), lb.eq(b)]
             a_chunks = [la[i * MUL_CHUNK:min(wa, (i + 1) * MUL_CHUNK)] for i in range(ca)]
             b_chunks = [lb[j * MUL_CHUNK:min(wb, (j + 1) * MUL_CHUNK)] for j in range(cb)]
-            opa = Signal(unsigned(min(wa, MUL_CHUNK)), name=f"{name}_opa{p}")
-            opb = Signal(unsigned(min(wb, MUL_CHUNK)), name=f"{name}_opb{p}")
+            # this step's chunks (stage X): outside a run the select picks some chunks, whose
+            # products are never read
+            sel_a = Signal(unsigned(min(wa, MUL_CHUNK)), name=f"{name}_sa{p}")
+            sel_b = Signal(unsigned(min(wb, MUL_CHUNK)), name=f"{name}_sb{p}")
             with m.Switch(k):
-                for i in range(ca):
-                    for j in range(cb):
-                        with m.Case(i * cb + j):
-                            m.d.sync += [opa.eq(a_chunks[i]), opb.eq(b_chunks[j])]
-                # idle: zeros (their product is never added), so the operand registers have
-                # no enable and move into the multiplier tile (boards/dsp_pack.py)
+                for i in range(1, ca):
+                    with m.Case(*(i * cb + j for j in range(cb))):
+                        m.d.sync += sel_a.eq(a_chunks[i])
                 with m.Default():
-                    m.d.sync += [opa.eq(0), opb.eq(0)]
+                    m.d.sync += sel_a.eq(a_chunks[0])
+            with m.Switch(k_b):
+                for j in range(1, cb):
+                    with m.Case(*(i * cb + j for i in range(ca))):
+                        m.d.sync += sel_b.eq(b_chunks[j])
+                with m.Default():
+                    m.d.sync += sel_b.eq(b_chunks[0])
+            # the tile's operand registers (stage X2): plain copies, no enable, no reset, so
+            # that they move into the tile (boards/dsp_pack.py); the selects' registers above
+            # take resets of their own per bit (a narrower chunk's zeros)
+            opa = Signal.like(sel_a, name=f"{name}_opa{p}", reset_less=True)
+            opb = Signal.like(sel_b, name=f"{name}_opb{p}", reset_less=True)
+            m.d.sync += [opa.eq(sel_a), opb.eq(sel_b)]
             pp = reg(m, opa * opb, unsigned(len(opa) + len(opb)), f"{name}_pp{p}")
             acc = Signal(unsigned(wa + wb), name=f"{name}_acc{p}")
             # the partial product in place, registered: the accumulator's carry chain alone

@@ -308,8 +308,8 @@ class RequantPipeline:
         bits += lanes * stages                              # the sign's delays
         if seq:
             bits += seq_mul_registers(acc_bits, rq.mult_bits, lanes, b_regs=False) \
-                + copies * (live + min(live, MUL_CHUNK)) - (rq.mult_bits
-                                                           + min(rq.mult_bits, MUL_CHUNK))
+                + copies * (live + 2 * min(live, MUL_CHUNK)) \
+                - (rq.mult_bits + 2 * min(rq.mult_bits, MUL_CHUNK))
         else:
             bits += lanes * mul_pipe_registers(acc_bits, rq.mult_bits, b_regs=False) \
                 + copies * live

@@ -39,7 +39,14 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from hwgen.rtl_templates.memory import BLOCK, DISTRIBUTED, MemorySpec, rom_spec, yosys_mapping
+from hwgen.rtl_templates.memory import (
+    BLOCK,
+    DISTRIBUTED,
+    MemorySpec,
+    fifo_slices,
+    rom_spec,
+    yosys_mapping,
+)
 
 __all__ = ["DSP_RULES", "FAMILIES", "DSPRule", "Fit", "Mul", "Resources", "accumulate", "add",
            "add_muls", "add_or_sub", "bit_columns", "compare", "dsp_tiles", "equal",
@@ -446,7 +453,10 @@ def rom(init, width: int, family: str, read_ports: int = 1) -> Resources:
 def fifo(width: int, depth: int, family: str) -> Resources:
     """:class:`~rtl_templates.memory.BufferedFIFO` of ``depth`` words of ``width`` bits:
     the inner queue's memory (``depth - 1`` words, registers up to two), the output
-    register, the pointers and fill levels."""
+    register, the pointers and fill levels; per slice of a wide word."""
+    slices = fifo_slices(width)
+    if len(slices) > 1:
+        return sum((fifo(w, depth, family) for w in slices), Resources())
     if depth <= 1:
         return Resources(ff=width + 1, lut4=2)
     n = depth - 1

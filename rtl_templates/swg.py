@@ -406,6 +406,8 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
     writer = cb(depth) + cb(W * p.cb) + cb(2 * H + R + 5)
     pipe = cb(R) + cb(W) + cb(p.cb) + cb(depth) + 8
     ctl_ff = loops + bases + writer + pipe + cb(FIFO_DEPTH + 1)
+    if bounds_registered(p):
+        ctl_ff += cb(H + R + 1) + cb(H)
     return {
         "buf": res.memory(width, depth, family, rom=False,
                           rw="dont_care" if rw_dont_care(p) else "old"),
@@ -416,6 +418,12 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
 
 
 # ---------------------------------------------------------------------------- hardware
+
+def bounds_registered(p: SWGParams) -> bool:
+    """Whether the next output row's bounds are kept in registers: its rows are at least two
+    beats (issues) apart."""
+    return p.out_shape[1] * p.kernel[0] * p.kernel[1] * p.cb > 1
+
 
 def rw_dont_care(p: SWGParams) -> bool:
     """True when no line buffer read whose data is used meets a write of the same word in the
@@ -523,6 +531,13 @@ class SWG(wiring.Component):
 
         FR = Signal(range(H + R + 1), init=const_first(-top) + R)
         need = Signal(range(max(H, 2)), init=const_need(-top))
+        # their values for the next output row, from ``hb + SH``: registered (one cycle
+        # after ``hb`` moves, so the clamps are off the issue path) when output rows are at
+        # least two beats apart
+        FR_next, need_next = first_row(hb + SH) + R, need_row(hb + SH)
+        if bounds_registered(p):
+            FR_next = reg(m, FR_next, FR.shape(), "fr_next")
+            need_next = reg(m, need_next, need.shape(), "need_next")
 
         inner = [(kw, KW), (kh, KH), (cb, CB)] if p.depthwise else [(cb, CB), (kw, KW), (kh, KH)]
         win_first = (kh == 0) & (kw == 0) & (cb == 0)
@@ -549,8 +564,8 @@ class SWG(wiring.Component):
                     m.d.sync += [oh.eq(0), hb.eq(-top), FR.eq(const_first(-top) + R),
                                  need.eq(const_need(-top))]
                 with m.Else():
-                    m.d.sync += [oh.eq(oh + 1), hb.eq(hb + SH),
-                                 FR.eq(first_row(hb + SH) + R), need.eq(need_row(hb + SH))]
+                    m.d.sync += [oh.eq(oh + 1), hb.eq(hb + SH), FR.eq(FR_next),
+                                 need.eq(need_next)]
                 nsb = sb + Mux(oh_last, (H - (OH - 1) * SH) % R, SH % R)
                 m.d.sync += sb.eq(Mux(nsb >= R, nsb - R, nsb))
             with m.Else():

@@ -80,6 +80,10 @@ PIPELINE_DEPTH = 3
 FIFO_DEPTH = PIPELINE_DEPTH + 2
 
 
+#: most bits of the window shift register one copy of the step control enables
+SHIFT_GROUP_BITS = 32
+
+
 @dataclass(frozen=True)
 class SWGParParams:
     """Everything that defines one window-parallel SWG instance."""
@@ -248,7 +252,7 @@ RESOURCE_FIT: res.Fit = {
 
 def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
     """The delay lines, the window register, the output multiplexer and register, the
-    output FIFO, the counters and flags."""
+    output FIFO, the counters and flags (and their copies for the window register)."""
     KH = p.kernel[0]
     EW = p.span[1]
     Hp, Wp = p.padded
@@ -258,7 +262,10 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
     cb = counter_bits
     line = (res.memory(pix, N, family, rom=False, rw="dont_care") if N > 1
             else res.Resources(ff=2 * pix))
-    ctl = cb(Hp) + cb(Wp) + cb(N) + cb(p.beats_per_window) + 4
+    ctl = cb(Hp) + cb(Wp) + 2 * cb(N) + cb(p.beats_per_window) + 4
+    # the shift register's copies of the step control: held and inside flags, a beat index
+    copies = (len(shift_slices(p)) - 1) * (2 + cb(p.beats_per_window))
+    ctl += copies
     return {
         "line": line * (KH - 1),
         "win": res.Resources(ff=EW * KH * pix),
@@ -270,6 +277,14 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
 
 
 # ---------------------------------------------------------------------------- hardware
+
+def shift_slices(p: SWGParParams) -> list[tuple[int, int, int]]:
+    """The window shift register's slices, each enabled by a step control of its own:
+    (column, low bit, high bit)."""
+    width = p.kernel[0] * p.simd * p.qtype.bits
+    return [(s, lo, min(width, lo + SHIFT_GROUP_BITS)) for s in range(p.span[1])
+            for lo in range(0, width, SHIFT_GROUP_BITS)]
+
 
 def _bits(flags: list[bool]) -> Const:
     return Const(sum(1 << k for k, f in enumerate(flags) if f), max(len(flags), 1))
@@ -305,33 +320,51 @@ class SWGPar(wiring.Component):
         x_last, y_last = x == Wp - 1, y == Hp - 1
         nx = Mux(x_last, 0, x + 1)
         ny = Mux(x_last, Mux(y_last, 0, y + 1), y)
+        inside_next = _bits(rin).bit_select(ny, 1) & _bits(cin).bit_select(nx, 1)
 
         # --- step / emit control ---------------------------------------------------------
-        pend = Signal()                       # a window is held and being emitted
-        bi = Signal(range(max(B, 2)))
-        emit = pend & out.room
-        last_beat = bi == B - 1
-        free = ~pend | (emit & last_beat)
-        step = Signal()
-        m.d.comb += [step.eq(free & (~inside | self.i.valid)),
-                     self.i.ready.eq(free & inside)]
+        def control(name: str):
+            """(step, emit, last beat, beat index): a window is held (``pend``) while its
+            beats are emitted; the next step waits for the last beat. A copy (``name``) has
+            its own ``inside`` flag too, so no term of its step is shared with the others."""
+            ins = inside
+            if name:
+                ins = Signal(init=inside.init, name=f"{name}inside")
+            pend = Signal(name=f"{name}pend")
+            bi = Signal(range(max(B, 2)), name=f"{name}bi")
+            emit = pend & out.room
+            last_beat = bi == B - 1
+            free = ~pend | (emit & last_beat)
+            step = Signal(name=f"{name}step")
+            m.d.comb += step.eq(free & (~ins | self.i.valid))
+            if name:
+                with m.If(step):
+                    m.d.sync += ins.eq(inside_next)
+            with m.If(emit):
+                m.d.sync += bi.eq(Mux(last_beat, 0, bi + 1))
+            with m.If(step):
+                m.d.sync += pend.eq(ends)
+            with m.Elif(emit & last_beat):
+                m.d.sync += pend.eq(0)
+            return step, emit, last_beat, bi
+
+        step, emit, last_beat, bi = control("")
+        m.d.comb += self.i.ready.eq(step & inside)
         out.spend(emit)
-        with m.If(emit):
-            m.d.sync += bi.eq(Mux(last_beat, 0, bi + 1))
         with m.If(step):
-            m.d.sync += [pend.eq(ends), x.eq(nx), y.eq(ny),
-                         inside.eq(_bits(rin).bit_select(ny, 1) & _bits(cin).bit_select(nx, 1)),
+            m.d.sync += [x.eq(nx), y.eq(ny),
+                         inside.eq(inside_next),
                          ends.eq(_bits(rwin).bit_select(ny, 1) & _bits(cwin).bit_select(nx, 1))]
-        with m.Elif(emit & last_beat):
-            m.d.sync += pend.eq(0)
 
         # --- the column: this step's pixel and the delay lines ----------------------------
         pad_word = pack_word([p.pad_value] * p.simd, bits)
         col = [Mux(inside, self.i.payload, pad_word)]
         addr = Signal(range(max(N, 2)))
-        nxt = Mux(addr == N - 1, 0, addr + 1)
+        # the read address (the next step's word) kept in a register of its own: the RAMs'
+        # read logic starts at a flip-flop, not behind the increment
+        nxt = Signal(range(max(N, 2)), init=1 % max(N, 1))
         with m.If(step):
-            m.d.sync += addr.eq(nxt)
+            m.d.sync += [addr.eq(nxt), nxt.eq(Mux(nxt == N - 1, 0, nxt + 1))]
         for j in range(1, KH):
             wr, rd = ram(m, f"line{j}", width=pix, depth=N,
                          rw="new" if N == 1 else "dont_care", read_en=True)
@@ -340,10 +373,15 @@ class SWGPar(wiring.Component):
             col.append(rd.data)
 
         # --- window shift register: sh[s] holds the column of s steps back -------------------
+        # Its enable is the step; a step computed once would drive every bit of the window
+        # (hundreds of flip-flops across the die), so each slice of at most SHIFT_GROUP_BITS
+        # bits has a copy of the control of its own (the copies hold their own state, so the
+        # tools keep them apart; they step together).
         sh = [Signal(KH * pix, name=f"sh{s}") for s in range(EW)]
-        with m.If(step):
-            m.d.sync += sh[0].eq(Cat(*col))
-            m.d.sync += [sh[s].eq(sh[s - 1]) for s in range(1, EW)]
+        for s, lo, hi in shift_slices(p):
+            step_g = step if (s, lo) == (0, 0) else control(f"sh{s}_{lo}_")[0]
+            with m.If(step_g):
+                m.d.sync += sh[s][lo:hi].eq(Cat(*col)[lo:hi] if s == 0 else sh[s - 1][lo:hi])
 
         def pixel(kh, kw):
             j, s = KH - 1 - kh, (KW - 1 - kw) * DW
@@ -360,11 +398,11 @@ class SWGPar(wiring.Component):
         data = Signal(P * bits)
         valid = Signal()
         m.d.sync += valid.eq(emit)
-        with m.If(emit):
-            with m.Switch(bi):
-                for b in range(B):
-                    with m.Case(b):
-                        m.d.sync += data.eq(window[b * P * bits:(b + 1) * P * bits])
+        # no enable: the FIFO takes the beat only when valid
+        with m.Switch(bi):
+            for b in range(B):
+                with m.Case(b):
+                    m.d.sync += data.eq(window[b * P * bits:(b + 1) * P * bits])
         out.write(data, valid)
         return m
 

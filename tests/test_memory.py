@@ -74,11 +74,12 @@ class _Pair(Elaboratable):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("depth", [1, 2, 3, 4, 5, 9, 17, 33, 34, 40])
-def test_fifo_matches_model_and_amaranth_stalls(depth):
+@pytest.mark.parametrize("depth,width", [(d, 7) for d in (1, 2, 3, 4, 5, 9, 17, 33, 34, 40)]
+                         + [(1, 300), (2, 300), (5, 300), (34, 300)])
+def test_fifo_matches_model_and_amaranth_stalls(depth, width):
     """Random valid/ready: every cycle the new FIFO's w_rdy, r_rdy, level and (when r_rdy)
-    r_data equal the Python model's and SyncFIFOBuffered's."""
-    width = 7
+    r_data equal the Python model's and SyncFIFOBuffered's (a word wider than
+    ``FIFO_SLICE_BITS``: several slices in step)."""
     dut = _Pair(width, depth)
     new, ref = dut.new, dut.ref
     model = FIFOModel(depth)
@@ -94,13 +95,14 @@ def test_fifo_matches_model_and_amaranth_stalls(depth):
             r_en = rng.random() < (0.2, 0.9, 0.6)[phase]
             ctx.set(new.w_en, w_en)
             ctx.set(new.r_en, r_en)
-            ctx.set(new.w_data, data)
+            word = sum(data << k for k in range(0, width, 8)) % (1 << width)
+            ctx.set(new.w_data, word)
             got = [ctx.get(s) for s in (new.w_rdy, new.r_rdy, new.r_data, new.level,
                                         ref.w_rdy, ref.r_rdy, ref.r_data, ref.level)]
-            want = model.step(w_en, data, r_en)
+            want = model.step(w_en, word, r_en)
             log.append((cycle, got, want))
             if w_en and got[0]:
-                data = (data + 1) % (1 << width)
+                data = (data + 1) % 256
             await ctx.tick()
 
     sim = Simulator(dut)

@@ -126,10 +126,10 @@ def test_rom_columns():
 
 def test_register_counts():
     """Flip-flops of the pipelined helpers as Yosys keeps them."""
-    assert tree_sum_registers(8, 16) == 2 * 18          # registers after two levels only
-    assert tree_sum_registers(8, 16, keep=17) == 2 * 17
+    assert tree_sum_registers(8, 16) == 4 * 17 + 2 * 18  # every level but the last
+    assert tree_sum_registers(8, 16, keep=17) == 6 * 17
     assert tree_sum_registers(2, 16) == 0
-    assert tree_sum_groups(8, 16) == [(4, 16), (4, 16), (2, 18)]
+    assert tree_sum_groups(8, 16) == [(2, 16)] * 4 + [(2, 17)] * 2 + [(2, 18)]
     # 14 × 24: operands 14 + 24, partials 30 + 22, one sum of 38 bits (measured: 128)
     assert mul_pipe_registers(14, 24) == 14 + 24 + 30 + 22 + 38
     rq = Requant(mult=(0xB00005,), shift=27, zero_point=3, lo=0, hi=255)
