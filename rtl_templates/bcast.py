@@ -86,7 +86,7 @@ def resource_parts(p: BcastParams, family: str) -> dict[str, res.Resources]:
     """The vector RAM, the phase control and the output FIFO."""
     w = p.pe * p.qtype.bits
     cb = 2 * counter_bits(p.vec_beats) + counter_bits(p.pixels) + counter_bits(FIFO_DEPTH + 1)
-    return {"vec": res.memory(w, p.vec_beats, family, rom=False),
+    return {"vec": res.memory(w, p.vec_beats, family, rom=False, rw="dont_care"),
             "ctl": res.Resources(ff=cb + 2, lut4=2 * cb + 4, carry=cb),
             "fifo": res.fifo(w, FIFO_DEPTH, family)}
 
@@ -105,7 +105,8 @@ class Bcast(wiring.Component):
         m = Module()
         VB = p.vec_beats
         out = OutputCredits(m, self.o, p.pe * p.qtype.bits, FIFO_DEPTH)
-        wr, rd = ram(m, "vec", width=p.pe * p.qtype.bits, depth=VB, rw="old")
+        wr, rd = ram(m, "vec", width=p.pe * p.qtype.bits, depth=VB, rw="dont_care")
+        # (written only while loading, read only after: never both in one cycle)
 
         loading = load_phase(m, self.i, wr, VB)
 

@@ -156,7 +156,9 @@ def resource_parts(p: ThresholdsParams, family: str) -> dict[str, res.Resources]
     cmp = res.compare(tb, family, constant=const) * (p.n * p.pe)
     count = res.add(max(1, p.n.bit_length()), family) * (p.pe * max(0, p.n - 1)) \
         + res.mux(ob, family) * p.pe
-    ff = p.pe * (p.in_type.bits + p.n) + 3 + (0 if const else p.pe * width)
+    # the beat, the comparisons and the direction bits (the ROM's read register holds the
+    # thresholds: the "rom" part)
+    ff = p.pe * (p.in_type.bits + p.n) + 3
     return {"rom": res.rom(_words(p), p.pe * width, family),
             "cmp": cmp, "count": count + res.Resources(ff=ff),
             "fifo": res.fifo(p.pe * ob, FIFO_DEPTH, family),

@@ -103,7 +103,7 @@ def resource_parts(p: UpsampleParams, family: str) -> dict[str, res.Resources]:
     vb = p.channels // p.pe
     cb = (3 * counter_bits(p.row_beats) + counter_bits(vb) + counter_bits(p.fw)
           + counter_bits(p.fh) + counter_bits(FIFO_DEPTH + 1))
-    return {"row": res.memory(w, p.row_beats, family, rom=False),
+    return {"row": res.memory(w, p.row_beats, family, rom=False, rw="dont_care"),
             "ctl": res.Resources(ff=cb + 2, lut4=2 * cb + 6, carry=cb),
             "fifo": res.fifo(w, FIFO_DEPTH, family)}
 
@@ -122,7 +122,8 @@ class Upsample(wiring.Component):
         m = Module()
         RB, VB = p.row_beats, p.channels // p.pe
         out = OutputCredits(m, self.o, p.pe * p.qtype.bits, FIFO_DEPTH)
-        wr, rd = ram(m, "row", width=p.pe * p.qtype.bits, depth=RB, rw="old")
+        wr, rd = ram(m, "row", width=p.pe * p.qtype.bits, depth=RB, rw="dont_care")
+        # (written only while loading, read only after: never both in one cycle)
 
         loading = load_phase(m, self.i, wr, RB)
 
