@@ -173,8 +173,17 @@ def cost(p: AffineParams) -> Cost:
                 parts=parts)
 
 
-#: calibration of :func:`resource_parts` (structural counts, not yet fitted to Yosys)
-RESOURCE_FIT: res.Fit = {}
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"ctl": 0.971, "fifo": 0.963, "lanes": 0.439, "rom": 1.054, "1": 0.0},
+        "carry": {"ctl": 0.88, "fifo": 0.892, "lanes": 0.832, "1": 0.0},
+    },
+    "ice40": {
+        "lut4": {"ctl": 0.979, "fifo": 0.893, "lanes": 0.618, "rom": 0.983, "1": 0.0},
+        "carry": {"ctl": 1.017, "fifo": 0.994, "lanes": 0.9, "1": 0.0},
+    },
+}
 
 
 def resource_parts(p: AffineParams, family: str) -> dict[str, res.Resources]:

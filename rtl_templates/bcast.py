@@ -78,8 +78,17 @@ def cost(p: BcastParams) -> Cost:
                 parts=parts)
 
 
-#: calibration of :func:`resource_parts` (structural counts, not yet fitted to Yosys)
-RESOURCE_FIT: res.Fit = {}
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"ctl": 1.073, "fifo": 1.248, "vec": 0.828, "1": 0.025},
+        "carry": {"ctl": 0.114, "fifo": 0.378, "1": 0.0},
+    },
+    "ice40": {
+        "lut4": {"ctl": 0.927, "fifo": 0.992, "vec": 0.984, "1": 0.0},
+        "carry": {"ctl": 0.461, "fifo": 0.496, "1": 0.0},
+    },
+}
 
 
 def resource_parts(p: BcastParams, family: str) -> dict[str, res.Resources]:

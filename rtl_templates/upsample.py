@@ -93,8 +93,17 @@ def cost(p: UpsampleParams) -> Cost:
                 parts=parts)
 
 
-#: calibration of :func:`resource_parts` (structural counts, not yet fitted to Yosys)
-RESOURCE_FIT: res.Fit = {}
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"ctl": 0.867, "fifo": 1.133, "row": 0.77, "1": 0.013},
+        "carry": {"ctl": 0.122, "fifo": 0.463, "1": 0.0},
+    },
+    "ice40": {
+        "lut4": {"ctl": 0.78, "fifo": 0.975, "row": 1.011, "1": 0.0},
+        "carry": {"ctl": 0.281, "fifo": 0.521, "1": 0.0},
+    },
+}
 
 
 def resource_parts(p: UpsampleParams, family: str) -> dict[str, res.Resources]:
