@@ -7,10 +7,13 @@ block and per design, next to what ``synth_ecp5`` and ``synth_ice40 -dsp`` make 
 
 Blocks: the test grids of every block kind (``tests/test_<block>.py``: small shapes, every
 corner of the parameters) and every distinct block of the example designs at their foldings
-(realistic sizes); each block alone is converted to Verilog and synthesized. ``--quick``
-takes a few of each kind. Designs: the example models and the QONNX test models of
-``benchmarks/silicon.py`` at ``--target-cycles 1024`` and at ``--target-cycles 64``, the whole
-core synthesized (no timing wrapper). ``--quick`` takes the small ones.
+(realistic sizes), and the elementwise operators' blocks at the tests' and realistic sizes;
+each block alone is converted to Verilog and synthesized. ``--quick`` takes a few of each
+kind. Designs: the example models and the QONNX test models of ``benchmarks/silicon.py``,
+the QOperator ResNet and FINN's TFC at ``--target-cycles 1024`` and at ``--target-cycles
+64``, FINN's CNV at ``--target-cycles 16384``, the whole core synthesized (no timing
+wrapper). ``--quick`` takes the small ones. The memories Yosys turned into registers
+("Replacing memory ... with list of registers") are listed after the table.
 
 The table gives per row the estimate and Yosys's count; the summary per block kind and
 family the mean and worst ratio (estimate / Yosys) of LUT4 and flip-flops and the rows whose
