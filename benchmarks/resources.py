@@ -7,10 +7,13 @@ block and per design, next to what ``synth_ecp5`` and ``synth_ice40 -dsp`` make 
 
 Blocks: the test grids of every block kind (``tests/test_<block>.py``: small shapes, every
 corner of the parameters) and every distinct block of the example designs at their foldings
-(realistic sizes); each block alone is converted to Verilog and synthesized. ``--quick``
-takes a few of each kind. Designs: the example models and the QONNX test models of
-``benchmarks/silicon.py`` at ``--target-cycles 1024`` and at ``--target-cycles 64``, the whole
-core synthesized (no timing wrapper). ``--quick`` takes the small ones.
+(realistic sizes), and the elementwise operators' blocks at the tests' and realistic sizes;
+each block alone is converted to Verilog and synthesized. ``--quick`` takes a few of each
+kind. Designs: the example models and the QONNX test models of ``benchmarks/silicon.py``,
+the QOperator ResNet and FINN's TFC at ``--target-cycles 1024`` and at ``--target-cycles
+64``, FINN's CNV at ``--target-cycles 16384``, the whole core synthesized (no timing
+wrapper). ``--quick`` takes the small ones. The memories Yosys turned into registers
+("Replacing memory ... with list of registers") are listed after the table.
 
 The table gives per row the estimate and Yosys's count; the summary per block kind and
 family the mean and worst ratio (estimate / Yosys) of LUT4 and flip-flops and the rows whose
@@ -48,23 +51,35 @@ from hwgen.boards.synth import (
 from hwgen.dataflow import operators  # noqa: F401  (registers every block kind)
 from hwgen.dataflow.lower import lower
 from hwgen.errors import HwgenError
+from hwgen.rtl_templates.argmax import ArgMaxParams
+from hwgen.rtl_templates.bcast import BcastParams
 from hwgen.rtl_templates.block import block_spec
 from hwgen.rtl_templates.dwc import DWCParams
 from hwgen.rtl_templates.fifo import FIFOParams
 from hwgen.rtl_templates.fork import ForkParams
+from hwgen.rtl_templates.quant import INT8, UINT8
+from hwgen.rtl_templates.upsample import UpsampleParams
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from silicon import MODELS, model_path  # noqa: E402  (benchmarks/silicon.py)
+from silicon import MODELS as SILICON_MODELS  # noqa: E402  (benchmarks/silicon.py)
+from silicon import model_path  # noqa: E402
 
 FAMILIES = ("ecp5", "ice40")
 KEYS = ("lut4", "ff", "dsp", "bram")
 #: the designs --quick takes
 QUICK_DESIGNS = ("mlp", "qonnx-mlp-4bit", "qonnx-cnn-4bit", "qonnx-bipolar")
 #: "" is --target-cycles 1024 (the default before device-aware folding), "@t64" a fast folding
-FOLDINGS = {"": 1024, "@t64": 64}
+FOLDINGS = {"": 1024, "@t64": 64, "@t16k": 16384}
+#: the designs: benchmarks/silicon.py's, the QOperator ResNet and FINN's networks
+MODELS = {**SILICON_MODELS, "resnet-qop": "digits_resnet_qop.onnx",
+          "finn-tfc-w1a1": "finn/tfc-w1a1.onnx", "finn-tfc-w2a2": "finn/tfc-w2a2.onnx",
+          "finn-cnv-w1a1": "finn/cnv-w1a1.onnx", "finn-cnv-w2a2": "finn/cnv-w2a2.onnx"}
+#: the foldings a design is taken at (default: 1024 and 64 cycles per frame); FINN's CNV
+#: needs far more parallelism than any device holds at those
+MODEL_FOLDINGS = {"finn-cnv-w1a1": ("@t16k",), "finn-cnv-w2a2": ("@t16k",)}
 
 
 @dataclass
@@ -130,6 +145,40 @@ def _test_grid(quick: bool) -> list[Item]:
         items.append(Item("fifo", f"w{w}-d{d}", FIFOParams(w, d, 16)))
     for w, n in take([(8, 2), (64, 3)], 1):
         items.append(Item("fork", f"w{w}-n{n}", ForkParams(w, n, 16)))
+    return items + _frame_grid(quick)
+
+
+def _frame_grid(quick: bool) -> list[Item]:
+    """The elementwise operators' blocks: the tests' grids (``tests/test_frame_blocks.py``,
+    ``tests/test_argmax.py``) and realistic sizes (tens of channels, PE up to 16)."""
+    import test_argmax
+    import test_frame_blocks as tf
+
+    def take(cfgs, k=2):
+        return cfgs[:k] if quick else cfgs
+
+    items = []
+    for t, out, c, px, pe in take(tf.CHANMUL + [(UINT8, UINT8, 64, 16, 1),
+                                                (INT8, UINT8, 32, 16, 8),
+                                                (UINT8, INT8, 128, 4, 16)]):
+        items.append(Item("chanmul", f"{t.name}-{out.name}-c{c}-px{px}-pe{pe}",
+                          tf._chanmul(t, out, c, px, pe)))
+    for t, c, px, pe in take(tf.BCAST + [(UINT8, 64, 16, 1), (INT8, 32, 49, 8),
+                                         (UINT8, 256, 4, 16)]):
+        items.append(Item("bcast", f"{t.name}-c{c}-px{px}-pe{pe}", BcastParams(t, c, px, pe)))
+    for t, out, c, px, pe in take(tf.AFFINE + [(UINT8, UINT8, 64, 16, 1),
+                                              (INT8, INT8, 32, 16, 8)]):
+        items.append(Item("affine", f"{t.name}-{out.name}-c{c}-px{px}-pe{pe}",
+                          tf._affine(t, out, c, px, pe)))
+    for t, c, h, w, fh, fw, pe in take(tf.UPSAMPLE + [(UINT8, 16, 8, 8, 2, 2, 1),
+                                                      (INT8, 32, 7, 7, 2, 2, 8),
+                                                      (UINT8, 64, 4, 16, 2, 2, 16)]):
+        items.append(Item("upsample", f"{t.name}-c{c}-{h}x{w}-x{fh}x{fw}-pe{pe}",
+                          UpsampleParams(t, c, h, w, fh, fw, pe)))
+    for t, c, pe, last in take(test_argmax.CASES + [(INT8, 1000, 8, False),
+                                                     (UINT8, 100, 1, True)]):
+        items.append(Item("argmax", f"{t.name}-c{c}-pe{pe}-{'last' if last else 'first'}",
+                          ArgMaxParams(t, c, pe, last)))
     return items
 
 
@@ -144,7 +193,7 @@ def compile_design(name: str, tmp: Path):
 
 def design_names(quick: bool) -> list[str]:
     bases = QUICK_DESIGNS if quick else tuple(MODELS)
-    return [b + f for b in bases for f in FOLDINGS]
+    return [b + f for b in bases for f in MODEL_FOLDINGS.get(b, ("", "@t64"))]
 
 
 def _design_blocks(names: list[str]) -> list[Item]:
@@ -205,6 +254,7 @@ def measure(items: list[Item], families, timeout: float | None, say,
                    "estimate": it.estimated(fam),
                    "yosys": {"lut4": res.lut4, "ff": res.ff, "carry": res.carry,
                              "dsp": res.dsp, "bram": res.bram, "dram": res.dram},
+                   "mem2reg": list(res.memories_to_registers),
                    "seconds": res.seconds, "cached": res.cached}
             rows.append(row)
             if not res.cached:
@@ -244,6 +294,15 @@ def summarize(rows: list[dict]) -> None:
         print(f"{kind:7} {fam:5} {len(rs):>4} {sum(lr) / len(lr):>8.2f} {min(lr):>8.2f} "
               f"{max(lr):>8.2f} {sum(fr) / len(fr):>8.2f} {min(fr):>8.2f} {max(fr):>8.2f} "
               f"{dsp:>7} {bram:>8}")
+
+
+def print_mem2reg(rows: list[dict]) -> None:
+    """The memories Yosys turned into registers ("Replacing memory ... with list of
+    registers"), per item and family."""
+    hits = [r for r in rows if r.get("mem2reg")]
+    print(f"\nmemories made registers: {len(hits)} of {len(rows)} rows")
+    for r in hits:
+        print(f"  {r['kind']} {r['name']} {r['family']}: {', '.join(r['mem2reg'])}")
 
 
 def block_fit(kind: str) -> dict:
@@ -346,6 +405,7 @@ def main(argv=None):
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     print_rows(rows)
     summarize(rows)
+    print_mem2reg(rows)
     print(f"\n{time.perf_counter() - t0:.0f} s")
 
 

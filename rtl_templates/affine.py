@@ -146,8 +146,20 @@ def timing(p: AffineParams, in_first: int, in_last: int) -> tuple[int, int]:
 
 
 def multiplies(p: AffineParams) -> dict[Mul, int]:
-    return {Mul(p.in_type.bits + (0 if p.in_type.signed else 1), True, p.mult_bits, True,
-                y_bits=signed_width(*p.prod_bounds)): p.pe}
+    xw = p.in_type.bits + (0 if p.in_type.signed else 1)
+    if p.channels == p.pe:          # one word: each lane multiplies by a constant
+        return res.add_muls(*({m: 1} for m in (Mul.by_constant(xw, True, abs(v))
+                                                for v in p.mult) if m))
+    return {Mul(xw, True, p.mult_bits, True, y_bits=signed_width(*p.prod_bounds)): p.pe}
+
+
+def _words(p: AffineParams) -> list[int]:
+    """ROM words: per lane its multiplier over its offset."""
+    mb, fb = p.mult_bits, p.offset_bits
+    consts = [((m & ((1 << mb) - 1)) << fb) | (f & ((1 << fb) - 1))
+              for m, f in zip(p.mult, p.offset)]
+    return [sum(consts[k * p.pe + j] << (j * (mb + fb)) for j in range(p.pe))
+            for k in range(p.channels // p.pe)]
 
 
 def cost(p: AffineParams) -> Cost:
@@ -161,28 +173,60 @@ def cost(p: AffineParams) -> Cost:
                 parts=parts)
 
 
-#: calibration of :func:`resource_parts` (structural counts, not yet fitted to Yosys)
-RESOURCE_FIT: res.Fit = {}
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"ctl": 0.971, "fifo": 0.963, "lanes": 0.439, "rom": 1.054, "1": 0.0},
+        "carry": {"ctl": 0.88, "fifo": 0.892, "lanes": 0.832, "1": 0.0},
+    },
+    "ice40": {
+        "lut4": {"ctl": 0.979, "fifo": 0.893, "lanes": 0.618, "rom": 0.983, "1": 0.0},
+        "carry": {"ctl": 1.017, "fifo": 0.994, "lanes": 0.9, "1": 0.0},
+    },
+}
 
 
 def resource_parts(p: AffineParams, family: str) -> dict[str, res.Resources]:
-    """The constants' ROM, per lane the operand, product, sum and clamp, the output FIFO."""
-    word = p.pe * (p.mult_bits + p.offset_bits)
-    vb = p.channels // p.pe
-    consts = [((m & ((1 << p.mult_bits) - 1)) << p.offset_bits) | (f & ((1 << p.offset_bits) - 1))
-              for m, f in zip(p.mult, p.offset)]
-    words = [sum(consts[k * p.pe + j] << (j * (p.mult_bits + p.offset_bits))
-                 for j in range(p.pe)) for k in range(vb)]
+    """The constants' ROM and their registers, per lane the operand, product, sum and
+    clamp, the output FIFO.
+
+    Registers as the tools keep them: the constants' registers copy the ROM's distinct
+    non-constant columns (equal ones merge, constant ones go, but for one flip-flop of the
+    constant ones), the sum only above the shift; with one word the constants are
+    constants and the product is by each lane's ``|mult|``, whose trailing zeros are a
+    shift."""
+    mb, fb, pe = p.mult_bits, p.offset_bits, p.pe
+    vb = p.channels // pe
     w, ob = p.sum_bits, p.out_type.bits
+    xw = p.in_type.bits + (0 if p.in_type.signed else 1)
     lane = (res.add(w, family) + res.compare(w - p.shift, family, True) * 2
-            + res.mux(ob, family, 3)
-            + res.Resources(ff=p.in_type.bits + p.mult_bits + 2 * p.offset_bits
-                            + signed_width(*p.prod_bounds) + w + ob))
+            + res.mux(ob, family, 3))
+    keep = max(1, w - p.shift)
+    if vb > 1:
+        vals = np.array([[(c >> (j * (mb + fb))) & ((1 << (mb + fb)) - 1) for j in range(pe)]
+                         for c in _words(p)], dtype=object)
+        m_cols = res.bit_columns(vals.astype(np.int64) >> fb, mb) if mb + fb < 63 else None
+        if m_cols is not None:
+            f_cols = res.bit_columns(vals.astype(np.int64) & ((1 << fb) - 1), fb)
+            _, mf_live = res.live_columns(np.concatenate([m_cols, f_cols]))
+            _, f_live = res.live_columns(f_cols)
+        else:
+            mf_live, f_live = pe * (mb + fb), pe * fb
+        consts = {"rom": res.rom(_words(p), pe * (mb + fb), family),
+                  "cregs": res.Resources(ff=mf_live + f_live + 2)}
+        lanes_ff = (xw + signed_width(*p.prod_bounds) + keep) * pe
+    else:
+        consts = {}
+        lanes_ff = 0
+        for v in p.mult:
+            a = abs(v)
+            tz = (a & -a).bit_length() - 1 if a else 0
+            lanes_ff += xw + (signed_width(*p.prod_bounds) + 1 - tz if a else 0) + keep
     cb = counter_bits(vb) + counter_bits(FIFO_DEPTH + 1)
-    return {"rom": res.rom(words, word, family) if vb > 1 else res.Resources(ff=word),
-            "lanes": lane * p.pe,
+    return {**consts,
+            "lanes": lane * pe + res.Resources(ff=lanes_ff),
             "ctl": res.Resources(ff=cb + LATENCY, lut4=cb + 2, carry=cb),
-            "fifo": res.fifo(p.pe * ob, FIFO_DEPTH, family)}
+            "fifo": res.fifo(pe * ob, FIFO_DEPTH, family)}
 
 
 class Affine(wiring.Component):
@@ -207,17 +251,11 @@ class Affine(wiring.Component):
         cb = Signal(range(max(VB, 2)))
         with m.If(take):
             m.d.sync += cb.eq(Mux(cb == VB - 1, 0, cb + 1))
-        words = []
-        for k in range(VB):
-            words.append(sum(((p.mult[k * PE + j] & ((1 << mb) - 1)) << fb
-                              | (p.offset[k * PE + j] & ((1 << fb) - 1))) << (j * (mb + fb))
-                             for j in range(PE)))
+        words = _words(p)
         consts = Signal(PE * (mb + fb))
         if VB > 1:
             port, = rom(m, "consts", width=PE * (mb + fb), init=words)
             m.d.comb += [port.addr.eq(cb), consts.eq(port.data)]
-        else:
-            m.d.comb += consts.eq(words[0])
 
         # t+1: operands; t+2: products; t+3: sums; t+4: shift and clamp → FIFO
         v1 = Signal()
@@ -229,13 +267,20 @@ class Affine(wiring.Component):
         pw = signed_width(*p.prod_bounds)
         xw = p.in_type.bits + (0 if p.in_type.signed else 1)
         for k, x in enumerate(lanes(x1, PE, p.in_type.bits, p.in_type.signed)):
-            c = consts[k * (mb + fb):(k + 1) * (mb + fb)]
             xm = reg(m, x, signed(xw), f"x_{k}")
-            mm = reg(m, c[fb:].as_signed(), signed(mb), f"m_{k}")
-            ff = reg(m, c[:fb].as_signed(), signed(fb), f"f_{k}")
-            prod = reg(m, xm * mm, signed(pw), f"p_{k}")
-            f3 = reg(m, ff, signed(fb), f"f3_{k}")
-            s = reg(m, prod + f3, signed(p.sum_bits), f"s_{k}")
+            if VB == 1:
+                # the lane's constants: a product by |mult| (a shift and a multiplier by its
+                # odd part), added to or subtracted from the offset
+                mk, fk = p.mult[k], p.offset[k]
+                prod = reg(m, xm * abs(mk), signed(pw + 1), f"p_{k}")
+                s = reg(m, fk + prod if mk >= 0 else fk - prod, signed(p.sum_bits), f"s_{k}")
+            else:
+                c = consts[k * (mb + fb):(k + 1) * (mb + fb)]
+                mm = reg(m, c[fb:].as_signed(), signed(mb), f"m_{k}")
+                ff = reg(m, c[:fb].as_signed(), signed(fb), f"f_{k}")
+                prod = reg(m, xm * mm, signed(pw), f"p_{k}")
+                f3 = reg(m, ff, signed(fb), f"f3_{k}")
+                s = reg(m, prod + f3, signed(p.sum_bits), f"s_{k}")
             q = s >> p.shift
             y = Mux(q < p.lo, p.lo, Mux(q > p.hi, p.hi, q))
             outs.append(y.as_unsigned()[:p.out_type.bits])

@@ -87,17 +87,29 @@ def cost(p: ArgMaxParams) -> Cost:
                 parts=parts)
 
 
-#: calibration of :func:`resource_parts` (structural counts, not yet fitted to Yosys)
-RESOURCE_FIT: res.Fit = {}
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"chain": 1.648, "compare": 1.178, "fifo": 1.18, "regs": 1.124, "1": 0.018},
+        "carry": {"chain": 0.426, "compare": 0.718, "fifo": 0.39, "regs": 0.387, "1": 0.0},
+    },
+    "ice40": {
+        "lut4": {"chain": 0.72, "compare": 1.008, "fifo": 0.965, "regs": 0.994, "1": 0.001},
+        "carry": {"chain": 0.547, "compare": 0.791, "fifo": 0.641, "regs": 0.688, "1": 0.0},
+    },
+}
 
 
 def resource_parts(p: ArgMaxParams, family: str) -> dict[str, res.Resources]:
-    """The lane comparison chain and the running comparison (a compare and two multiplexers
-    each), the input and best registers, the beat counter, the output FIFO."""
+    """The lanes' comparison chain and the running comparison (a comparison and two
+    multiplexers each), the input and best registers, the beat counter, the output FIFO."""
     b, ib = p.in_type.bits, p.out_type.bits
     cmp = res.compare(b, family) + res.mux(b + ib, family)
     cb = counter_bits(p.beats) + counter_bits(FIFO_DEPTH + 1)
-    return {"compare": cmp * p.pe,
+    # the lanes' chain: a comparison and two multiplexers per lane after the first, each
+    # index ``beat·pe + k`` an adder (a product by a constant); the running comparison
+    chain = (cmp + res.add(ib, family)) * (p.pe - 1)
+    return {"chain": chain, "compare": cmp,
             "regs": res.Resources(ff=p.pe * b + 2 * (b + ib) + cb + 6, lut4=cb + 4, carry=cb),
             "fifo": res.fifo(ib, FIFO_DEPTH, family)}
 

@@ -78,15 +78,24 @@ def cost(p: BcastParams) -> Cost:
                 parts=parts)
 
 
-#: calibration of :func:`resource_parts` (structural counts, not yet fitted to Yosys)
-RESOURCE_FIT: res.Fit = {}
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"ctl": 1.073, "fifo": 1.248, "vec": 0.828, "1": 0.025},
+        "carry": {"ctl": 0.114, "fifo": 0.378, "1": 0.0},
+    },
+    "ice40": {
+        "lut4": {"ctl": 0.927, "fifo": 0.992, "vec": 0.984, "1": 0.0},
+        "carry": {"ctl": 0.461, "fifo": 0.496, "1": 0.0},
+    },
+}
 
 
 def resource_parts(p: BcastParams, family: str) -> dict[str, res.Resources]:
     """The vector RAM, the phase control and the output FIFO."""
     w = p.pe * p.qtype.bits
     cb = 2 * counter_bits(p.vec_beats) + counter_bits(p.pixels) + counter_bits(FIFO_DEPTH + 1)
-    return {"vec": res.memory(w, p.vec_beats, family, rom=False),
+    return {"vec": res.memory(w, p.vec_beats, family, rom=False, rw="dont_care"),
             "ctl": res.Resources(ff=cb + 2, lut4=2 * cb + 4, carry=cb),
             "fifo": res.fifo(w, FIFO_DEPTH, family)}
 
@@ -105,7 +114,8 @@ class Bcast(wiring.Component):
         m = Module()
         VB = p.vec_beats
         out = OutputCredits(m, self.o, p.pe * p.qtype.bits, FIFO_DEPTH)
-        wr, rd = ram(m, "vec", width=p.pe * p.qtype.bits, depth=VB, rw="old")
+        wr, rd = ram(m, "vec", width=p.pe * p.qtype.bits, depth=VB, rw="dont_care")
+        # (written only while loading, read only after: never both in one cycle)
 
         loading = load_phase(m, self.i, wr, VB)
 

@@ -157,7 +157,8 @@ def resource_parts(p: ChanMulParams, family: str) -> dict[str, res.Resources]:
     PE, xb, sb = p.pe, p.x_type.bits, p.s_type.bits
     dxb, dsb = signed_width(*p.dx_bounds), signed_width(*p.ds_bounds)
     cb = counter_bits(p.vec_beats) + counter_bits(p.pixels) + counter_bits(p.fifo_depth + 1)
-    parts = {"vec": res.memory(PE * sb, p.vec_beats, family, rom=False),
+    parts = {"vec": res.memory(PE * sb, p.vec_beats, family, rom=False,
+                                 rw="dont_care"),
              "fifo": res.fifo(PE * p.out_type.bits, p.fifo_depth, family),
              "ctl": res.Resources(ff=2 * cb + RUN_STAGES + 1, lut4=2 * cb + 4, carry=cb),
              "lanes": (res.sub(dxb, family) + res.sub(dsb, family)
@@ -183,7 +184,8 @@ class ChanMul(wiring.Component):
         m = Module()
         PE, VB = p.pe, p.vec_beats
         out = OutputCredits(m, self.o, PE * p.out_type.bits, p.fifo_depth)
-        wr, rd = ram(m, "vec", width=PE * p.s_type.bits, depth=VB, rw="old")
+        wr, rd = ram(m, "vec", width=PE * p.s_type.bits, depth=VB, rw="dont_care")
+        # (written only while loading, read only after: never both in one cycle)
 
         # --- load phase: the vector's beats into the RAM ------------------------------------
         loading = load_phase(m, self.i1, wr, VB)

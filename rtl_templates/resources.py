@@ -437,6 +437,8 @@ def memory(width: int, depth: int, family: str, *, rom: bool, style: str | None 
         if depth <= 1:
             return Resources()
         return Resources(ff=lw * read_ports, lut4=read_ports * lw * rom_luts(depth, family))
+    if depth == 1 and rw == "dont_care":     # memory.ram's register reads the word itself
+        return Resources(ff=width, lut4=1)
     return Resources(ff=width * depth + width * read_ports,
                      lut4=read_ports * width * (depth - 1) + depth)
 

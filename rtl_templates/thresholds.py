@@ -137,10 +137,16 @@ def cost(p: ThresholdsParams) -> Cost:
                 parts=parts)
 
 
-#: calibration of :func:`resource_parts` (structural counts until fitted to Yosys)
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
 RESOURCE_FIT: res.Fit = {
-    "ecp5": {"lut4": {"1": 0}, "carry": {"1": 0}},
-    "ice40": {"lut4": {"1": 0}, "carry": {"1": 0}},
+    "ecp5": {
+        "lut4": {"cmp": 1.567, "count": 1.088, "ctl": 0.962, "fifo": 0.953, "rom": 0.983, "1": 0.0},
+        "carry": {"cmp": 0.44, "count": 0.094, "ctl": 0.891, "fifo": 0.608, "1": 0.0},
+    },
+    "ice40": {
+        "lut4": {"cmp": 0.11, "count": 0.213, "ctl": 1.04, "fifo": 1.022, "rom": 1.211, "1": 0.005},
+        "carry": {"cmp": 0.485, "count": 0.271, "ctl": 0.982, "fifo": 0.709, "1": 0.0},
+    },
 }
 
 
@@ -156,7 +162,9 @@ def resource_parts(p: ThresholdsParams, family: str) -> dict[str, res.Resources]
     cmp = res.compare(tb, family, constant=const) * (p.n * p.pe)
     count = res.add(max(1, p.n.bit_length()), family) * (p.pe * max(0, p.n - 1)) \
         + res.mux(ob, family) * p.pe
-    ff = p.pe * (p.in_type.bits + p.n) + 3 + (0 if const else p.pe * width)
+    # the beat, the comparisons and the direction bits (the ROM's read register holds the
+    # thresholds: the "rom" part)
+    ff = p.pe * (p.in_type.bits + p.n) + 3
     return {"rom": res.rom(_words(p), p.pe * width, family),
             "cmp": cmp, "count": count + res.Resources(ff=ff),
             "fifo": res.fifo(p.pe * ob, FIFO_DEPTH, family),

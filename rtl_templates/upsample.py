@@ -93,8 +93,17 @@ def cost(p: UpsampleParams) -> Cost:
                 parts=parts)
 
 
-#: calibration of :func:`resource_parts` (structural counts, not yet fitted to Yosys)
-RESOURCE_FIT: res.Fit = {}
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"ctl": 0.867, "fifo": 1.133, "row": 0.77, "1": 0.013},
+        "carry": {"ctl": 0.122, "fifo": 0.463, "1": 0.0},
+    },
+    "ice40": {
+        "lut4": {"ctl": 0.78, "fifo": 0.975, "row": 1.011, "1": 0.0},
+        "carry": {"ctl": 0.281, "fifo": 0.521, "1": 0.0},
+    },
+}
 
 
 def resource_parts(p: UpsampleParams, family: str) -> dict[str, res.Resources]:
@@ -103,7 +112,7 @@ def resource_parts(p: UpsampleParams, family: str) -> dict[str, res.Resources]:
     vb = p.channels // p.pe
     cb = (3 * counter_bits(p.row_beats) + counter_bits(vb) + counter_bits(p.fw)
           + counter_bits(p.fh) + counter_bits(FIFO_DEPTH + 1))
-    return {"row": res.memory(w, p.row_beats, family, rom=False),
+    return {"row": res.memory(w, p.row_beats, family, rom=False, rw="dont_care"),
             "ctl": res.Resources(ff=cb + 2, lut4=2 * cb + 6, carry=cb),
             "fifo": res.fifo(w, FIFO_DEPTH, family)}
 
@@ -122,7 +131,8 @@ class Upsample(wiring.Component):
         m = Module()
         RB, VB = p.row_beats, p.channels // p.pe
         out = OutputCredits(m, self.o, p.pe * p.qtype.bits, FIFO_DEPTH)
-        wr, rd = ram(m, "row", width=p.pe * p.qtype.bits, depth=RB, rw="old")
+        wr, rd = ram(m, "row", width=p.pe * p.qtype.bits, depth=RB, rw="dont_care")
+        # (written only while loading, read only after: never both in one cycle)
 
         loading = load_phase(m, self.i, wr, RB)
 

@@ -236,3 +236,25 @@ def test_manifest_and_inspect_carry_resources(tmp_path):
     doc = inspect.to_json(rep)
     assert doc["totals"]["resources"] == est["resources"]
     assert dataclasses.is_dataclass(rep.estimate.blocks[0].cost)
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("family", FAMILIES)
+def test_block_estimate_against_yosys(family):
+    """One of the elementwise operators' blocks alone (a per-channel affine requantizer: a
+    constants ROM, two products in DSP tiles, the output FIFO): DSP and block RAM tiles as
+    estimated, LUT4 and flip-flops within 15 %."""
+    from amaranth.back import verilog
+    from test_frame_blocks import _affine
+
+    from hwgen.boards.synth import synthesize
+    from hwgen.rtl_templates.affine import Affine
+    from hwgen.rtl_templates.quant import UINT8
+
+    p = _affine(UINT8, UINT8, 4, 6, 1)
+    est = block_spec("affine").cost(p).resources(family)
+    res = synthesize(verilog.convert(Affine(p), name="affine_top", emit_src=False),
+                     "affine_top", family)
+    assert (est.dsp, est.bram) == (res.dsp, res.bram) == (2, 0)
+    assert abs(est.lut4 / res.lut4 - 1) <= 0.15, (est.lut4, res.lut4)
+    assert abs(est.ff / res.ff - 1) <= 0.15, (est.ff, res.ff)
