@@ -1,0 +1,112 @@
+"""Wall time of ``hwgen compile``: whole-design conversion against per-block conversion.
+
+    python benchmarks/compile_speed.py [--repeat N] [--models a.onnx b.onnx ...]
+
+For each model it runs, each in a fresh process and a fresh output folder:
+
+* ``whole``: the design converted to Verilog as one Amaranth design (``verilog.convert`` of
+  :func:`hwgen.assemble.build_top`), as hwgen did before per-block conversion;
+* ``blocks -j J cold``: the default path (:func:`hwgen.assemble.to_verilog`) with ``J``
+  processes and an empty block cache;
+* ``blocks -j J warm``: the same again with the cache the cold run filled.
+
+It prints the median wall time of ``--repeat`` runs (default 3) and its ratio to ``whole``,
+and checks that every per-block run wrote byte-identical Verilog and the same manifest
+estimate as the others. Wall time is noisy on shared machines: compare the ratios.
+
+Measured on a shared two-core machine (load average about 15 from other jobs):
+
+    see the report printed by a run; figures quoted in ARCHITECTURE.md ("Assembly").
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = [ROOT / "examples" / "digits_cnn_qdq.onnx",
+          ROOT / "examples" / "mlperf_tiny" / "dscnn_qdq.onnx"]
+
+# the whole design through one verilog.convert, for comparison
+WHOLE = """
+import sys
+from amaranth.back import verilog
+import hwgen.api as api
+from hwgen.assemble import build_top
+
+def whole(dfg, name, jobs=None, cache=True):
+    top = build_top(dfg)
+    return verilog.convert(top, name=name, emit_src=False), top
+
+api.to_verilog = whole
+api.compile(sys.argv[1], sys.argv[2])
+"""
+
+
+def run(model: Path, mode: str, jobs: int, cache: Path, out: Path) -> float:
+    env = {"HWGEN_CACHE": str(cache), "PATH": "/usr/bin:/bin"}
+    import os
+    env = dict(os.environ, **{k: v for k, v in env.items() if k == "HWGEN_CACHE"})
+    if mode == "whole":
+        cmd = [sys.executable, "-c", WHOLE, str(model), str(out)]
+    else:
+        cmd = [sys.executable, "-m", "hwgen.cli", "compile", str(model), "-o", str(out),
+               "--jobs", str(jobs)]
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def digest(out: Path) -> tuple[str, str]:
+    man = json.loads((out / "manifest.json").read_text())
+    text = (out / man["verilog"]).read_bytes()
+    return hashlib.sha256(text).hexdigest()[:16], json.dumps(man["estimate"], sort_keys=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--models", nargs="*", type=Path, default=MODELS)
+    ap.add_argument("--jobs", nargs="*", type=int, default=[1, 2])
+    ap.add_argument("--no-whole", action="store_true", help="skip the whole-design runs")
+    args = ap.parse_args()
+    print(f"{'model':28} {'mode':20} {'median s':>9} {'ratio':>7}  runs")
+    for model in args.models:
+        times: dict[str, list[float]] = {}
+        seen_v, seen_e = set(), set()
+        with tempfile.TemporaryDirectory(prefix="hwgen-cspeed-") as tmp:
+            tmp = Path(tmp)
+            for r in range(args.repeat):
+                if not args.no_whole:
+                    out = tmp / f"whole{r}"
+                    times.setdefault("whole", []).append(
+                        run(model, "whole", 1, tmp / f"cw{r}", out))
+                    seen_e.add(digest(out)[1])
+                for j in args.jobs:
+                    cache = tmp / f"c{j}_{r}"
+                    for state in ("cold", "warm"):
+                        out = tmp / f"b{j}{state}{r}"
+                        times.setdefault(f"blocks -j {j} {state}", []).append(
+                            run(model, "blocks", j, cache, out))
+                        v, e = digest(out)
+                        seen_v.add(v)
+                        seen_e.add(e)
+        base = statistics.median(times["whole"]) if "whole" in times else None
+        for mode, ts in times.items():
+            med = statistics.median(ts)
+            ratio = f"{base / med:6.2f}x" if base else "      -"
+            print(f"{model.name:28} {mode:20} {med:9.1f} {ratio}  "
+                  f"{', '.join(f'{t:.1f}' for t in ts)}")
+        print(f"{model.name:28} per-block Verilog identical in all runs: {len(seen_v) == 1}; "
+              f"estimates equal: {len(seen_e) == 1}")
+
+
+if __name__ == "__main__":
+    main()
