@@ -10,9 +10,11 @@ For each model it runs, each in a fresh process and a fresh output folder:
   processes and an empty block cache;
 * ``blocks -j J warm``: the same again with the cache the cold run filled.
 
-It prints the median wall time of ``--repeat`` runs (default 3) and its ratio to ``whole``,
+It prints the median wall time and CPU time (the compile's process and its children, Yosys
+included) of ``--repeat`` runs (default 3) and their ratios to ``whole``,
 and checks that every per-block run wrote byte-identical Verilog and the same manifest
-estimate as the others. Wall time is noisy on shared machines: compare the ratios.
+estimate as the others. Wall time is noisy on shared machines: compare the ratios (CPU
+time is steadier).
 
 Measured on a shared two-core machine (load average about 15 from other jobs):
 
@@ -23,6 +25,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -50,18 +54,18 @@ api.compile(sys.argv[1], sys.argv[2])
 """
 
 
-def run(model: Path, mode: str, jobs: int, cache: Path, out: Path) -> float:
-    env = {"HWGEN_CACHE": str(cache), "PATH": "/usr/bin:/bin"}
-    import os
-    env = dict(os.environ, **{k: v for k, v in env.items() if k == "HWGEN_CACHE"})
+def run(model: Path, mode: str, jobs: int, cache: Path, out: Path) -> tuple[float, float]:
+    """(wall s, CPU s of the compile and its children) of one compile."""
+    env = dict(os.environ, HWGEN_CACHE=str(cache))
     if mode == "whole":
         cmd = [sys.executable, "-c", WHOLE, str(model), str(out)]
     else:
         cmd = [sys.executable, "-m", "hwgen.cli", "compile", str(model), "-o", str(out),
                "--jobs", str(jobs)]
-    t = time.perf_counter()
+    r0, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t
+    wall, r1 = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
 
 
 def digest(out: Path) -> tuple[str, str]:
@@ -77,9 +81,10 @@ def main() -> None:
     ap.add_argument("--jobs", nargs="*", type=int, default=[1, 2])
     ap.add_argument("--no-whole", action="store_true", help="skip the whole-design runs")
     args = ap.parse_args()
-    print(f"{'model':28} {'mode':20} {'median s':>9} {'ratio':>7}  runs")
+    print(f"{'model':24} {'mode':20} {'wall s':>7} {'ratio':>6} {'CPU s':>7} {'ratio':>6}"
+          f"  wall runs")
     for model in args.models:
-        times: dict[str, list[float]] = {}
+        times: dict[str, list[tuple[float, float]]] = {}
         seen_v, seen_e = set(), set()
         with tempfile.TemporaryDirectory(prefix="hwgen-cspeed-") as tmp:
             tmp = Path(tmp)
@@ -98,13 +103,17 @@ def main() -> None:
                         v, e = digest(out)
                         seen_v.add(v)
                         seen_e.add(e)
-        base = statistics.median(times["whole"]) if "whole" in times else None
+        def med(ts, i):
+            return statistics.median(t[i] for t in ts)
+
+        base = times.get("whole")
         for mode, ts in times.items():
-            med = statistics.median(ts)
-            ratio = f"{base / med:6.2f}x" if base else "      -"
-            print(f"{model.name:28} {mode:20} {med:9.1f} {ratio}  "
-                  f"{', '.join(f'{t:.1f}' for t in ts)}")
-        print(f"{model.name:28} per-block Verilog identical in all runs: {len(seen_v) == 1}; "
+            w, c = med(ts, 0), med(ts, 1)
+            rw = f"{med(base, 0) / w:5.1f}x" if base else "     -"
+            rc = f"{med(base, 1) / c:5.1f}x" if base else "     -"
+            print(f"{model.name:24} {mode:20} {w:7.1f} {rw} {c:7.1f} {rc}  "
+                  f"{', '.join(f'{t[0]:.1f}' for t in ts)}")
+        print(f"{model.name:24} per-block Verilog identical in all runs: {len(seen_v) == 1}; "
               f"estimates equal: {len(seen_e) == 1}")
 
 

@@ -212,7 +212,7 @@ def block_modules(dfg: DataflowGraph, jobs: int | None = None, cache: bool = Tru
     if jobs < 1:
         raise HwgenError(f"jobs must be at least 1 (got {jobs})")
     results = _run(todo, min(jobs, len(todo)), bar)
-    for (kind, params, name), text in zip(todo, results):
+    for (_, _, name), text in zip(todo, results):
         texts[name] = text
         if store:
             store.put(entry_key(name, digests[name]), text)
