@@ -2,11 +2,12 @@
 
 :func:`build_top` gives the whole design as one Amaranth component (for simulation in
 Python). :func:`to_verilog` gives the Verilog that ``hwgen compile`` writes: every distinct
-block (kind and parameters; equal blocks share one module) is converted on its own, in
-parallel and through the on-disk cache of :mod:`hwgen.blockcache`, under a module name made
+block (kind and parameters; equal blocks share one module) is converted to RTLIL on its own,
+in parallel and through the on-disk cache of :mod:`hwgen.blockcache`, under a module name made
 of its kind and a digest of its parameters; the top (:class:`AxisTop` around
 :class:`InstanceDataflow`) instantiates those modules and wires the streams as
-:class:`Dataflow` does. The file holds the top first, then the block modules sorted by name.
+:class:`Dataflow` does; one Yosys run turns the top and the block modules (sorted by name)
+into Verilog.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import os
 import re
 import sys
 
-from amaranth.back import verilog
+from amaranth.back import rtlil, verilog
 from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -130,7 +131,7 @@ def build_top(dfg: DataflowGraph) -> AxisTop:
     return AxisTop(Dataflow(dfg), out_beats)
 
 
-# ---------------------------------------------------------------- per-block Verilog
+# ------------------------------------------------------------------ per-block RTLIL
 
 def module_name(kind: str, digest: str) -> str:
     """The Verilog module name of a block: its kind and the start of its parameter digest."""
@@ -138,10 +139,12 @@ def module_name(kind: str, digest: str) -> str:
     return f"hwgen_{base}_{digest[:16]}"
 
 
-def block_verilog(kind: str, params, module: str) -> str:
-    """The Verilog of one block, as module ``module``."""
+def block_rtlil(kind: str, params, module: str) -> str:
+    """The RTLIL of one block, as module ``module`` (its submodules ``module.<name>``), not
+    marked as a top module."""
     comp = block_spec(kind).component(params)
-    return verilog.convert(comp, name=module, emit_src=False)
+    text = rtlil.convert(comp, name=module, emit_src=False)
+    return text.replace(f"attribute \\top 1\nmodule \\{module}\n", f"module \\{module}\n", 1)
 
 
 _WORK: list = []          # (kind, params, module) of the blocks being converted (forked)
@@ -149,15 +152,16 @@ _WORK: list = []          # (kind, params, module) of the blocks being converted
 
 def _convert(k: int) -> tuple[int, str]:
     kind, params, module = _WORK[k]
-    return k, block_verilog(kind, params, module)
+    return k, block_rtlil(kind, params, module)
 
 
 def module_ports(text: str, module: str) -> set[str]:
-    """The port names of ``module`` in ``text`` (Verilog written by Yosys)."""
-    m = re.search(rf"^module {re.escape(module)}\((.*?)\);", text, re.S | re.M)
+    """The port names of ``module`` in ``text`` (RTLIL written by Amaranth)."""
+    m = re.search(rf"^module \\{re.escape(module)}\n(.*?)^end$", text, re.S | re.M)
     if not m:
-        raise HwgenError(f"the Verilog of block module {module} does not define it")
-    return {p.strip() for p in m.group(1).split(",") if p.strip()}
+        raise HwgenError(f"the RTLIL of block module {module} does not define it")
+    return set(re.findall(r"^\s*wire (?:width \d+ )?(?:upto )?(?:signed )?"
+                          r"(?:input|output|inout) \d+ +\\(\S+)$", m.group(1), re.M))
 
 
 def default_jobs() -> int:
@@ -185,7 +189,7 @@ class _Progress:
 
 def block_modules(dfg: DataflowGraph, jobs: int | None = None, cache: bool = True,
                   progress: bool | None = None) -> tuple[list[str], dict[str, str]]:
-    """The module name of every block of ``dfg`` and the Verilog of each distinct module,
+    """The module name of every block of ``dfg`` and the RTLIL of each distinct module,
     converted in ``jobs`` processes (default: the usable cores) and taken from / stored in
     the block cache unless ``cache`` is false. The result does not depend on ``jobs`` nor on
     the cache's contents."""
@@ -226,7 +230,7 @@ def _run(todo: list, jobs: int, bar: _Progress) -> list[str]:
     out: list[str | None] = [None] * len(todo)
     if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         for k, (kind, params, name) in enumerate(todo):
-            out[k] = block_verilog(kind, params, name)
+            out[k] = block_rtlil(kind, params, name)
             bar.step()
         return out
     _WORK = todo
@@ -248,6 +252,8 @@ def to_verilog(dfg: DataflowGraph, name: str, jobs: int | None = None, cache: bo
     ports = [module_ports(texts[n], n) for n in names]
     out_beats = dfg.output.size // dfg.out_per_beat
     top = AxisTop(InstanceDataflow(dfg, names, ports), out_beats)
-    parts = [verilog.convert(top, name=name, emit_src=False)]
+    parts = [rtlil.convert(top, name=name, emit_src=False)]
     parts += [texts[n] for n in sorted(texts)]
-    return "\n".join(p if p.endswith("\n") else p + "\n" for p in parts), top
+    # one Yosys run for all modules (as verilog.convert runs it for one design): starting
+    # Yosys costs more than converting most blocks
+    return verilog._convert_rtlil_text("\n".join(parts)), top

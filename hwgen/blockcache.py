@@ -1,11 +1,11 @@
-"""The on-disk cache of per-block Verilog (:mod:`hwgen.assemble`).
+"""The on-disk cache of per-block RTLIL (:mod:`hwgen.assemble`).
 
-An entry is the Verilog of one block module, stored under a key that covers everything the
+An entry is the RTLIL (Amaranth's output, before Yosys) of one block module, stored under a key that covers everything the
 text depends on: the block's kind and parameters (:func:`params_digest`), the source of
 hwgen's block library (``rtl_templates``) and the Amaranth version. Its first line holds the
 SHA-256 of the rest, so a damaged entry is detected, dropped and rebuilt. The folder is
-``$HWGEN_CACHE/verilog`` if ``HWGEN_CACHE`` is set, else ``~/.cache/hwgen/verilog``; it is
-kept under ``HWGEN_VERILOG_CACHE_MB`` megabytes (default 512) by removing the entries used
+``$HWGEN_CACHE/blocks`` if ``HWGEN_CACHE`` is set, else ``~/.cache/hwgen/blocks``; it is
+kept under ``HWGEN_BLOCK_CACHE_MB`` megabytes (default 512) by removing the entries used
 least recently.
 """
 from __future__ import annotations
@@ -23,19 +23,19 @@ import numpy as np
 from hwgen import rtl_templates
 
 DEFAULT_LIMIT_MB = 512
-_HEADER = "// hwgen block cache sha256 "
+_HEADER = "# hwgen block cache sha256 "
 
 
 def cache_root() -> Path:
-    """``$HWGEN_CACHE/verilog`` if ``HWGEN_CACHE`` is set, else ``~/.cache/hwgen/verilog``."""
+    """``$HWGEN_CACHE/blocks`` if ``HWGEN_CACHE`` is set, else ``~/.cache/hwgen/blocks``."""
     if os.environ.get("HWGEN_CACHE"):
-        return Path(os.environ["HWGEN_CACHE"]) / "verilog"
-    return Path.home() / ".cache" / "hwgen" / "verilog"
+        return Path(os.environ["HWGEN_CACHE"]) / "blocks"
+    return Path.home() / ".cache" / "hwgen" / "blocks"
 
 
 def limit_bytes() -> int:
     try:
-        mb = float(os.environ.get("HWGEN_VERILOG_CACHE_MB", DEFAULT_LIMIT_MB))
+        mb = float(os.environ.get("HWGEN_BLOCK_CACHE_MB", DEFAULT_LIMIT_MB))
     except ValueError:
         mb = DEFAULT_LIMIT_MB
     return int(mb * 1024 * 1024)
@@ -117,7 +117,7 @@ def entry_key(module: str, digest: str) -> str:
 # ------------------------------------------------------------------------------- storage
 
 class BlockCache:
-    """Verilog texts by key in ``root``; every entry checked against its stored hash."""
+    """Texts by key in ``root``; every entry checked against its stored hash."""
 
     def __init__(self, root: Path | None = None, limit: int | None = None):
         self.root = Path(root) if root is not None else cache_root()
@@ -125,7 +125,7 @@ class BlockCache:
         self.hits = self.misses = 0
 
     def path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.v"
+        return self.root / key[:2] / f"{key}.il"
 
     def get(self, key: str) -> str | None:
         p = self.path(key)
@@ -150,7 +150,7 @@ class BlockCache:
         p = self.path(key)
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".v")
+            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".il")
             with os.fdopen(fd, "w") as f:
                 f.write(_HEADER + hashlib.sha256(text.encode()).hexdigest() + "\n" + text)
             os.replace(tmp, p)
@@ -160,7 +160,7 @@ class BlockCache:
     def evict(self) -> None:
         """Remove the least recently used entries beyond the size limit."""
         try:
-            entries = [(st.st_mtime, st.st_size, p) for p in self.root.glob("*/*.v")
+            entries = [(st.st_mtime, st.st_size, p) for p in self.root.glob("*/*.il")
                        for st in [p.stat()]]
         except OSError:
             return

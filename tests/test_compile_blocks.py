@@ -1,4 +1,4 @@
-"""Per-block Verilog (hwgen/assemble.py, hwgen/blockcache.py): the same text for any job
+"""Per-block conversion (hwgen/assemble.py, hwgen/blockcache.py): the same text for any job
 count and cache state, equal blocks sharing one module, damaged cache entries rebuilt."""
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ def _compile(tmp_path, tag: str, **kw) -> str:
 def test_jobs_and_cache_give_identical_verilog(tmp_path, monkeypatch):
     monkeypatch.setenv("HWGEN_CACHE", str(tmp_path / "cache"))
     plain = _compile(tmp_path, "nocache", jobs=1, cache=False)
-    assert not (tmp_path / "cache" / "verilog").exists()
+    assert not (tmp_path / "cache" / "blocks").exists()
     cold = _compile(tmp_path, "cold2", jobs=2)
-    entries = sorted((tmp_path / "cache" / "verilog").glob("*/*.v"))
+    entries = sorted((tmp_path / "cache" / "blocks").glob("*/*.il"))
     warm = _compile(tmp_path, "warm1", jobs=1)
     assert plain == cold == warm
     modules = re.findall(r"^module (hwgen_\w+)\(", plain, re.M)
@@ -40,7 +40,7 @@ def test_jobs_and_cache_give_identical_verilog(tmp_path, monkeypatch):
 def test_damaged_cache_entry_is_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("HWGEN_CACHE", str(tmp_path / "cache"))
     first = _compile(tmp_path, "a", jobs=1)
-    entry = max((tmp_path / "cache" / "verilog").glob("*/*.v"), key=lambda p: p.stat().st_size)
+    entry = max((tmp_path / "cache" / "blocks").glob("*/*.il"), key=lambda p: p.stat().st_size)
     good = entry.read_text()
     entry.write_text(good.replace("assign", "assign ", 1))     # still Verilog, but changed
     cache = BlockCache()
@@ -59,7 +59,7 @@ def test_cache_keeps_its_size_bound(tmp_path):
         cache.put(key, "x" * 1000)
         os.utime(cache.path(key), (k, k))                      # k-th oldest
     cache.evict()
-    left = sorted(p.stem[:2] for p in tmp_path.glob("*/*.v"))
+    left = sorted(p.stem[:2] for p in tmp_path.glob("*/*.il"))
     assert left == ["03", "04"]                                # 2 entries (+ headers) ≤ 3000
 
 
