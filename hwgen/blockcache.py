@@ -5,8 +5,9 @@ key that covers everything the text depends on: the block's kind and parameters
 (:func:`params_digest`), the source of hwgen's block library (``rtl_templates``) and the
 Amaranth and hwgen versions. Its first line holds the SHA-256 of the rest, so a damaged
 entry is detected, dropped and rebuilt. The folder is ``$HWGEN_CACHE/blocks`` if
-``HWGEN_CACHE`` is set, else ``~/.cache/hwgen/blocks``; it is kept under ``HWGEN_BLOCK_CACHE_MB`` megabytes (default 512) by removing the entries used
-least recently.
+``HWGEN_CACHE`` is set, else ``~/.cache/hwgen/blocks``; it is kept under
+``HWGEN_BLOCK_CACHE_MB`` megabytes (default 512) by removing the entries used least
+recently.
 """
 from __future__ import annotations
 
