@@ -157,11 +157,14 @@ def _convert(k: int) -> tuple[int, str]:
 
 def module_ports(text: str, module: str) -> set[str]:
     """The port names of ``module`` in ``text`` (RTLIL written by Amaranth)."""
-    m = re.search(rf"^module \\{re.escape(module)}\n(.*?)^end$", text, re.S | re.M)
-    if not m:
+    head = f"module \\{module}\n"
+    start = text.find(head)
+    if start < 0 or not (start == 0 or text[start - 1] == "\n"):
         raise HwgenError(f"the RTLIL of block module {module} does not define it")
-    return set(re.findall(r"^\s*wire (?:width \d+ )?(?:upto )?(?:signed )?"
-                          r"(?:input|output|inout) \d+ +\\(\S+)$", m.group(1), re.M))
+    end = text.find("\nend\n", start)
+    body = text[start:end if end >= 0 else len(text)]
+    return set(re.findall(r"^ *wire (?:width \d+ )?(?:upto )?(?:signed )?"
+                          r"(?:input|output|inout) \d+ +\\(\S+)$", body, re.M))
 
 
 def default_jobs() -> int:
