@@ -16,9 +16,27 @@ and checks that every per-block run wrote byte-identical Verilog and the same ma
 estimate as the others. Wall time is noisy on shared machines: compare the ratios (CPU
 time is steadier).
 
-Measured on a shared two-core machine (load average about 15 from other jobs):
+Measured on a shared two-core machine while other jobs ran (load average 11-15; wall times
+vary several-fold from run to run, CPU times much less):
 
-    see the report printed by a run; figures quoted in ARCHITECTURE.md ("Assembly").
+    model                mode                 wall s  ratio   CPU s  ratio  wall runs
+    digits_cnn_qdq.onnx  whole                  12.3   1.0x     3.2   1.0x  21.6, 11.6, 12.3
+    digits_cnn_qdq.onnx  blocks -j 1 cold       13.1   0.9x     3.0   1.0x  15.3, 13.1, 11.5
+    digits_cnn_qdq.onnx  blocks -j 1 warm        6.6   1.9x     1.3   2.5x  7.0, 6.6, 4.6
+    digits_cnn_qdq.onnx  blocks -j 2 cold       11.5   1.1x     3.0   1.0x  11.7, 11.5, 8.2
+    digits_cnn_qdq.onnx  blocks -j 2 warm        5.0   2.5x     1.3   2.4x  5.0, 6.2, 3.7
+    dscnn_qdq.onnx       whole                  16.7   1.0x     7.2   1.0x  39.3, 16.7, 6.8
+    dscnn_qdq.onnx       blocks -j 1 cold        5.4   3.1x     5.2   1.4x  22.4, 5.3, 5.4
+    dscnn_qdq.onnx       blocks -j 1 warm        1.9   9.0x     1.8   4.1x  5.8, 1.9, 1.6
+    dscnn_qdq.onnx       blocks -j 2 cold        5.7   2.9x     5.6   1.3x  16.1, 5.3, 5.7
+    dscnn_qdq.onnx       blocks -j 2 warm        2.0   8.4x     1.7   4.2x  7.5, 1.7, 2.0
+
+The per-block Verilog was byte-identical across all job counts and cache states, and the
+estimates (cycles per frame, latency) equal to the whole-design runs'. A warm compile is
+imports, folding and one Yosys run over the file; a cold one adds the blocks' RTLIL, where
+the few largest blocks (dscnn's stem convolution, the average pool's window generator with
+its 16,000-word line buffer) take most of the time, so ``-j 2`` gains little on two busy
+cores.
 """
 from __future__ import annotations
 

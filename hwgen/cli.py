@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("-j", "--jobs", type=int, metavar="N",
                    help="processes converting blocks to Verilog (default: the core count)")
     c.add_argument("--no-cache", action="store_true",
-                   help="neither read nor fill the per-block Verilog cache")
+                   help="neither read nor fill the per-block cache (~/.cache/hwgen/blocks)")
     _force_arg(c)
     _fold_args(c)
     _quant_args(c)
