@@ -169,5 +169,8 @@ class BlockCache:
         for _, size, p in sorted(entries):
             if total <= self.limit:
                 break
-            p.unlink(missing_ok=True)
+            try:
+                p.unlink(missing_ok=True)
+            except OSError:
+                continue
             total -= size
