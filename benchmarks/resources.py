@@ -100,7 +100,9 @@ def _test_grid(quick: bool) -> list[Item]:
     import test_mvau
     import test_pool
     import test_swg
+    import test_swg_par
     import test_table_ops
+    import test_thresholds
     import test_vvau
 
     def take(cfgs, k=3):
@@ -110,6 +112,8 @@ def _test_grid(quick: bool) -> list[Item]:
     for mod, kind in ((test_mvau, "mvau"), (test_vvau, "vvau"), (test_pool, "pool"),
                       (test_gap, "gap"), (test_swg, "swg")):
         items += [Item(kind, c.id, c.params) for c in take(mod.GRID)]
+    items += [Item("swg_par", test_swg_par._pid(c), test_swg_par._params(c))
+              for c in take(test_swg_par.PAR_GRID)]
     items += [Item("add", c.id, replace(c.params, elements=c.elems))
               for c in take(tj.ADD_GRID)]
     items += [Item("concat", c.id, replace(c.params, pixels=c.pixels))
@@ -117,6 +121,9 @@ def _test_grid(quick: bool) -> list[Item]:
     for a, b, pe, n in take(test_table_ops.CASES, 2):
         items.append(Item("lut", f"{a.name}-{b.name}-pe{pe}-{n}",
                           test_table_ops._params(a, b, pe, n, seed=n + pe)))
+    for a, b, c, pe, px in take(test_thresholds.CASES, 2):
+        items.append(Item("thresholds", f"{a.name}-{b.name}-c{c}-pe{pe}-px{px}",
+                          test_thresholds._params(a, b, c, pe, px, seed=c + pe)))
     items += [Item("dwc", c.id, DWCParams(c.bits, c.i, c.o, c.frame))
               for c in take(test_dwc.GRID)]
     for w, d in take([(8, 2), (8, 16), (32, 5), (64, 64), (24, 300), (8, 1024)], 3):

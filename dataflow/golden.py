@@ -16,8 +16,10 @@ from hwgen.dataflow.lower import DataflowGraph, lower
 
 
 def run_graph(dfg: DataflowGraph, xq: np.ndarray) -> dict[str, np.ndarray]:
-    """Every stream's values ([N, elements] each) for integer inputs ``xq`` [N, elements]
-    on the input stream."""
+    """Every stream's values ([N, elements] each, in the stream's element order) for integer
+    inputs ``xq`` [N, elements] on the input stream. Run on the folded graph a design was
+    built from, these are the values its streams carry (``hwgen verify --trace`` compares
+    them with the streams tapped in simulation)."""
     xq = np.asarray(xq, dtype=np.int64)
     n = xq.shape[0]
     values = {dfg.in_stream: xq.reshape(n, -1)}

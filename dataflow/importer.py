@@ -52,7 +52,16 @@ from hwgen.dataflow.intgraph import IntGraph, op_inputs
 from hwgen.dataflow.loader import Graph, Node
 from hwgen.dataflow.operators import REGISTRY, handler_versions, is_quantization_op
 from hwgen.dataflow.ops_qdq import close, out_params, qtype_of
-from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, Pending, channel_last_order
+from hwgen.dataflow.values import (
+    Const,
+    Deq,
+    DeqConst,
+    FloatInput,
+    Int,
+    Padded,
+    Pending,
+    channel_last_order,
+)
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.quant import UINT8, compact
 
@@ -375,6 +384,11 @@ class _Walk:
         finally:
             self._restore(restore)
         if error is not None:
+            pad = next((v for n in node.inputs if n and isinstance(v := ctx.values.get(n), Padded)),
+                       None)
+            if pad is not None:
+                error += f" (its input is the output of Pad {', '.join(pad.nodes)}, which maps " \
+                         f"only into the window of a Conv, MaxPool or AveragePool reading it)"
             self._rollback(snap)
             if self.assume and self.collect:
                 # the layers before a failed extension still map: quantize them here

@@ -64,6 +64,29 @@ class QTensor:
                 * np.float32(self.scale))
 
 
+@dataclass(frozen=True)
+class PreOp:
+    """``x = op(x, const)`` (``const_first``: ``op(const, x)``) on the host, in float32;
+    ``const`` is flat, one value per input element (ONNX order) or a single value."""
+    op: str
+    const: np.ndarray
+    const_first: bool = False
+
+
+_NP = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}
+
+
+def apply_pre(pre, x: np.ndarray) -> np.ndarray:
+    """The host preprocessing ``pre`` (a sequence of :class:`PreOp`) of float frames ``x``
+    [N, elements] in ONNX order, in float32."""
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        for p in pre:
+            c = np.asarray(p.const, np.float32).reshape(1, -1)
+            x = (_NP[p.op](c, x) if p.const_first else _NP[p.op](x, c)).astype(np.float32)
+    return x
+
+
 @dataclass
 class IntGraph:
     tensors: dict[str, QTensor]
@@ -77,6 +100,19 @@ class IntGraph:
     # order, batch axis dropped) of the k-th element on the stream; None = row-major
     input_order: np.ndarray | None = None
     output_order: np.ndarray | None = None
+    # the host's float32 preprocessing of the input before quantizing it (PreOp), and the
+    # quantizer's narrower bounds (lo, hi) if it has them
+    input_pre: tuple = ()
+    input_bounds: tuple[int, int] | None = None
+
+    def quantize_input(self, frames: np.ndarray) -> np.ndarray:
+        """Float frames [N, elements] in ONNX order → the integer input in stream order: the
+        preprocessing, then the input tensor's quantization (and its narrow bounds)."""
+        x = apply_pre(self.input_pre, frames) if self.input_pre else frames
+        q = self.tensors[self.input].quantize(self.to_stream(np.asarray(x)))
+        if self.input_bounds is not None:
+            q = np.clip(q, *self.input_bounds)
+        return q
 
     def to_stream(self, x_flat: np.ndarray) -> np.ndarray:
         """[N, elements] in ONNX order → stream order of the input."""
@@ -106,25 +142,35 @@ def op_inputs(op) -> list[str]:
 
 @dataclass(frozen=True)
 class Window:
-    """2-D sliding-window geometry over a (C, H, W) input (no dilation)."""
+    """2-D sliding-window geometry over a (C, H, W) input. Window position ``(kh, kw)`` of
+    output pixel ``(oh, ow)`` reads input pixel ``(oh*SH + kh*DH - top, ow*SW + kw*DW -
+    left)``; ``dilation`` is ``(DH, DW)``."""
     in_shape: tuple[int, int, int]
     kernel: tuple[int, int]
     stride: tuple[int, int]
     pads: tuple[int, int, int, int]          # top, left, bottom, right
+    dilation: tuple[int, int] = (1, 1)
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """Rows and columns one window covers: ``(K - 1)*D + 1`` each way."""
+        return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilation))
 
     @property
     def out_hw(self) -> tuple[int, int]:
         c, h, w = self.in_shape
         t, l, b, r = self.pads
-        return ((h + t + b - self.kernel[0]) // self.stride[0] + 1,
-                (w + l + r - self.kernel[1]) // self.stride[1] + 1)
+        sh, sw = self.span
+        return ((h + t + b - sh) // self.stride[0] + 1,
+                (w + l + r - sw) // self.stride[1] + 1)
 
     def counts(self) -> np.ndarray:
         """Per output pixel (raster order): how many window positions lie inside the input."""
         c, h, w = self.in_shape
         oh, ow = self.out_hw
-        rows = np.array([min(h, i * self.stride[0] - self.pads[0] + self.kernel[0])
-                         - max(0, i * self.stride[0] - self.pads[0]) for i in range(oh)])
-        cols = np.array([min(w, j * self.stride[1] - self.pads[1] + self.kernel[1])
-                         - max(0, j * self.stride[1] - self.pads[1]) for j in range(ow)])
+        (kh, kw), (dh, dw) = self.kernel, self.dilation
+        rows = np.array([sum(0 <= i * self.stride[0] - self.pads[0] + k * dh < h
+                             for k in range(kh)) for i in range(oh)])
+        cols = np.array([sum(0 <= j * self.stride[1] - self.pads[1] + k * dw < w
+                             for k in range(kw)) for j in range(ow)])
         return (rows[:, None] * cols[None, :]).reshape(-1)

@@ -153,7 +153,9 @@ def choose_folding(ig: IntGraph, requested: dict[str, Folding] | None = None,
                    target_cycles: int | None = None) -> dict[str, Folding]:
     """Per op PE/SIMD. Requested values win; the others take the smallest PE·SIMD (then the
     smallest PE) whose cycles per frame are at most ``target_cycles`` (the most parallel
-    choice if none is; fully serial without a target)."""
+    choice if none is; fully serial without a target). The choices are the op's fold space:
+    a convolution's SIMD may exceed its channels (a window-parallel generator then reads
+    the window), so a small-C first layer can meet a short target too."""
     requested = dict(requested or {})
     names = [op.name for op in ig.ops]
     unknown = sorted(set(requested) - set(names))
@@ -281,10 +283,11 @@ def lower_op(ig: IntGraph, op, f: Folding) -> list[Block]:
 
 def op_macs(ig: IntGraph, op) -> int:
     """Multiply–accumulates per frame of an op with a weight matrix (its cycles per frame
-    fully folded, one product per cycle); 0 for ops without weights."""
+    fully folded, one product per cycle, times the products each cycle makes per lane: a
+    depthwise convolution's channel multiplier); 0 for ops without weights."""
     if getattr(op, "weights", None) is None:
         return 0
-    return int(op.fold_space(ig).cycles(1, 1))
+    return int(op.fold_space(ig).cycles(1, 1)) * getattr(op, "multiplier", 1)
 
 
 def short_name(name: str) -> str:
@@ -380,7 +383,7 @@ def row_fifo_depth(sp) -> int:
 
 def beats_per_pixel(t: QTensor, per_beat: int) -> int:
     """Beats of one pixel (a vector: one beat per ``per_beat`` elements) on a stream."""
-    channels = t.shape[0] if len(t.shape) == 3 else t.size
+    channels = t.shape[0] if len(t.shape) in (2, 3) else t.size
     return max(1, channels // per_beat)
 
 

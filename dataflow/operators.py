@@ -26,6 +26,7 @@ from hwgen.dataflow import (
     ops_resize,
     ops_shape,
     ops_table,
+    ops_thresh,
 )
 from hwgen.dataflow.context import REGISTRY
 from hwgen.dataflow.intgraph import op_class
@@ -33,7 +34,7 @@ from hwgen.dataflow.loader import Graph, Node
 
 #: every operator module, in dependency order (each imports only those before it)
 MODULES = (ops_qdq, ops_join, ops_linear, ops_clip, ops_conv, ops_pool, ops_shape, ops_fold,
-           ops_qop, ops_qonnx, ops_table, ops_elementwise, ops_argmax,
+           ops_thresh, ops_qop, ops_qonnx, ops_table, ops_elementwise, ops_argmax,
            ops_affine, ops_resize)
 
 #: ai.onnx / com.microsoft ops whose presence makes a model quantized (besides every

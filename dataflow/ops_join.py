@@ -25,7 +25,7 @@ from hwgen.rtl_templates.quant import Quantized
 
 def _pixel_channels(ig: IntGraph, tensor: str) -> int:
     t = ig.tensors[tensor]
-    return t.shape[0] if len(t.shape) == 3 else t.size
+    return t.shape[0] if len(t.shape) in (2, 3) else t.size
 
 
 class _Join:
@@ -181,6 +181,7 @@ class Joined(Pending):
     clip_lo: float = -np.inf
     clip_hi: float = np.inf
     negate: int = -1               # "add": the input subtracted (a Sub), -1 none
+    order: np.ndarray | None = None   # add: the inputs' stream order (elementwise, kept)
 
     def close(self, ctx, name, qtype, s, zp, closing) -> Int:
         lo, hi = clamp_bounds(qtype, s, zp, self.clip_lo, self.clip_hi)
@@ -193,7 +194,8 @@ class Joined(Pending):
             if (lo, hi) != (qtype.lo, qtype.hi):
                 raise Unsupported("a clip/relu fused after Concat is not supported")
             ctx.ig.ops.append(ConcatOp(self.nodes[0], nodes, list(self.tensors), out))
-        return Int(out, self.shape, channel_last_order(self.shape))
+        order = self.order if self.kind == "add" else channel_last_order(self.shape)
+        return Int(out, self.shape, order)
 
 
 def add_tensors(ctx: ImportContext, node: Node, a: Deq, b: Deq, subtract: bool = False):
@@ -210,12 +212,12 @@ def add_tensors(ctx: ImportContext, node: Node, a: Deq, b: Deq, subtract: bool =
         x, v = pair
         negate = (1 if x is a else 0) if subtract else -1
         ctx.set(node, Joined([x.tensor, v.tensor], "add", x.shape, [node.label],
-                             negate=negate))
+                             negate=negate, order=x.order))
         return
     if not same_order(a, b):
         raise Unsupported("its inputs are streamed in different element orders")
     ctx.set(node, Joined([a.tensor, b.tensor], "add", a.shape, [node.label],
-                         negate=1 if subtract else -1))
+                         negate=1 if subtract else -1, order=a.order))
 
 
 def sub(ctx: ImportContext, node: Node):
@@ -253,19 +255,22 @@ def concat(ctx: ImportContext, node: Node):
         return
     if len(xs) < 2:
         raise Unsupported(f"Concat of {len(xs)} tensor: at least two are needed")
-    if not all(isinstance(x, Deq) and len(x.shape) == 3 for x in xs):
-        raise Unsupported("only Concat of quantized [N, C, H, W] feature maps is supported")
-    axis = int(node.attrs["axis"]) % 4
+    if not all(isinstance(x, Deq) and len(x.shape) in (2, 3) for x in xs) or \
+            len({len(x.shape) for x in xs}) != 1 or \
+            not all(np.array_equal(x.order, channel_last_order(x.shape)) for x in xs):
+        raise Unsupported("only Concat of quantized [N, C, H, W] or [N, C, L] feature maps "
+                          "(streamed channel-last) is supported")
+    axis = int(node.attrs["axis"]) % (len(xs[0].shape) + 1)
     if axis != 1:
         raise Unsupported(f"Concat along axis {axis}: only the channel axis 1 is supported")
     if len({x.shape[1:] for x in xs}) != 1:
-        raise Unsupported("Concat inputs differ in height or width")
+        raise Unsupported("Concat inputs differ in their spatial size")
     shape = (sum(x.shape[0] for x in xs),) + xs[0].shape[1:]
     ctx.set(node, Joined([x.tensor for x in xs], "concat", shape, [node.label]))
 
 
 def same_order(a, b) -> bool:
-    """Whether two values of one shape are streamed in the same element order."""
+    """Whether two values stream their elements in the same order."""
     return (a.order is None and b.order is None) or (
         a.order is not None and b.order is not None and np.array_equal(a.order, b.order))
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hwgen.dataflow.affine import Chain, fold_or_note, host_affine, record
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.intgraph import IntGraph, Window, int_op
 from hwgen.dataflow.loader import Node
@@ -40,9 +41,13 @@ class Linear(Pending):
     window: Window | None = None   # the sliding window of a convolution
     depthwise: bool = False
     op: type | None = None         # the integer op it closes into (None: MatVec)
+    chain: Chain | None = None     # float ops after the accumulator, recorded exactly
 
     def close(self, ctx, name, qtype, s, zp, closing) -> Int:
         """The MatVec (or Conv) op with its requantizer."""
+        if self.chain is not None and self.chain.unfolded:
+            raise Unsupported(f"{self.chain.unfolded}; only a low-bit QONNX quantizer "
+                              f"(thresholds) can follow it")
         lo, hi = clamp_bounds(qtype, s, zp, self.clip_lo, self.clip_hi)
         # the multiplier in float32, (input scale · weight scale) / output scale, as ORT forms it
         mult = self.acc_scale.astype(np.float32) / np.float32(s)
@@ -220,16 +225,24 @@ def matmul(ctx: ImportContext, node: Node):
 
 def add(ctx: ImportContext, node: Node):
     check_attrs(node, {})
+    if host_affine(ctx, node):
+        return
     a, b = ctx.value(node, 0), ctx.value(node, 1)
     if isinstance(a, Deq) and isinstance(b, Deq):
         add_tensors(ctx, node, a, b)
         return
+    data = 0
     if isinstance(b, Linear):
-        a, b = b, a
+        a, b, data = b, a, 1
     if not isinstance(a, Linear):
         raise Unsupported("only a constant bias added to a Gemm/MatMul result is supported "
                           "(add of two tensors is not)")
-    ctx.set(node, add_bias(a, b, node))
+    if a.chain is None and isinstance(b, DeqConst):
+        ctx.set(node, add_bias(a, b, node))     # the layer's own quantized bias: exact
+        return
+    record(ctx, a, node, data)
+    fold_or_note(a, node, lambda: add_bias(a, b, node))
+    ctx.set(node, a)
 
 
 for _v in (7, 9, 11, 13):

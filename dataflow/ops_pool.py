@@ -1,7 +1,24 @@
-"""MaxPool, AveragePool, GlobalAveragePool and spatial ReduceMean (QDQ and integer inputs).
+"""MaxPool, AveragePool, GlobalAveragePool and spatial ReduceMean (QDQ and integer inputs),
+over [N, C, H, W] maps and [N, C, L] ones (as (C, 1, L), see ``ops_conv``).
 
 In QDQ form they build a pending :class:`Pooled` that the next QuantizeLinear closes into a
-``Pool`` / ``GlobalAvgPool`` op."""
+``Pool`` / ``GlobalAvgPool`` op.
+
+Padding, exactly as ONNX defines it:
+
+* MaxPool pads (its own, and the rows/columns a ceil_mode partial last window reaches past
+  the input) with the type's minimum: the window is clipped to the input. AveragePool pads
+  with the zero point (real zero) and divides by its count (below).
+* A Pad before a pooling joins the window (``ops_conv.window_input``). Its elements are
+  real values: AveragePool counts them in every divisor; MaxPool pads with the Pad's value
+  when the pooling has no padding of its own, or when its input never goes below that value
+  (then padding its own pads with it changes no maximum); else only a Pad with the type's
+  minimum folds: one window cannot pad with two values.
+* AveragePool's divisor per output pixel counts the input, the Pad's elements and, with
+  count_include_pad, its own pads, never ceil mode's extension. With count_include_pad and a
+  ceil_mode partial window it is refused: onnxruntime's float kernel divides that window by
+  its size clipped to the padded input, its quantized kernel differently.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -13,9 +30,15 @@ from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_a
 from hwgen.dataflow.intgraph import IntGraph, Window, int_op
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.lower import Block, Builder, Folding, short_name
-from hwgen.dataflow.ops_conv import add_window_generator, feature_map, window_from_attrs
+from hwgen.dataflow.ops_conv import (
+    WindowInput,
+    add_window_generator,
+    feature_map,
+    window_geometry,
+    window_input,
+)
 from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes
-from hwgen.dataflow.values import Int, Pending, channel_last_order
+from hwgen.dataflow.values import Int, Padded, Pending, channel_last_order
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.gap import GAPParams
 from hwgen.rtl_templates.pool import PoolParams
@@ -37,6 +60,7 @@ class Pool:
     window: Window
     counts: np.ndarray | None = None          # avg: divisor per output pixel
     requant: Requant | None = None            # avg: one multiplier per distinct count
+    pad_value: int | None = None              # padding (None: max the type's min, avg z_in)
 
     def fold_space(self, ig: IntGraph) -> FoldSpace:
         c = self.window.in_shape[0]
@@ -53,7 +77,8 @@ class Pool:
         c = self.window.in_shape[0]
         oh, ow = self.window.out_hw
         k = self.window.kernel[0] * self.window.kernel[1]
-        pad = tin.qtype.lo if self.kind == "max" else tin.zero_point
+        pad = self.pad_value if self.pad_value is not None else \
+            tin.qtype.lo if self.kind == "max" else tin.zero_point
         windows = add_window_generator(b, ig, self, pad, f.pe, True)
         avg = self.kind == "avg"
         pp = PoolParams(self.kind, c, k, tin.qtype, tout.qtype, f.pe, oh * ow,
@@ -102,6 +127,8 @@ class Pooled(Pending):
     nodes: list[str]
     window: Window | None = None
     count_include_pad: bool = False
+    counts: np.ndarray | None = None          # avg: the divisors, when a Pad or ceil mode set them
+    pad_value: int | None = None              # max: the pad value, when a Pad set it
     clip_lo: float = -np.inf
     clip_hi: float = np.inf
 
@@ -116,7 +143,8 @@ class Pooled(Pending):
                     (lo, hi) != (qtype.lo, qtype.hi):
                 raise Unsupported("MaxPool must keep its input's quantization (same scale and "
                                   "zero point, no clip) to map to integer max pooling")
-            ctx.ig.ops.append(Pool(self.nodes[0], nodes, self.tensor, out, "max", self.window))
+            ctx.ig.ops.append(Pool(self.nodes[0], nodes, self.tensor, out, "max", self.window,
+                                   pad_value=self.pad_value))
             return result
         real = np.float64(np.float32(t.scale)) / np.float64(s)
         if self.kind == "gap":
@@ -126,8 +154,12 @@ class Pooled(Pending):
             return result
         win = self.window
         k = win.kernel[0] * win.kernel[1]
-        counts = np.full(int(np.prod(win.out_hw)), k) if self.count_include_pad \
-            else win.counts()
+        if self.counts is not None:
+            counts = self.counts
+        elif self.count_include_pad:
+            counts = np.full(int(np.prod(win.out_hw)), k)
+        else:
+            counts = win.counts()
         # onnxruntime's (Q)LinearAveragePool adds the zero point before rounding, in float32
         rq = dataclasses.replace(make_requant(real / np.unique(counts).astype(np.float64), zp,
                                               lo, hi), zp_first=True)
@@ -140,11 +172,70 @@ POOL_ATTRS = {"auto_pad": None, "ceil_mode": None, "dilations": None, "kernel_sh
                "count_include_pad": None}
 
 
-def pool_window(node: Node, shape):
+def pool_kernel(node: Node, rank: int) -> tuple[int, int]:
     k = tuple(int(v) for v in node.attrs["kernel_shape"])
-    if len(k) != 2:
-        raise Unsupported(f"kernel_shape {list(k)}: only 2-D pooling is supported")
-    return window_from_attrs(node, shape, k)
+    if len(k) != rank:
+        raise Unsupported(f"kernel_shape {list(k)} does not match its {rank}-D input")
+    return (1, k[0]) if rank == 1 else k
+
+
+def least_value(ig: IntGraph, tensor: str) -> int:
+    """The least value ``tensor`` can hold: the lower clamp of the requantizer or join that
+    writes it (a Relu folded into it), through max poolings; else its type's minimum."""
+    t = ig.tensors[tensor]
+    op = ig.producer(tensor)
+    if isinstance(op, Pool) and op.kind == "max":
+        return least_value(ig, op.input)
+    rq = getattr(op, "requant", None)
+    lo = rq.lo if rq is not None else getattr(op, "lo", None)
+    return t.qtype.lo if lo is None else max(int(lo), t.qtype.lo)
+
+
+def pooled(node: Node, wi: WindowInput, kind: str, zero_point: int, lo: int,
+           least: int | None = None) -> Pooled:
+    """The pending max or average pooling of ``wi`` (a map, maybe padded by a Pad): its
+    window, and the pad value (max) or divisors (avg) where a Pad or ceil mode sets them.
+    ``zero_point`` and ``lo``: the input's zero point and its type's minimum; ``least``: the
+    least value the input holds (max pooling; None: ``lo``)."""
+    kernel = pool_kernel(node, wi.rank)
+    g = window_geometry(node, wi.shape, kernel, wi.rank, wi.pads)
+    win = g.window
+    out_shape = wi.out_shape(wi.shape[0], win)
+    nodes = [node.label, *wi.nodes]
+    if kind == "max":
+        pad_value = None
+        if wi.value is not None and wi.value != lo:
+            # its own pads (and ceil mode's) pad with lo; padding them with the Pad's value
+            # instead changes no maximum when every window holds an element of the padded
+            # input (own pads narrower than the kernel) and the input never goes below it
+            own_fits = all(p < k for p, k in zip(g.own, kernel * 2))
+            if (any(g.own) or any(g.ceil)) and not (
+                    own_fits and least is not None and least >= wi.value):
+                raise Unsupported(f"the Pad before it pads with {wi.value}, but MaxPool pads "
+                                  f"its own pads (or ceil mode's partial windows) with the "
+                                  f"type's minimum {lo} and its input can be below "
+                                  f"{wi.value}: one window cannot pad with two values")
+            pad_value = wi.value
+        return Pooled(wi.x.tensor, "max", out_shape, nodes, win, pad_value=pad_value)
+    include = bool(node.attrs.get("count_include_pad", 0))
+    if include and any(g.ceil):
+        raise Unsupported("AveragePool with count_include_pad=1 and a ceil_mode partial last "
+                          "window is not supported (onnxruntime's float and quantized kernels "
+                          "divide that window differently)")
+    if wi.value is not None and wi.value != zero_point:
+        raise Unsupported(f"the Pad before it pads with {wi.value}, not with the input's zero "
+                          f"point {zero_point} (real zero)")
+    counts = None
+    if any(wi.pads) or any(g.ceil):
+        # divisors: positions inside the input, the Pad's and (count_include_pad) its own pads
+        e, o = g.explicit, g.own if include else (0, 0, 0, 0)
+        c, h, w = wi.shape
+        region = Window((c, h + e[0] + e[2] + o[0] + o[2], w + e[1] + e[3] + o[1] + o[3]),
+                        kernel, win.stride,
+                        (g.own[0] - o[0], g.own[1] - o[1], g.own[2] - o[2] + g.ceil[0],
+                         g.own[3] - o[3] + g.ceil[1]))
+        counts = region.counts()
+    return Pooled(wi.x.tensor, "avg", out_shape, nodes, win, include, counts=counts)
 
 
 def max_pool(ctx: ImportContext, node: Node):
@@ -152,48 +243,53 @@ def max_pool(ctx: ImportContext, node: Node):
     if len(node.outputs) > 1 and node.outputs[1]:
         raise Unsupported("the Indices output of MaxPool is not supported")
     x = ctx.value(node, 0)
-    if isinstance(x, Int) or getattr(x, "integer_max_pool", False):
+    inner = x.inner if isinstance(x, Padded) else x
+    if isinstance(inner, Int) or getattr(inner, "integer_max_pool", False):
         # integer input (QOperator models), or a map a QONNX quantizer wrote (no quantizer
         # follows its MaxPool; see ops_qonnx.QDeq): max of integers, same quantization
-        if not np.array_equal(x.order, channel_last_order(x.shape)):
-            raise Unsupported("its input must be a (C, H, W) feature map")
-        win = pool_window(node, x.shape)
-        t = ctx.ig.tensors[x.tensor]
-        shape = (x.shape[0],) + win.out_hw
-        out = ctx.new_tensor(node.outputs[0], shape, t.qtype, t.scale, t.zero_point)
-        ctx.ig.ops.append(Pool(node.label, [node.label], x.tensor, out, "max", win))
-        ctx.set(node, type(x)(out, shape, channel_last_order(shape)))
+        wi = window_input(x, integer=True)
+        t = ctx.ig.tensors[wi.x.tensor]
+        p = pooled(node, wi, "max", t.zero_point, t.qtype.lo, least_value(ctx.ig, t.name))
+        if getattr(inner, "bipolar", False) and any(p.window.pads):
+            raise Unsupported("max pooling of a bipolar map with padding is not supported")
+        out = ctx.new_tensor(node.outputs[0], p.shape, t.qtype, t.scale, t.zero_point)
+        ctx.ig.ops.append(Pool(node.label, p.nodes, wi.x.tensor, out, "max", p.window,
+                               pad_value=p.pad_value))
+        ctx.set(node, type(inner)(out, p.shape, channel_last_order(p.shape)))
         return
-    x = feature_map(x)
-    win = pool_window(node, x.shape)
-    ctx.set(node, Pooled(x.tensor, "max", (x.shape[0],) + win.out_hw, [node.label], win))
+    wi = window_input(x)
+    t = ctx.ig.tensors[wi.x.tensor]
+    ctx.set(node, pooled(node, wi, "max", t.zero_point, t.qtype.lo, least_value(ctx.ig, t.name)))
 
 
 def average_pool(ctx: ImportContext, node: Node):
     check_attrs(node, POOL_ATTRS)
-    x = feature_map(ctx.value(node, 0))
-    win = pool_window(node, x.shape)
-    ctx.set(node, Pooled(x.tensor, "avg", (x.shape[0],) + win.out_hw, [node.label], win,
-                         bool(node.attrs.get("count_include_pad", 0))))
+    wi = window_input(ctx.value(node, 0))
+    t = ctx.ig.tensors[wi.x.tensor]
+    ctx.set(node, pooled(node, wi, "avg", t.zero_point, t.qtype.lo))
 
 
 def global_average_pool(ctx: ImportContext, node: Node):
     check_attrs(node, {})
     x = feature_map(ctx.value(node, 0))
-    ctx.set(node, Pooled(x.tensor, "gap", (x.shape[0], 1, 1), [node.label]))
+    ctx.set(node, Pooled(x.tensor, "gap", (x.shape[0],) + (1,) * (len(x.shape) - 1),
+                         [node.label]))
 
 
 def reduce_mean(ctx: ImportContext, node: Node):
     check_attrs(node, {"axes": None, "keepdims": None, "noop_with_empty_axes": None})
     x = feature_map(ctx.value(node, 0))
     axes = node.attrs.get("axes") if node.since_version < 18 else ctx.const(node, 1, "axes")
-    axes = sorted(int(a) % 4 for a in np.asarray(axes if axes is not None else [],
-                                                 dtype=np.int64).reshape(-1))
-    if axes != [2, 3]:
-        raise Unsupported(f"ReduceMean over axes {axes}: only the spatial axes [2, 3] of an "
-                          f"[N, C, H, W] map are supported")
+    rank = len(x.shape) + 1
+    axes = sorted(int(a) % rank for a in np.asarray(axes if axes is not None else [],
+                                                    dtype=np.int64).reshape(-1))
+    spatial = list(range(2, rank))
+    if axes != spatial:
+        raise Unsupported(f"ReduceMean over axes {axes}: only the spatial axes {spatial} of "
+                          f"an [N, C, {', '.join('HW' if rank == 4 else 'L')}] map are "
+                          f"supported")
     keep = int(node.attrs.get("keepdims", 1))
-    shape = (x.shape[0], 1, 1) if keep else (x.shape[0],)
+    shape = (x.shape[0],) + (1,) * (rank - 2) if keep else (x.shape[0],)
     ctx.set(node, Pooled(x.tensor, "gap", shape, [node.label]))
 
 

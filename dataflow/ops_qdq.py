@@ -10,7 +10,7 @@ import onnx.helper
 
 from hwgen.dataflow.context import INT_TYPES, REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, Pending
+from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, Padded, Pending
 from hwgen.rtl_templates.quant import QType
 
 Q_VERSIONS = (10, 13, 19, 21, 23, 24, 25)
@@ -74,9 +74,20 @@ def close(ctx: ImportContext, x, name: str, qtype: QType, s, zp: int,
         t = ctx.new_tensor(name, x.shape, qtype, s, zp)
         ctx.ig.input = t
         ctx.ig.input_order = x.order
+        ctx.ig.input_pre = tuple(x.pre)
         return Int(t, x.shape, x.order)
     if isinstance(x, Pending):
         return x.close(ctx, name, qtype, s, zp, closing)
+    if isinstance(x, Padded) and isinstance(x.inner, Deq):
+        # a padded map quantized again with its own parameters: still the same padded map
+        t = ctx.ig.tensors[x.inner.tensor]
+        if (t.qtype, np.float32(t.scale), t.zero_point) != (qtype, s, zp):
+            raise Unsupported(f"the output of Pad ({', '.join(x.nodes)}) is quantized with "
+                              f"scale {s} zero point {zp}, its input with scale {t.scale} zero "
+                              f"point {t.zero_point}: a Pad maps only when it keeps its "
+                              f"input's quantization (a pad value of real zero)")
+        return Padded(close(ctx, x.inner, name, qtype, s, zp, closing), x.pads, x.value,
+                      x.nodes)
     if isinstance(x, Deq):
         t = ctx.ig.tensors[x.tensor]
         if (t.qtype, np.float32(t.scale), t.zero_point) != (qtype, s, zp):
@@ -103,6 +114,18 @@ def closed_nodes(nodes: list[str], closing: str | None) -> list[str]:
     return list(nodes) + ([closing] if closing else [])
 
 
+def _check_const_params(q: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, axis: int):
+    """A dequantized constant's scale is one value or one per element of axis ``axis``,
+    and its zero point has as many values as the scale (or one)."""
+    if scale.size > 1:
+        if scale.ndim != 1 or not -q.ndim <= axis < q.ndim or q.shape[axis] != scale.size:
+            raise Unsupported(f"scale of shape {list(scale.shape)} does not match axis {axis} "
+                              f"of the constant's shape {list(q.shape)}")
+    if zp is not None and zp.size not in (1, scale.size):
+        raise Unsupported(f"zero point has {zp.size} values but the scale {scale.size}; "
+                          f"they must have the same shape")
+
+
 _DQ_ATTRS = {"axis": None, "block_size": lambda v: v == 0, "output_dtype": None}
 
 
@@ -117,16 +140,21 @@ def dequantize_linear(ctx: ImportContext, node: Node):
                               f"not an integer type")
         zp = ctx.zero_point(node, 2, q.dtype)
         axis = int(node.attrs.get("axis", 1))
+        _check_const_params(q, np.asarray(scale), None if zp is None else np.asarray(zp),
+                            axis)
         ctx.set(node, DeqConst(q, np.asarray(scale, np.float32),
                                np.zeros(1, np.int64) if zp is None else np.asarray(zp), axis))
-    elif isinstance(x, Int):
+    elif isinstance(x, Int) or (isinstance(x, Padded) and isinstance(x.inner, Int)):
+        inner = x.inner if isinstance(x, Padded) else x
         zp = ctx.zero_point(node, 2)
-        t = ctx.ig.tensors[x.tensor]
+        t = ctx.ig.tensors[inner.tensor]
         s, z = np.float32(_scalar(scale, "scale")), int(_scalar(zp, "zero point"))
         if (np.float32(t.scale), t.zero_point) != (s, z):
-            raise Unsupported(f"dequantizes '{x.tensor}' with scale {s} zero point {z}, but it "
-                              f"was quantized with scale {t.scale} zero point {t.zero_point}")
-        ctx.set(node, Deq(x.tensor, x.shape, x.order))
+            raise Unsupported(f"dequantizes '{inner.tensor}' with scale {s} zero point {z}, "
+                              f"but it was quantized with scale {t.scale} zero point "
+                              f"{t.zero_point}")
+        deq = Deq(inner.tensor, inner.shape, inner.order)
+        ctx.set(node, Padded(deq, x.pads, x.value, x.nodes) if isinstance(x, Padded) else deq)
     else:
         raise Unsupported(f"its input is a {type(x).__name__}, not an integer tensor")
 

@@ -77,6 +77,7 @@ from hwgen.dataflow.ops_join import Joined
 from hwgen.dataflow.ops_linear import Linear, MatVec
 from hwgen.dataflow.ops_pool import GlobalAvgPool, Pool, Pooled
 from hwgen.dataflow.ops_qdq import close
+from hwgen.dataflow.ops_thresh import MAX_THRESHOLD_BITS, close_thresholds
 from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, channel_last_order
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.quant import QType, Requant, make_requant, range_type
@@ -97,8 +98,10 @@ class QDeq(Deq):
 
 
 class BipolarDeq(QDeq):
-    """A bipolar tensor that a QONNX quantizer wrote (max pooling of it is not supported)."""
-    integer_max_pool = False
+    """A bipolar tensor that a QONNX quantizer wrote. Max pooling of it is integer max
+    pooling of ±1 (the 1-bit stream encoding keeps the order), without padding."""
+    integer_max_pool = True
+    bipolar = True
 
 
 # ------------------------------------------------------------------------------- helpers
@@ -340,8 +343,11 @@ def _quant_act(ctx: ImportContext, node: Node, x, qtype: QType, lo: int, hi: int
             if narrow:
                 _narrow(ctx, x.tensor, lo, hi)
             return x if isinstance(x, QDeq) else QDeq(x.tensor, x.shape, x.order)
-    if isinstance(x, FloatInput) and narrow:
-        raise Unsupported("narrow-range quantization of the graph input is not supported")
+    if isinstance(x, FloatInput):      # the host quantizes: it clamps to the narrow range
+        v = close(ctx, x, node.outputs[0], qtype, s, zp, node.label)
+        if narrow:
+            ctx.ig.input_bounds = (lo, hi)
+        return _qdeq(v)
     if isinstance(x, Clipped) and narrow:
         raise Unsupported("narrow range after a clip of a quantized tensor is not supported")
     if isinstance(x, Pooled) and x.kind == "max" and narrow:
@@ -352,8 +358,39 @@ def _quant_act(ctx: ImportContext, node: Node, x, qtype: QType, lo: int, hi: int
     return _qdeq(v)
 
 
+def _threshold_act(ctx: ImportContext, node: Node, x: Linear, bits: int, signed: bool,
+                   narrow: bool, mode: str, s: np.float32, z: int) -> Deq:
+    """A low-bit quantizer after a layer and its float ops (``x.chain``): thresholds
+    (``ops_thresh``), with qonnx's quantizer in float32 as the level function."""
+    _check_bipolar_src(ctx, x)
+    sf, zf = np.float32(s), np.float32(z)
+    shape, order = x.shape, channel_last_order(x.shape)
+    if bits == 1 and signed:
+        if z != 0:
+            raise Unsupported("a bipolar (signed 1-bit) Quant needs zero point 0")
+        out = close_thresholds(ctx, node, x, BIPOLAR, -1, 1, s, 0,
+                               lambda v: np.where(v / sf + zf >= 0, 1, -1))
+        return BipolarDeq(out, shape, order)
+    lo, hi = min_int(signed, narrow, bits), max_int(signed, narrow, bits)
+    if not lo <= z <= hi:
+        raise Unsupported(f"zero point {z} outside the {bits}-bit range [{lo}, {hi}]")
+
+    def level(v: np.ndarray) -> np.ndarray:
+        y = (v / sf + zf).astype(np.float32)
+        y = np.where(y > hi, np.float32(hi), y)
+        y = np.where(y < lo, np.float32(lo), y)
+        return qonnx_round(y, mode).astype(np.int64)
+    out = close_thresholds(ctx, node, x, QType(bits, signed), lo, hi, s, z, level)
+    return QDeq(out, shape, order)
+
+
 def _sign_act(ctx: ImportContext, node: Node, x, s: np.float32) -> Deq:
     """+1 where the real value is >= 0, else -1: a bipolar tensor of scale ``s``."""
+    if isinstance(x, Linear) and x.chain is not None:
+        _check_bipolar_src(ctx, x)
+        out = close_thresholds(ctx, node, x, BIPOLAR, -1, 1, s, 0,
+                               lambda v: np.where(v >= 0, 1, -1))
+        return BipolarDeq(out, x.shape, channel_last_order(x.shape))
     _check_bipolar_src(ctx, x)
     if isinstance(x, Deq):
         t = ctx.ig.tensors[x.tensor]
@@ -412,6 +449,10 @@ def _quant(ctx: ImportContext, node: Node):
     bits = _bit_width(ctx, node, 3, MAX_ACT_BITS)
     s = _act_scale(scale)
     z = _int_scalar(zp, "the zero point")
+    if isinstance(x, Linear) and bits <= MAX_THRESHOLD_BITS and (
+            x.chain is not None or mode not in ("ROUND", "HALF_EVEN")):
+        ctx.set(node, _threshold_act(ctx, node, x, bits, signed, narrow, mode, s, z))
+        return
     if bits == 1 and signed:  # qonnx: a signed 1-bit Quant is bipolar
         if z != 0:
             raise Unsupported("a bipolar (signed 1-bit) Quant needs zero point 0")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from hwgen.dataflow.affine import fold_or_note, host_affine, record
 from hwgen.dataflow.context import (
     INT_TYPES,
     REGISTRY,
@@ -21,18 +22,24 @@ from hwgen.dataflow.context import (
     scale_problem,
 )
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.ops_conv import CONV_ATTRS, conv_linear
-from hwgen.dataflow.ops_join import Joined, channel_vector
+from hwgen.dataflow.ops_conv import CONV_ATTRS, conv_linear, window_input
+from hwgen.dataflow.ops_join import Joined, channel_vector, same_order
 from hwgen.dataflow.ops_linear import Linear, add_bias, check_per_channel, linear
-from hwgen.dataflow.ops_pool import POOL_ATTRS, Pooled, pool_window
+from hwgen.dataflow.ops_pool import POOL_ATTRS, Pooled, pooled
 from hwgen.dataflow.ops_qdq import close, out_params
-from hwgen.dataflow.values import Deq, DeqConst, Int
+from hwgen.dataflow.values import Deq, DeqConst, Int, Padded
 
 MS = "com.microsoft"
 
 
-def _deq_view(ctx: ImportContext, node: Node, k: int, k_scale: int, k_zp: int) -> Deq:
+def _deq_view(ctx: ImportContext, node: Node, k: int, k_scale: int, k_zp: int,
+              windowed: bool = False) -> Deq | Padded:
+    """Input ``k`` read as the dequantized tensor it is; ``windowed``: the node reads it
+    through a sliding window, so a Pad before it may stay pending (a :class:`Padded` view)."""
     x = ctx.value(node, k)
+    pad = x if windowed and isinstance(x, Padded) and isinstance(x.inner, Int) else None
+    if pad is not None:
+        x = pad.inner
     if not isinstance(x, Int):
         raise Unsupported(f"input {k} must be an integer tensor (got {type(x).__name__})")
     t = ctx.ig.tensors[x.tensor]
@@ -40,12 +47,15 @@ def _deq_view(ctx: ImportContext, node: Node, k: int, k_scale: int, k_zp: int) -
     if (np.float32(t.scale), t.zero_point) != (s, z):
         raise Unsupported(f"input {k} is read with scale {s} zero point {z}, but it was "
                           f"quantized with scale {t.scale} zero point {t.zero_point}")
-    return Deq(x.tensor, x.shape, x.order)
+    deq = Deq(x.tensor, x.shape, x.order)
+    return deq if pad is None else Padded(deq, pad.pads, pad.value, pad.nodes)
 
 
 def _wconst(ctx: ImportContext, node: Node, k: int, k_scale: int, k_zp: int,
             axis: int) -> DeqConst:
     q = ctx.const(node, k, "weight")
+    if q is None:
+        raise Unsupported(f"weight input {k} is missing (empty name)")
     if q.dtype.kind not in "iu":
         raise Unsupported(f"weight input {k} has type {q.dtype}, not an integer type")
     zp = ctx.zero_point(node, k_zp, q.dtype, "weight zero point")
@@ -76,7 +86,7 @@ def _finish(ctx: ImportContext, node: Node, pending, k_scale: int, k_zp: int):
 
 def qlinear_conv(ctx: ImportContext, node: Node):
     check_attrs(node, CONV_ATTRS)
-    x = _deq_view(ctx, node, 0, 1, 2)
+    x = _deq_view(ctx, node, 0, 1, 2, windowed=True)
     w = _wconst(ctx, node, 3, 4, 5, 0)
     lin = conv_linear(ctx, node, x, w, None)
     _bias(ctx, node, 8, lin)
@@ -112,7 +122,10 @@ def qlinear_add(ctx: ImportContext, node: Node):
             raise Unsupported("of broadcasts in QLinearAdd, only a feature map plus one value "
                               "per channel is supported")
         a, b = pair
-    _finish(ctx, node, Joined([a.tensor, b.tensor], "add", a.shape, [node.label]), 6, 7)
+    elif not same_order(a, b):
+        raise Unsupported("its inputs are streamed in different element orders")
+    _finish(ctx, node, Joined([a.tensor, b.tensor], "add", a.shape, [node.label],
+                              order=a.order), 6, 7)
 
 
 def qlinear_gap(ctx: ImportContext, node: Node):
@@ -123,10 +136,9 @@ def qlinear_gap(ctx: ImportContext, node: Node):
 
 def qlinear_avgpool(ctx: ImportContext, node: Node):
     check_attrs(node, dict(POOL_ATTRS, channels_last=lambda v: v == 0))
-    x = _deq_view(ctx, node, 0, 1, 2)
-    win = pool_window(node, x.shape)
-    _finish(ctx, node, Pooled(x.tensor, "avg", (x.shape[0],) + win.out_hw, [node.label], win,
-                              bool(node.attrs.get("count_include_pad", 0))), 3, 4)
+    wi = window_input(_deq_view(ctx, node, 0, 1, 2, windowed=True))
+    t = ctx.ig.tensors[wi.x.tensor]
+    _finish(ctx, node, pooled(node, wi, "avg", t.zero_point, t.qtype.lo), 3, 4)
 
 
 def qlinear_concat(ctx: ImportContext, node: Node):
@@ -188,16 +200,27 @@ def cast(ctx: ImportContext, node: Node):
 
 
 def mul(ctx: ImportContext, node: Node):
-    """Multiplying a pending accumulator by a constant (per tensor or per channel) scale (the
-    Mul handler, :mod:`dataflow.ops_elementwise`, calls it for everything but a product of two
-    quantized tensors)."""
+    """Multiplying a pending accumulator by a constant (per tensor or per channel) scale, or
+    the float graph input (host preprocessing). The Mul handler,
+    :mod:`dataflow.ops_elementwise`, calls it for everything but a product of two quantized
+    tensors."""
     check_attrs(node, {})
+    if host_affine(ctx, node):
+        return
     a, b = ctx.value(node, 0), ctx.value(node, 1)
+    data = 0
     if isinstance(b, Linear):
-        a, b = b, a
+        a, b, data = b, a, 1
     c = getattr(b, "array", None)
     if not isinstance(a, Linear) or c is None or c.dtype.kind != "f":
         raise Unsupported("Mul is supported only as a constant scale of a pending layer")
+    record(ctx, a, node, data)
+    fold_or_note(a, node, lambda: _fold_mul(ctx, node, a, b, c))
+    ctx.set(node, a)
+
+
+def _fold_mul(ctx: ImportContext, node: Node, a: Linear, b, c: np.ndarray):
+    """Fold a positive constant scale into the accumulator scale."""
     n = a.weights.shape[0]
     why = scale_problem(c)
     if why is not None:
@@ -208,7 +231,6 @@ def mul(ctx: ImportContext, node: Node):
     check_per_channel(c, a, "the Mul scale")
     a.acc_scale = a.acc_scale * np.broadcast_to(c.reshape(-1).astype(np.float64), (n,))
     a.nodes.append(node.label)
-    ctx.set(node, a)
 
 
 REGISTRY.register("", "QLinearConv", 10)(qlinear_conv)

@@ -5,13 +5,14 @@ streamed element is (the value's ``order``); the batch axis must stay first.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.values import Const, Deq, FloatInput, Int, Pending
+from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, Pending
 
 
 @dataclass
@@ -35,7 +36,7 @@ def reshaped(v, shape: tuple[int, ...], label: str = ""):
     if isinstance(v, (Int, Deq)):
         return type(v)(v.tensor, shape, v.order)
     if isinstance(v, FloatInput):
-        return FloatInput(v.name, shape, v.order)
+        return dataclasses.replace(v, shape=shape, viewed=True)
     if isinstance(v, Pending) and label and hasattr(v, "shape"):
         if isinstance(v, Viewed):
             return Viewed(v.inner, shape, v.nodes + [label])
@@ -136,6 +137,11 @@ def transpose(ctx: ImportContext, node: Node):
     if isinstance(x, Const):
         ctx.set(node, Const(np.transpose(x.array, node.attrs.get("perm"))))
         return
+    if isinstance(x, DeqConst):     # quantized weights (QONNX: Quant → Transpose → MatMul)
+        perm = list(node.attrs.get("perm", range(x.q.ndim - 1, -1, -1)))
+        axis = perm.index(x.axis % x.q.ndim) if x.q.ndim else 0
+        ctx.set(node, DeqConst(np.transpose(x.q, perm), x.scale, x.zero_point, axis))
+        return
     if not isinstance(x, (Int, Deq, FloatInput)):
         raise Unsupported(f"transposing a {type(x).__name__} is not supported")
     rank = len(x.shape) + 1
@@ -151,7 +157,7 @@ def transpose(ctx: ImportContext, node: Node):
     order = inv if x.order is None else inv[x.order]
     shape = tuple(x.shape[d] for d in p)
     if isinstance(x, FloatInput):
-        ctx.set(node, FloatInput(x.name, shape, order))
+        ctx.set(node, dataclasses.replace(x, shape=shape, order=order, viewed=True))
     else:
         ctx.set(node, type(x)(x.tensor, shape, order))
 

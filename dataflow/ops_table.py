@@ -53,7 +53,7 @@ class TableOp:
 
     def channels(self, ig: IntGraph) -> int:
         t = ig.tensors[self.output]
-        return t.shape[0] if len(t.shape) == 3 else t.size
+        return t.shape[0] if len(t.shape) in (2, 3) else t.size
 
     def fold_space(self, ig: IntGraph) -> FoldSpace:
         size = ig.tensors[self.output].size

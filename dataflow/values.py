@@ -34,22 +34,33 @@ def check_stream_shape(shape: tuple[int, ...]) -> None:
 
 def channel_last_order(shape: tuple[int, ...]) -> np.ndarray | None:
     """Stream order of a per-sample tensor: for (C, H, W) feature maps the hardware streams
-    pixels in raster order with channels innermost; other ranks stream row-major (None).
-    Entry k is the row-major flat index (in ``shape``) of the k-th streamed element.
+    pixels in raster order with channels innermost, and a 1-D (C, L) map likewise (as a
+    (C, 1, L) map: positions in order, channels innermost); other ranks stream row-major
+    (None). Entry k is the row-major flat index (in ``shape``) of the k-th streamed element.
     A shape with an empty axis or beyond ``MAX_STREAM_ELEMENTS`` is a ValueError."""
     check_stream_shape(shape)
-    if len(shape) != 3:
+    if len(shape) not in (2, 3):
         return None
-    c, h, w = shape
-    return np.arange(c * h * w).reshape(c, h, w).transpose(1, 2, 0).reshape(-1)
+    c, rest = shape[0], tuple(shape[1:])
+    n = int(np.prod(rest))
+    return np.arange(c * n).reshape(c, n).T.reshape(-1)
+
+
+def map_shape(shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """The (C, H, W) geometry of a feature map: a 1-D (C, L) map is (C, 1, L)."""
+    return (shape[0], 1, shape[1]) if len(shape) == 2 else tuple(shape)
 
 
 @dataclass
 class FloatInput:
-    """A float graph input (must be quantized before use)."""
+    """A float graph input (must be quantized before use). ``pre``: the host preprocessing
+    applied to it so far (``affine.PreOp``s); ``viewed``: reshaped or transposed since the
+    graph input (element-wise constants no longer line up with it)."""
     name: str
     shape: tuple[int, ...]
     order: np.ndarray | None = None
+    pre: tuple = ()
+    viewed: bool = False
 
 
 @dataclass
@@ -67,6 +78,29 @@ class Deq:
     tensor: str
     shape: tuple[int, ...]
     order: np.ndarray | None = None
+
+
+@dataclass
+class Padded:
+    """A feature map with constant padding on its spatial axes not yet applied (a Pad node):
+    ``inner`` is the unpadded map (an :class:`Int`, or a :class:`Deq` of one), ``pads`` the
+    padding (top, left, bottom, right; a 1-D map has top = bottom = 0) and ``value`` the pad
+    value in the inner tensor's integers. It has no hardware of its own: the sliding window of
+    the convolution or pooling that reads it takes the pads (``ops_conv.window_input``);
+    QuantizeLinear / DequantizeLinear with the inner tensor's own parameters pass it on, and
+    every other consumer refuses it."""
+    inner: Int | Deq
+    pads: tuple[int, int, int, int]
+    value: int
+    nodes: list[str]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        t, l, b, r = self.pads
+        s = self.inner.shape
+        if len(s) == 2:
+            return (s[0], s[1] + l + r)
+        return (s[0], s[1] + t + b, s[2] + l + r)
 
 
 @dataclass

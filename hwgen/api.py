@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from hwgen import design
-from hwgen.assemble import build_top, to_verilog
+from hwgen.assemble import to_verilog
 from hwgen.boards.devices import check_memory
 from hwgen.boards.fold import FitReport, fold_for_device, report, resolve_target
 from hwgen.dataflow import golden
@@ -31,16 +31,17 @@ from hwgen.io import (
     output_dir,
     read_input,
 )
+from hwgen.progress import QUIET, Progress
 from hwgen.quantize import float_model_error, float_top1, quantized_copy
 from hwgen.reference import run_batched
-from hwgen.sim.amaranth_sim import run_amaranth
-from hwgen.sim.base import StreamJob
-from hwgen.sim.native import run_native
-from hwgen.sim.packing import beats_to_frames, frames_to_beats
-from hwgen.sim.verilator import run_verilator
-
-SIMULATORS = ("verilator", "cocotb", "amaranth")
-
+from hwgen.simrun import (  # noqa: F401 - SIMULATORS, parse_frames: for the CLI
+    SIMULATORS,
+    Batch,
+    WaveRequest,
+    parse_frames,
+    run_frames,
+)
+from hwgen.trace import TraceReport, compare
 
 # ------------------------------------------------------------------------------- compile
 
@@ -160,6 +161,18 @@ def fold_design(ig, model_name: str, fold, folding, target_cycles, target, *,
     return dfg, report(dfg, ig, target, method)
 
 
+def _verilog(dfg, name: str, jobs, cache: bool):
+    """The Verilog of ``dfg`` and its top (:func:`hwgen.assemble.to_verilog`); Yosys failing
+    (e.g. out of memory under a resource limit) is one line."""
+    try:
+        return to_verilog(dfg, name, jobs, cache)
+    except Exception as e:
+        if type(e).__name__ != "YosysError":
+            raise
+        last = ([s.strip() for s in str(e).splitlines() if s.strip()] or ["no message"])[-1]
+        raise HwgenError(f"the Verilog back end (Yosys) failed: {last[:300]}") from None
+
+
 def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
              force: bool, board=None, device=None, budget=None, jobs=None,
              cache: bool = True) -> CompileResult:
@@ -178,7 +191,7 @@ def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
     # refuse what no device holds, before any Verilog
     check_memory(sum(b.cost.memory_bits for b in dfg.blocks), f"{model.name}: model")
     name = _check_name(name) if name is not None else _top_name(model)
-    text, top = to_verilog(dfg, name, jobs, cache)
+    text, top = _verilog(dfg, name, jobs, cache)
     sha = hashlib.sha256(model.read_bytes()).hexdigest()
     onnx_in = [d if isinstance(d, int) else "N" for d in graph.inputs[0].shape]
     out_info = graph.value_info.get(ig.onnx_output) or graph.outputs[0]
@@ -202,8 +215,15 @@ class SimulationResult:
     inputs_int: np.ndarray       # [N, input elements] the quantized inputs fed, stream order
     latency: int                 # cycles: first input beat to last output beat of frame 0
     interval: float | None       # cycles per frame in steady state (None for one frame)
-    cycles: int                  # cycles simulated in total
+    cycles: int                  # cycles simulated in total (all chunks)
     simulator: str
+    # per frame: cycle of its first input beat and of its last output beat, counted from the
+    # start of its chunk (hwgen.sim.batch: the same for any number of workers)
+    frame_cycles: np.ndarray | None = None
+    chunk_frames: int = 0        # frames per chunk (each chunk starts from reset)
+    jobs: int = 1                # workers that ran the chunks
+    wave: Path | None = None     # the waveform file written
+    batch: Batch | None = field(default=None, repr=False)
 
 
 def _frames(manifest: dict, x: np.ndarray, source: str) -> np.ndarray:
@@ -213,46 +233,25 @@ def _frames(manifest: dict, x: np.ndarray, source: str) -> np.ndarray:
     return x.reshape(x.shape[0], manifest["input"]["frame_elements"])
 
 
-def run_design(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: float = 0.0,
-               seed: int = 0):
-    """Feed integer frames ``xq`` [N, elements] to the compiled design; → (ints, result)."""
-    if simulator not in SIMULATORS:
-        raise HwgenError(f"unknown simulator '{simulator}' (choose {', '.join(SIMULATORS)})")
-    manifest, ig, folding = design.load(out_dir)
-    tin, tout = ig.tensors[ig.input], ig.tensors[ig.output]
-    mi, mo = manifest["input"], manifest["output"]
-    beats, last = frames_to_beats(xq, tin.qtype, mi["elements_per_beat"])
-    n = xq.shape[0]
-    est = manifest["estimate"]
-    job = StreamJob(manifest["ports"]["input"]["bits"], manifest["ports"]["output"]["bits"],
-                    beats, last, n * mo["beats_per_frame"], stall, stall, seed,
-                    max_cycles=int((est["latency_cycles"] + (n + 2) * est["cycles_per_frame"])
-                                   * 4 / max(0.05, (1 - stall) ** 2) + 10000))
-    if simulator == "amaranth":
-        res = run_amaranth(build_top(lower(ig, folding)), job)
-    elif simulator == "cocotb":
-        text = (Path(out_dir) / manifest["verilog"]).read_text()
-        res = run_verilator(text, manifest["top"], job)
-    else:
-        text = (Path(out_dir) / manifest["verilog"]).read_text()
-        res = run_native(text, manifest["top"], job)
-    y = beats_to_frames(res.out_beats, tout.qtype, mo["elements_per_beat"], tout.size)
-    return y, res, manifest, ig
+def _timing(batch: Batch) -> tuple[np.ndarray, int, float | None]:
+    """Per-frame (first input, last output) cycles, the latency of frame 0 and the
+    steady-state interval: the mean cycles between consecutive frames' ends within chunks."""
+    ib = batch.manifest["input"]["beats_per_frame"]
+    ob = batch.manifest["output"]["beats_per_frame"]
+    rows, span, gaps = [], 0, 0
+    for res, r in zip(batch.results, batch.ranges):
+        n = min(len(r), len(res.out_times) // ob)
+        ends = [res.out_times[(k + 1) * ob - 1] for k in range(n)]
+        rows += [(res.in_times[k * ib], e) for k, e in enumerate(ends)]
+        if n > 1:
+            span += ends[-1] - ends[0]
+            gaps += n - 1
+    fc = np.array(rows, dtype=np.int64).reshape(-1, 2)
+    latency = int(fc[0, 1] - fc[0, 0] + 1)
+    return fc, latency, (span / gaps if gaps else None)
 
 
-def _timing(res, n: int, in_beats: int, out_beats: int) -> tuple[int, float | None]:
-    ends = [res.out_times[(k + 1) * out_beats - 1] for k in range(n)]
-    latency = ends[0] - res.in_times[0] + 1
-    interval = (ends[-1] - ends[0]) / (n - 1) if n > 1 else None
-    return latency, interval
-
-
-def simulate(out_dir, x, simulator: str = "verilator", count: int | None = None,
-             stall: float = 0.0, seed: int = 0) -> SimulationResult:
-    """Run float inputs ``x`` (array or .npy/.npz path) through the compiled design.
-    NaN inputs are refused; ±inf and out-of-range values saturate as in QuantizeLinear."""
-    manifest, ig, _ = design.load(out_dir)
-    source = str(x) if isinstance(x, (str, Path)) else "input array"
+def _quantized_inputs(manifest, ig, x, count, source):
     if isinstance(x, (str, Path)):
         x = read_input(x, manifest["input"]["onnx_name"], count)
     x = np.asarray(x, dtype=np.float32)
@@ -260,17 +259,44 @@ def simulate(out_dir, x, simulator: str = "verilator", count: int | None = None,
         x = x[:count]
     check_no_nan(x, source)
     frames = _frames(manifest, x, source)
-    xq = ig.tensors[ig.input].quantize(ig.to_stream(frames))
-    y, res, manifest, ig = run_design(out_dir, xq, simulator, stall, seed)
-    n = xq.shape[0]
-    latency, interval = _timing(res, n, manifest["input"]["beats_per_frame"],
-                                manifest["output"]["beats_per_frame"])
+    return ig.quantize_input(frames)
+
+
+def simulate(out_dir, x, simulator: str = "verilator", count: int | None = None,
+             stall: float = 0.0, seed: int = 0, *, jobs: int | None = None,
+             chunk: int | None = None, wave: WaveRequest | None = None,
+             observe: bool = False, progress: Progress = QUIET) -> SimulationResult:
+    """Run float inputs ``x`` (array or .npy/.npz path) through the compiled design.
+    NaN inputs are refused; ±inf and out-of-range values saturate as in QuantizeLinear.
+
+    The batch runs in chunks of ``chunk`` frames (default: from the design's estimate,
+    :func:`hwgen.sim.batch.chunk_frames`), each from reset, chunk k's stalls seeded by
+    ``chunk_seed(seed, k)``, on ``jobs`` workers (default: the cores); results do not depend
+    on ``jobs``. ``wave``: waveforms of a frame range (the design built with its streams
+    observable, verilator only); ``observe`` taps every stream (``result.batch.taps``)."""
+    loaded = design.load(out_dir)
+    manifest, ig, _ = loaded
+    source = str(x) if isinstance(x, (str, Path)) else "input array"
+    xq = _quantized_inputs(manifest, ig, x, count, source)
+    batch = run_frames(out_dir, xq, simulator, stall, seed, jobs=jobs, chunk=chunk,
+                       observe=observe, wave=wave, progress=progress, loaded=loaded)
+    if batch.timeout is not None:
+        raise batch.timeout
+    return _result(batch, xq, simulator, wave)
+
+
+def _result(batch: Batch, xq: np.ndarray, simulator: str, wave) -> SimulationResult:
+    ig, manifest, y = batch.ig, batch.manifest, batch.outputs_int
+    n = y.shape[0]
+    frame_cycles, latency, interval = _timing(batch)
     tout = ig.tensors[ig.output]
     out_shape = [n] + [d for d in manifest["output"]["onnx_shape"][1:]]
     y_onnx = ig.from_stream(y)
     outputs = tout.dequantize(y_onnx) if ig.output_dequantized else y_onnx
-    return SimulationResult(outputs.reshape(out_shape), y, xq, latency, interval, res.cycles,
-                            simulator)
+    return SimulationResult(outputs.reshape(out_shape), y, xq, latency, interval,
+                            sum(r.cycles for r in batch.results), simulator, frame_cycles,
+                            len(batch.ranges[0]), batch.jobs,
+                            wave.path if wave is not None else None, batch)
 
 
 # -------------------------------------------------------------------------------- verify
@@ -288,18 +314,26 @@ class VerifyReport:
     compiled: CompileResult
     details: dict = field(default_factory=dict)
     float_top1_agreement: float | None = None   # with calibration: RTL vs the float model
+    trace: TraceReport | None = None            # with ``trace``: every stream vs golden
 
     @property
     def ok(self) -> bool:
-        return self.rtl_equals_golden
+        """RTL == golden on every sample (and, traced, on every stream)."""
+        return self.rtl_equals_golden and (self.trace is None or self.trace.ok)
 
 
 def verify(model, x, count: int | None = None, simulator: str = "verilator", fold=None,
            out_dir=None, stall: float = 0.0, target_cycles: int | None = None, *,
            calibration=None, per_channel: bool = False, symmetric: bool = False,
            activation_type: str = "uint8", force: bool = False, board: str | None = None,
-           device: str | None = None, budget: float | None = None) -> VerifyReport:
+           device: str | None = None, budget: float | None = None, jobs: int | None = None,
+           chunk: int | None = None, trace: bool = False, wave: WaveRequest | None = None,
+           seed: int = 0, progress: Progress = QUIET) -> VerifyReport:
     """Compile, simulate, and compare RTL with the golden model and with onnxruntime.
+
+    ``jobs``, ``chunk``, ``wave``, ``seed``: as for :func:`simulate`. ``trace``: every stream
+    of the design is tapped in simulation and compared with the golden model's values for it
+    (``report.trace``: the first diverging block, frame, element and both values).
 
     With ``calibration`` the float ``model`` is quantized first (see :func:`compile`); the
     RTL is compared with onnxruntime on the quantized model (what the hardware implements),
@@ -316,7 +350,8 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         with quantized_copy(model, calibration, per_channel, symmetric,
                             activation_type) as (qdq, float_model):
             rep = verify(qdq, x, count, simulator, fold, out_dir, stall, target_cycles,
-                         force=force, board=board, device=device, budget=budget)
+                         force=force, board=board, device=device, budget=budget, jobs=jobs,
+                         chunk=chunk, trace=trace, wave=wave, seed=seed, progress=progress)
             if isinstance(x, (str, Path)):
                 x = read_input(x, rep.compiled.manifest["input"]["onnx_name"], count)
             x = np.asarray(x, dtype=np.float32)[:count]
@@ -327,8 +362,9 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         tmp = Path(tempfile.mkdtemp(prefix="hwgen-verify-"))
         out_dir = tmp / "design"
     try:
-        comp = compile(model, out_dir, fold, target_cycles=target_cycles, force=force,
-                       board=board, device=device, budget=budget)
+        with progress.step("compiling"):
+            comp = compile(model, out_dir, fold, target_cycles=target_cycles, force=force,
+                           board=board, device=device, budget=budget)
         manifest = comp.manifest
         source = str(x) if isinstance(x, (str, Path)) else "input array"
         if isinstance(x, (str, Path)):
@@ -336,8 +372,25 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         x = np.asarray(x, dtype=np.float32)[:count]
         check_no_nan(x, source)
         check_input_shape(x, manifest["input"]["onnx_shape"], source)
-        sim = simulate(out_dir, x, simulator, stall=stall)
-        _, ig, _ = design.load(out_dir)
+        loaded = design.load(out_dir)
+        ig = loaded[1]
+        xq = _quantized_inputs(manifest, ig, x, None, source)
+        batch = run_frames(out_dir, xq, simulator, stall, seed, jobs=jobs, chunk=chunk,
+                           observe=trace, wave=wave, progress=progress, fresh=True,
+                           loaded=loaded)
+        traced = None
+        if trace:
+            r0, r1 = batch.ranges[0].start, batch.ranges[-1].stop
+            traced = compare(batch.dfg, batch.taps, golden.run_graph(batch.dfg, xq[r0:r1]),
+                             frame_offset=r0)
+        if batch.timeout is not None:
+            if traced is not None:
+                counts = ", ".join(f"{c.stream} {c.rtl_elements}/{c.golden_elements}"
+                                   for c in traced.streams)
+                raise HwgenError(f"{batch.timeout}; elements each stream transferred of the "
+                                 f"chunk's: {counts}")
+            raise batch.timeout
+        sim = _result(batch, xq, simulator, wave)
         gold = golden.run(ig, sim.inputs_int)[ig.output].reshape(sim.outputs_int.shape)
         bad = int(np.sum(np.any(gold != sim.outputs_int, axis=1)))
 
@@ -368,7 +421,7 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
             golden_mismatched_samples=bad,
             ort_identical_fraction=float(np.mean(diff == 0)),
             ort_max_step_diff=int(diff.max(initial=0)), top1_agreement=top1,
-            estimate=manifest["estimate"], sim=sim, compiled=comp)
+            estimate=manifest["estimate"], sim=sim, compiled=comp, trace=traced)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -8,6 +8,12 @@ of its kind and a digest of its parameters; the top (:class:`AxisTop` around
 :class:`InstanceDataflow`) instantiates those modules and wires the streams as
 :class:`Dataflow` does; one Yosys run turns the top and the block modules (sorted by name)
 into Verilog.
+
+:func:`build_observed` is the design of :func:`build_top` with every stream of the dataflow
+graph also driven out of the top module, for simulation only: per stream ``<name>__valid``,
+``<name>__ready`` and ``<name>__payload`` (``<name>`` the stream's name as the manifest gives
+it, made a Verilog identifier by :func:`stream_idents`). The blocks, their wiring and the
+AXI4-Stream ports are those of :func:`build_top`.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ import multiprocessing
 import os
 import re
 import sys
+from dataclasses import dataclass
 
 from amaranth.back import rtlil, verilog
 from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
@@ -50,6 +57,11 @@ class _Wired(wiring.Component):
         self._producers, self._consumers = producers, consumers
         super().__init__({"i": In(consumers[dfg.in_stream].signature.flip()),
                           "o": Out(producers[dfg.out_stream].signature)})
+
+    def stream_port(self, s: str):
+        """The stream interface carrying stream ``s`` (its producer's port; the consumer's
+        for the input stream)."""
+        return self._producers[s] if s in self._producers else self._consumers[s]
 
     def _connect(self, m: Module) -> None:
         for s in self.dfg.streams:
@@ -113,9 +125,9 @@ class InstanceDataflow(_Wired):
         return m
 
 
-def _instance_name(name: str, used: set) -> str:
+def _instance_name(name: str, used: set, default: str = "block") -> str:
     """A Verilog-safe, unique instance name for a block (ONNX names may hold any text)."""
-    base = "".join(c if c.isalnum() or c == "_" else "_" for c in name).strip("_") or "block"
+    base = "".join(c if c.isalnum() or c == "_" else "_" for c in name).strip("_") or default
     if base[0].isdigit():
         base = f"b_{base}"
     cand, k = base, 1
@@ -129,6 +141,63 @@ def _instance_name(name: str, used: set) -> str:
 def build_top(dfg: DataflowGraph) -> AxisTop:
     out_beats = dfg.output.size // dfg.out_per_beat
     return AxisTop(Dataflow(dfg), out_beats)
+
+
+def stream_idents(dfg: DataflowGraph) -> dict[str, str]:
+    """Each stream's name as a Verilog identifier, unique, in the graph's stream order (a
+    name that is one already is kept)."""
+    used: set[str] = set()
+    return {s: _instance_name(s, used, "stream") for s in dfg.streams}
+
+
+@dataclass(frozen=True)
+class Tap:
+    """One observed stream: its name in the manifest, its Verilog identifier, payload bits."""
+    stream: str
+    ident: str
+    bits: int
+
+
+_AXIS_PORTS = ("s_axis_tdata", "s_axis_tvalid", "s_axis_tready", "s_axis_tlast",
+               "m_axis_tdata", "m_axis_tvalid", "m_axis_tready", "m_axis_tlast")
+
+
+class ObservedTop(wiring.Component):
+    """:func:`build_top`'s design (as submodule ``design``) with its AXI4-Stream ports, and
+    every stream of the graph driven out: ``<ident>__valid``, ``__ready``, ``__payload``."""
+
+    def __init__(self, dfg: DataflowGraph):
+        self.top = build_top(dfg)
+        self.in_width, self.out_width = self.top.in_width, self.top.out_width
+        core = self.top.inner
+        self.taps = [Tap(s, ident, len(core.stream_port(s).payload))
+                     for s, ident in stream_idents(dfg).items()]
+        members = {p: self.top.signature.members[p] for p in _AXIS_PORTS}
+        for t in self.taps:
+            members[f"{t.ident}__valid"] = Out(1)
+            members[f"{t.ident}__ready"] = Out(1)
+            members[f"{t.ident}__payload"] = Out(t.bits)
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.design = top = self.top
+        for p in _AXIS_PORTS:
+            if self.signature.members[p].flow == In:
+                m.d.comb += getattr(top, p).eq(getattr(self, p))
+            else:
+                m.d.comb += getattr(self, p).eq(getattr(top, p))
+        for t in self.taps:
+            port = top.inner.stream_port(t.stream)
+            m.d.comb += [getattr(self, f"{t.ident}__valid").eq(port.valid),
+                         getattr(self, f"{t.ident}__ready").eq(port.ready),
+                         getattr(self, f"{t.ident}__payload").eq(port.payload)]
+        return m
+
+
+def build_observed(dfg: DataflowGraph) -> ObservedTop:
+    """The design of :func:`build_top` with every stream observable (module notes)."""
+    return ObservedTop(dfg)
 
 
 # ------------------------------------------------------------------ per-block RTLIL

@@ -5,14 +5,18 @@ import argparse
 import io
 import json
 import sys
+import warnings
+from pathlib import Path
 
 import numpy as np
+from amaranth.hdl import UnusedElaboratable
 
 from hwgen import __version__, api, design, inspect
 from hwgen.boards.boards import DEFAULT_BOARD, boards_table
 from hwgen.boards.fold import DEFAULT_BUDGET
 from hwgen.errors import HwgenError
 from hwgen.io import check_writable_file, write_atomic
+from hwgen.progress import Progress
 from hwgen.quantize import quantize
 
 
@@ -54,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("-o", "--output", metavar="DIR", help="keep the compiled design in DIR")
     _force_arg(v)
     _sim_args(v)
+    v.add_argument("--trace", action="store_true",
+                   help="tap every stream in simulation and compare it with the golden "
+                        "model's values; report the first diverging block (verilator only)")
     _quant_args(v)
 
     q = sub.add_parser("quantize", help="quantize a float ONNX model with onnxruntime (QDQ)")
@@ -139,6 +146,20 @@ def _sim_args(p):
                    help="simulation back end (default: verilator)")
     p.add_argument("--stall", type=float, default=0.0, metavar="P",
                    help="probability of a random valid/ready stall per cycle on each stream")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the stall pattern (chunk k draws from S + k * 2**64)")
+    p.add_argument("--jobs", "-j", type=int, metavar="N",
+                   help="worker processes (default: the cores); results do not depend on N")
+    p.add_argument("--chunk", type=int, metavar="F",
+                   help="frames per chunk: the batch is simulated in chunks of F frames, each "
+                        "from reset (default: from the design's estimate, at least 16384 "
+                        "cycles per chunk)")
+    w = p.add_mutually_exclusive_group()
+    w.add_argument("--vcd", metavar="FILE", help="write VCD waveforms of --frames "
+                   "(streams named as in the manifest; verilator only)")
+    w.add_argument("--fst", metavar="FILE", help="write FST waveforms of --frames")
+    p.add_argument("--frames", default="0:1", metavar="A:B",
+                   help="frames A to B-1 for --vcd/--fst (default 0:1; within one chunk)")
 
 
 def _print_timing(r, est: dict):
@@ -160,8 +181,21 @@ def _stall(p):
     return p
 
 
+def _sim_opts(args, progress) -> dict:
+    wave = None
+    if args.vcd or args.fst:
+        first, stop = api.parse_frames(args.frames)
+        wave = api.WaveRequest(Path(args.vcd or args.fst), "vcd" if args.vcd else "fst",
+                               first, stop)
+    elif args.frames != "0:1":
+        raise HwgenError("--frames selects the frames of --vcd or --fst; give one of them")
+    return dict(jobs=args.jobs, chunk=args.chunk, wave=wave, seed=args.seed,
+                progress=progress)
+
+
 def run(argv=None) -> int:
     args = _parser().parse_args(argv)
+    progress = Progress()
 
     if args.cmd == "boards":
         print(boards_table())
@@ -195,22 +229,41 @@ def run(argv=None) -> int:
     if args.cmd == "simulate":
         manifest, _, _ = design.load(args.design)
         check_writable_file(args.output)
+        o = _sim_opts(args, progress)
         r = api.simulate(args.design, args.input, args.simulator, _count(args.count),
-                         _stall(args.stall))
+                         _stall(args.stall), o.pop("seed"), **o)
         buf = io.BytesIO()
         np.save(buf, r.outputs)
         write_atomic(args.output, buf.getvalue())
         print(f"simulated {r.outputs.shape[0]} samples with {r.simulator}; wrote {args.output}")
         _print_timing(r, manifest["estimate"])
+        _print_run(r)
         return 0
     if args.cmd == "verify":
         rep = api.verify(args.model, args.input, _count(args.count), args.simulator, args.fold,
                          args.output, _stall(args.stall), args.target_cycles,
-                         force=args.force, **_target_opts(args), **_quant_opts(args))
+                         force=args.force, trace=args.trace, **_sim_opts(args, progress),
+                         **_target_opts(args), **_quant_opts(args))
         _print_fit(rep.compiled.fit)
+        _print_run(rep.sim)
         _print_report(rep)
         return 0 if rep.ok else 1
     return 2
+
+
+def _print_run(r):
+    print(f"simulated {r.cycles} cycles in chunks of {r.chunk_frames} frames on {r.jobs} "
+          f"worker{'s' if r.jobs > 1 else ''}")
+    if r.wave is not None:
+        print(f"wrote waveforms to {r.wave}")
+
+
+def _print_trace(t):
+    print(f"trace: {t.summary()}")
+    if not t.ok:
+        for c in t.streams:
+            if not c.ok:
+                print(f"  {c.describe()}")
 
 
 def _print_fit(fit):
@@ -245,6 +298,8 @@ def _print_report(rep):
     w = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{w}}  {v}")
+    if rep.trace is not None:
+        _print_trace(rep.trace)
     print("PASS" if rep.ok else "FAIL")
 
 
@@ -252,12 +307,25 @@ def main(argv=None):
     try:
         code = run(argv)
     except HwgenError as e:
+        _quiet()
         print(f"hwgen: error: {e}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt:
+        _quiet()
         print("hwgen: interrupted", file=sys.stderr)
         code = 130
+    except MemoryError:
+        _quiet()
+        print("hwgen: error: out of memory (the model needs more than the memory available "
+              "or the process's memory limit)", file=sys.stderr)
+        code = 2
     sys.exit(code)
+
+
+def _quiet():
+    """A command stopped half-way: the Amaranth components it built and never elaborated
+    are not worth a warning each as the process exits."""
+    warnings.simplefilter("ignore", UnusedElaboratable)
 
 
 if __name__ == "__main__":

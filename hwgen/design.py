@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from hwgen import __version__
-from hwgen.dataflow.intgraph import IntGraph, QTensor, Window
+from hwgen.dataflow.intgraph import IntGraph, PreOp, QTensor, Window
 from hwgen.dataflow.lower import DataflowGraph, Folding, lower
 from hwgen.dataflow.operators import op_class
 from hwgen.dataflow.values import channel_last_order
@@ -44,6 +44,8 @@ def element_order(onnx_shape, order) -> str:
         return "row-major (C order) over the ONNX shape without its batch axis"
     if len(onnx_shape) == 4 and np.array_equal(order, channel_last_order(tuple(onnx_shape[1:]))):
         return "channel-last: pixels in raster order (H, then W), channels innermost"
+    if len(onnx_shape) == 3 and np.array_equal(order, channel_last_order(tuple(onnx_shape[1:]))):
+        return "channel-last: positions in order (L), channels innermost"
     return "permuted: stream element k is ONNX element design.npz[input_order|output_order][k]"
 
 
@@ -74,7 +76,8 @@ def _field_json(name: str, v, k: int, arrays: dict):
                             "zp_first": v.zp_first}}
     if isinstance(v, Window):
         return {"window": {"in_shape": list(v.in_shape), "kernel": list(v.kernel),
-                           "stride": list(v.stride), "pads": list(v.pads)}}
+                           "stride": list(v.stride), "pads": list(v.pads),
+                           "dilation": list(v.dilation)}}
     return v
 
 
@@ -88,7 +91,7 @@ def _field_from(v, arrays):
     if isinstance(v, dict) and "window" in v:
         w = v["window"]
         return Window(tuple(w["in_shape"]), tuple(w["kernel"]), tuple(w["stride"]),
-                      tuple(w["pads"]))
+                      tuple(w["pads"]), tuple(w.get("dilation", (1, 1))))
     return v
 
 
@@ -98,6 +101,10 @@ def intgraph_json(ig: IntGraph) -> tuple[dict, dict[str, np.ndarray]]:
     for key in ("input_order", "output_order"):
         if getattr(ig, key) is not None:
             arrays[key] = np.asarray(getattr(ig, key), dtype=np.int64)
+    pre = []
+    for k, p in enumerate(ig.input_pre):
+        arrays[f"input_pre_{k}"] = np.asarray(p.const, dtype=np.float32)
+        pre.append({"op": p.op, "const_first": bool(p.const_first)})
     ops = []
     for k, op in enumerate(ig.ops):
         entry = {"op": type(op).__name__}
@@ -112,6 +119,10 @@ def intgraph_json(ig: IntGraph) -> tuple[dict, dict[str, np.ndarray]]:
         "input": ig.input, "output": ig.output, "onnx_input": ig.onnx_input,
         "onnx_output": ig.onnx_output, "output_dequantized": ig.output_dequantized,
     }
+    if pre:
+        doc["input_pre"] = pre
+    if ig.input_bounds is not None:
+        doc["input_bounds"] = [int(v) for v in ig.input_bounds]
     return doc, arrays
 
 
@@ -134,12 +145,20 @@ def intgraph_from(doc: dict, arrays) -> IntGraph:
                                         t["scale"], t["zero_point"])
     for o in doc["ops"]:
         cls = op_class(o["op"])
+        # a field with a default that an older hwgen did not write takes its default
         ig.ops.append(cls(**{f.name: _field_from(o[f.name], arrays)
-                             for f in dataclasses.fields(cls)}))
+                             for f in dataclasses.fields(cls)
+                             if f.name in o or (f.default is dataclasses.MISSING
+                                                and f.default_factory is dataclasses.MISSING)}))
     for key in ("input", "output", "onnx_input", "onnx_output", "output_dequantized"):
         setattr(ig, key, doc[key])
     ig.input_order = arrays.get("input_order")
     ig.output_order = arrays.get("output_order")
+    ig.input_pre = tuple(PreOp(p["op"], np.asarray(arrays[f"input_pre_{k}"], np.float32),
+                               bool(p["const_first"]))
+                         for k, p in enumerate(doc.get("input_pre", [])))
+    if doc.get("input_bounds") is not None:
+        ig.input_bounds = tuple(int(v) for v in doc["input_bounds"])
     return ig
 
 

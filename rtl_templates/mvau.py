@@ -21,7 +21,9 @@ Pipeline (a step issued in cycle t)
          with the channel's bias and multiplier (read one cycle ahead and registered)
     then: the requantizer (:class:`~rtl_templates.requant.RequantPipeline`: bias, |x|, the
          product in hard-multiplier tiles, float32 rounding, shift, zero point, clamp, each
-         step registered) → output FIFO. :func:`pipeline_depth` counts it all.
+         step registered) → output FIFO. :func:`pipeline_depth` counts it all. A
+         requantizer that passes the accumulator through (``MVAUParams.identity``: a
+         thresholding block follows) is only ``sum + bias``, registered.
 The pipeline never stalls. Instead a credit counter lets a step that completes an output beat
 issue only while the output FIFO is sure to have room, so back-pressure stops the issue stage
 and nothing is lost. ``valid`` on the output comes from the FIFO and never depends on ``ready``.
@@ -59,7 +61,7 @@ from hwgen.rtl_templates.pipeline import (
     tree_sum_registers,
 )
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
-from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline
+from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline, passes_through
 from hwgen.rtl_templates.resources import (
     EXACT_COLUMN_BITS,
     Mul,
@@ -93,7 +95,8 @@ def operand_stages(p: MVAUParams) -> int:
 def pipeline_depth(p: MVAUParams) -> int:
     """Cycles from issuing the last step of an output beat to that beat's output transfer."""
     return (BASE_DEPTH + operand_stages(p)
-            + RequantPipeline.depth(p.requant, p.acc_bits, is_bipolar(p.out_type), p.sf))
+            + RequantPipeline.depth(p.requant, p.acc_bits, is_bipolar(p.out_type), p.sf,
+                                    p.identity))
 
 
 @dataclass(frozen=True, eq=False)
@@ -166,6 +169,16 @@ class MVAUParams:
     def acc_bits(self) -> int:
         return signed_width(*self.acc_bounds)
 
+    @functools.cached_property
+    def identity(self) -> bool:
+        """The requantizer passes the accumulator through (a thresholding block follows):
+        no product, no rounding (``requant.passes_through``)."""
+        if is_bipolar(self.out_type):
+            return False
+        lo, hi = dot_range(self.weights, self.in_type.lo, self.in_type.hi)
+        b = self.bias.astype(np.int64)
+        return passes_through(self.requant, int((lo + b).min()), int((hi + b).max()))
+
     def mult_per_channel(self) -> list[int]:
         m = list(self.requant.mult)
         return m * self.mh if len(m) == 1 else m
@@ -222,7 +235,7 @@ def cost(p: MVAUParams) -> Cost:
     # ±1 operands need no multiplier; a bipolar output is a sign test, not a requantizer
     n_dot = p.pe * p.simd if p.datapath == "mul" else 0
     rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, is_bipolar(p.out_type),
-                                          p.sf)
+                                          p.sf, p.identity)
     dot = Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True,
               y_bits=min(p.in_type.bits + p.w_bits, p.acc_bits))
     muls = add_muls({dot: n_dot},
@@ -339,7 +352,7 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     parts["acc"] = res.accumulate(A, family) * PE + res.Resources(ff=3 * PE * A + p_reg)
     parts.update(RequantPipeline.parts(
         p.requant, A, ob, PE, family, sign=is_bipolar(p.out_type), spacing=SF,
-        mult_live=round(m_live), mult_copies=PE if m_live else 1))
+        mult_live=round(m_live), mult_copies=PE if m_live else 1, identity=p.identity))
     return parts
 
 
@@ -488,7 +501,7 @@ class MVAU(wiring.Component):
         # --- stages 4, 5: bias, product; round half to even, zero point, clamp → FIFO ------
         rqp = RequantPipeline(m, v3, s3, [w[:acc_w].as_signed() for w in params3],
                               [w[acc_w:] for w in params3], rq, acc_w, ob,
-                              sign=is_bipolar(p.out_type), spacing=SF)
+                              sign=is_bipolar(p.out_type), spacing=SF, identity=p.identity)
         out.write(rqp.data, rqp.valid)
         return m
 

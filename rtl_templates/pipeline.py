@@ -11,7 +11,7 @@ a comparison) with a few LUT levels around it, or one hard multiplier tile (at m
 """
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 
 #: operand chunk of the pipelined wide product: one hard multiplier on both families
 MUL_CHUNK = 16
@@ -184,15 +184,18 @@ def seq_mul_registers(a_bits: int, b_bits: int, pairs: int, b_regs: bool = True)
     shared = 3 * k + 4
     a = min(a_bits, MUL_CHUNK)
     b = min(b_bits, MUL_CHUNK)
-    per = a_bits + a + a + b + 2 * (a_bits + b_bits)
+    # latches, tile operands, product, shifted product, the two accumulator halves and
+    # their carry, the resolved product
+    per = a_bits + a + a + b + 3 * (a_bits + b_bits) + 1
     bb = b_bits + b
     return shared + pairs * per + (pairs * bb if b_regs else bb)
 
 
 def seq_mul_stages(a_bits: int, b_bits: int) -> int:
     """Cycles from :class:`SeqMul`'s start to its products: one per tile-sized partial
-    product, then the operand, product, shifted-product and accumulator registers."""
-    return chunks(a_bits) * chunks(b_bits) + 4
+    product, then the operand, product, shifted-product, accumulator and resolved-product
+    registers."""
+    return chunks(a_bits) * chunks(b_bits) + 5
 
 
 class SeqMul:
@@ -205,7 +208,10 @@ class SeqMul:
     ``t + seq_mul_stages(...)`` for one cycle. Starts must be at least
     ``chunks(a)·chunks(b)`` cycles apart. The control (partial-product counter) is shared by
     all pairs; each pair has its operand latches, tile operand registers, product register
-    and accumulator."""
+    and accumulator. The accumulator is two halves with the carry between them registered
+    (a step's carry enters the upper half with the next step), so no carry chain is longer
+    than half the product; the product is resolved (upper half plus the last carry) in a
+    register of its own."""
 
     def __init__(self, m: Module, start, pairs, name: str):
         wa, wb = len(pairs[0][0]), len(pairs[0][1])
@@ -253,5 +259,17 @@ class SeqMul:
                             m.d.sync += shifted.eq(pp << (MUL_CHUNK * (i + j)))
                 with m.Default():
                     m.d.sync += shifted.eq(0)
-            m.d.sync += acc.eq(Mux(first_z, 0, acc) + shifted)
+            # accumulate: lower half with its carry out registered, upper half with the
+            # previous step's carry (none on a product's first step)
+            w = wa + wb
+            h = (w + 1) // 2
+            lo = Signal(unsigned(h), name=f"{name}_lo{p}")
+            hi = Signal(unsigned(w - h), name=f"{name}_hi{p}")
+            cy = Signal(name=f"{name}_cy{p}")
+            lo_sum = Mux(first_z, 0, lo) + shifted[:h]
+            # hi + shifted + carry as one carry chain: (carry:hi) + (carry:shifted), LSB dropped
+            c_in = cy & ~first_z
+            hi_sum = Cat(c_in, Mux(first_z, 0, hi)) + Cat(c_in, shifted[h:])
+            m.d.sync += [lo.eq(lo_sum[:h]), cy.eq(lo_sum[h]), hi.eq(hi_sum[1:w - h + 1])]
+            m.d.sync += acc.eq(Cat(lo, hi + cy))
             self.products.append(acc)

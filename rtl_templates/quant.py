@@ -162,6 +162,9 @@ class Requant:
 F32_BITS = 24
 #: significant bits of the larger multiplier in fixed-point forms (the two-input adder's)
 MULT_BITS = 24
+#: widest fixed-point requantization multiplier: a real multiplier up to 2**38, or channel
+#: multipliers within 2**38 of each other (beyond that the scales are out of proportion)
+MAX_MULT_BITS = 62
 #: fraction bits beyond an operand's width in fixed-point forms (absolute precision)
 ACC_GUARD_BITS = 12
 
@@ -213,4 +216,10 @@ def make_requant(real_multiplier, zero_point: int, lo: int, hi: int) -> Requant:
         parts.append((int(np.ldexp(frac, F32_BITS)), F32_BITS - int(exp)))
     shift = max(max(s for _, s in parts), 0)
     mult = tuple(m << (shift - s) if m else 0 for m, s in parts)
+    if max(mult).bit_length() > MAX_MULT_BITS:
+        nz = m32[m32 > 0]
+        raise ValueError(f"requantization multipliers from {float(nz.min())!r} to "
+                         f"{float(nz.max())!r} need a {max(mult).bit_length()}-bit fixed-point "
+                         f"multiplier (at most {MAX_MULT_BITS}): the scales are out of "
+                         f"proportion")
     return Requant(mult=mult, shift=shift, zero_point=int(zero_point), lo=int(lo), hi=int(hi))

@@ -190,6 +190,15 @@ def clamp(m: Module, v, lo: int, hi: int, name: str):
     return reg(m, Mux(v < lo, lo, Mux(v > hi, hi, v)), signed(signed_width(lo, hi)), name)
 
 
+def passes_through(rq: Requant, acc_lo: int, acc_hi: int) -> bool:
+    """Whether ``rq`` is the identity on every accumulator in [acc_lo, acc_hi] (multipliers
+    1, no shift, zero point 0, bounds holding the range; ``round24`` is exact below 2**24):
+    a layer that sends its accumulator on, to a thresholding block."""
+    return (all(int(m) == 1 for m in rq.mult) and rq.shift == 0 and rq.zero_point == 0
+            and not rq.zp_first and rq.lo <= acc_lo and acc_hi <= rq.hi
+            and max(-acc_lo, acc_hi) < (1 << F32_BITS))
+
+
 def requant_stages(rq: Requant) -> int:
     """Register stages :func:`round_clamp` puts between its product and its result."""
     base = 1 + ROUND24_STAGES + 4          # |p|; round24; / 2**shift (2); sign + zp; clamp
@@ -239,7 +248,8 @@ class RequantPipeline:
     registers after the input. With ``sign`` (a bipolar output) a sign test replaces the
     product and each lane is one bit. ``spacing``: the fewest cycles between two valid
     inputs; when it allows, each lane's product takes one multiplier tile for several cycles
-    (:meth:`sequential`)."""
+    (:meth:`sequential`). With ``identity`` (the requantizer :func:`passes_through` the
+    accumulator's range) ``sum + bias`` itself is the output, registered once more."""
 
     @staticmethod
     def sequential(rq: Requant, acc_bits: int, spacing: int) -> bool:
@@ -250,9 +260,10 @@ class RequantPipeline:
         return n > 1 and spacing >= n
 
     @staticmethod
-    def depth(rq: Requant, acc_bits: int, sign: bool = False, spacing: int = 1) -> int:
+    def depth(rq: Requant, acc_bits: int, sign: bool = False, spacing: int = 1,
+              identity: bool = False) -> int:
         """Registers from the input to :attr:`data`."""
-        if sign:
+        if sign or identity:
             return 2
         seq = RequantPipeline.sequential(rq, acc_bits, spacing)
         prod = (seq_mul_stages if seq else mul_stages)(acc_bits, rq.mult_bits)
@@ -260,10 +271,10 @@ class RequantPipeline:
 
     @staticmethod
     def multiplies(rq: Requant, acc_bits: int, lanes: int, sign: bool = False,
-                   spacing: int = 1) -> list[tuple[int, int]]:
+                   spacing: int = 1, identity: bool = False) -> list[tuple[int, int]]:
         """The hardware multiplies of ``lanes`` lanes, as unsigned operand widths (each at
         most a tile)."""
-        if sign:
+        if sign or identity:
             return []
         ca, cb = chunks(acc_bits), chunks(rq.mult_bits)
 
@@ -277,18 +288,20 @@ class RequantPipeline:
 
     @staticmethod
     def registers(rq: Requant, acc_bits: int, out_bits: int, lanes: int, sign: bool = False,
-                  spacing: int = 1, mult_live: int | None = None, mult_copies: int | None = None
-                  ) -> int:
+                  spacing: int = 1, mult_live: int | None = None, mult_copies: int | None = None,
+                  identity: bool = False) -> int:
         """Flip-flops of ``lanes`` lanes as the tools keep them. ``mult_live``: bits of a
         lane's multiplier that are not constant (None: all ``rq.mult_bits``; 0: a constant
         multiplier, whose registers the tools remove); ``mult_copies``: distinct multiplier
         signals (None: one per lane; registers fed by the same signal are merged)."""
         live = rq.mult_bits if mult_live is None else mult_live
         copies = lanes if mult_copies is None else mult_copies
-        depth = RequantPipeline.depth(rq, acc_bits, sign, spacing)
+        depth = RequantPipeline.depth(rq, acc_bits, sign, spacing, identity)
         bits = depth + lanes * acc_bits + copies * live     # valid delays, sum + bias, m1
         if sign:
             return bits + lanes
+        if identity:
+            return bits + lanes * min(out_bits, acc_bits)
         bits += lanes * (1 + acc_bits) + copies * live      # sign and magnitude, m2
         seq = RequantPipeline.sequential(rq, acc_bits, spacing)
         stages = (seq_mul_stages if seq else mul_stages)(acc_bits, rq.mult_bits)
@@ -305,7 +318,8 @@ class RequantPipeline:
     @staticmethod
     def parts(rq: Requant, acc_bits: int, out_bits: int, lanes: int, family: str,
               sign: bool = False, spacing: int = 1, mult_live: int | None = None,
-              mult_copies: int | None = None) -> dict[str, res.Resources]:
+              mult_copies: int | None = None, identity: bool = False
+              ) -> dict[str, res.Resources]:
         """Structural parts of ``lanes`` lanes on ``family`` (calibrated by
         :data:`LANE_FIT`): ``rq_front`` (sum + bias, magnitude), ``rq_prod`` (the sum of a
         tiled product's partials) or ``rq_seq`` (the sequential product's multiplexers and
@@ -314,7 +328,9 @@ class RequantPipeline:
         ``rq_ff``. A sign requantizer is a comparison per lane."""
         a = acc_bits
         ff = res.Resources(ff=RequantPipeline.registers(rq, a, out_bits, lanes, sign, spacing,
-                                                        mult_live, mult_copies))
+                                                        mult_live, mult_copies, identity))
+        if identity:
+            return {"rq_front": res.add(a, family) * lanes, "rq_ff": ff}
         if sign:
             return {"rq_sign": res.add(a, family) * lanes + res.compare(a + 1, family) * lanes,
                     "rq_ff": ff}
@@ -337,7 +353,8 @@ class RequantPipeline:
         return out
 
     def __init__(self, m: Module, valid, sums, bias, mult, rq: Requant, acc_bits: int,
-                 out_bits: int, sign: bool = False, spacing: int = 1, name: str = "rq"):
+                 out_bits: int, sign: bool = False, spacing: int = 1, name: str = "rq",
+                 identity: bool = False):
         n, mult_w = len(sums), rq.mult_bits
         v1 = Signal(name=f"{name}_v1")
         s1 = [Signal(signed(acc_bits), name=f"{name}_s_{k}") for k in range(n)]
@@ -349,7 +366,10 @@ class RequantPipeline:
             m.d.sync += m1[0].eq(mult)
         m.d.sync += v1.eq(valid)
         m.d.sync += [s.eq(x + b) for s, x, b in zip(s1, sums, bias)]
-        if sign:        # the sign requantizer as a comparison (no multiplier)
+        if identity:    # the accumulator itself (sign-extended to a wider output)
+            outs = [reg(m, s, signed(max(out_bits, acc_bits)), f"{name}_a_{k}")[:out_bits]
+                    for k, s in enumerate(s1)]
+        elif sign:      # the sign requantizer as a comparison (no multiplier)
             outs = [Signal(name=f"{name}_b_{k}") for k in range(n)]
             m.d.sync += [b.eq(sign_bit(s, mm, rq.zero_point)) for b, s, mm in zip(outs, s1, m1)]
         else:
@@ -368,5 +388,6 @@ class RequantPipeline:
                 prods = [mul_pipe(m, a, b, f"{name}_{k}_mul") for k, (a, b) in enumerate(mags)]
             outs = [round_clamp_mag(m, neg, prod, rq, f"{name}_y_{k}")[:out_bits]
                     for k, (neg, prod) in enumerate(zip(negs, prods))]
-        self.valid = delay(m, v1, self.depth(rq, acc_bits, sign, spacing) - 1, f"{name}_v")
+        self.valid = delay(m, v1, self.depth(rq, acc_bits, sign, spacing, identity) - 1,
+                           f"{name}_v")
         self.data = Cat(*outs)

@@ -13,9 +13,12 @@ Stream contract
       pooling units consume).
 
     Window position ``(kh, kw)`` of output pixel ``(oh, ow)`` is input pixel
-    ``(oh*SH + kh - top, ow*SW + kw - left)``; positions outside the map (padding) carry
-    ``pad_value``. ``OH = (H + top + bottom - KH) // SH + 1``, ``OW`` likewise (ONNX floor
-    semantics, no dilation). Elements are two's complement when the type is signed.
+    ``(oh*SH + kh*DH - top, ow*SW + kw*DW - left)`` (``DH, DW`` the dilation); positions
+    outside the map (padding) carry ``pad_value``. A window spans ``EH = (KH - 1)*DH + 1``
+    rows and ``EW`` columns likewise; ``OH = (H + top + bottom - EH) // SH + 1``, ``OW``
+    likewise (ONNX floor semantics). Elements are two's complement when the type is signed.
+    Below, where the kernel's extent matters (rows needed, rows buffered), ``KH`` stands for
+    ``EH``.
 
 Line buffer
     A circular buffer of ``R`` rows (:attr:`SWGParams.buffer_rows`) of ``W*CB`` beats in one
@@ -125,9 +128,11 @@ class SWGParams:
     qtype: QType                       # element type
     simd: int = 1
     depthwise: bool = False            # output order (cb, kh, kw, ci) instead of (kh, kw, c)
+    dilation: tuple[int, int] = (1, 1)  # (DH, DW)
 
     def __post_init__(self):
-        for name, n in (("in_shape", 3), ("kernel", 2), ("stride", 2), ("pads", 4)):
+        for name, n in (("in_shape", 3), ("kernel", 2), ("stride", 2), ("pads", 4),
+                        ("dilation", 2)):
             v = tuple(int(x) for x in getattr(self, name))
             if len(v) != n:
                 raise ValueError(f"{name} must have {n} entries, got {getattr(self, name)!r}")
@@ -140,22 +145,30 @@ class SWGParams:
             raise ValueError(f"bad stride {self.stride}")
         if min(self.pads) < 0:
             raise ValueError(f"negative pads {self.pads}")
+        if min(self.dilation) < 1:
+            raise ValueError(f"bad dilation {self.dilation}")
         if self.simd < 1 or self.in_shape[2] % self.simd:
             raise ValueError(f"SIMD={self.simd} does not divide the {self.in_shape[2]} channels")
         H, W, _ = self.in_shape
-        KH, KW = self.kernel
+        KH, KW = self.span
         t, l, b, r = self.pads
         if H + t + b < KH or W + l + r < KW:
-            raise ValueError(f"kernel {self.kernel} larger than the padded input "
+            raise ValueError(f"kernel {self.kernel} (dilation {self.dilation}) larger than "
+                             f"the padded input "
                              f"{(H + t + b, W + l + r)}")
         if not self.qtype.lo <= self.pad_value <= self.qtype.hi:
             raise ValueError(f"pad value {self.pad_value} outside {self.qtype.name}")
 
     # ---- shapes
     @property
+    def span(self) -> tuple[int, int]:
+        """Input rows and columns one window covers, ``(K - 1)*D + 1`` each way."""
+        return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilation))
+
+    @property
     def out_shape(self) -> tuple[int, int]:
         H, W, _ = self.in_shape
-        KH, KW = self.kernel
+        KH, KW = self.span
         SH, SW = self.stride
         t, l, b, r = self.pads
         return (H + t + b - KH) // SH + 1, (W + l + r - KW) // SW + 1
@@ -202,7 +215,7 @@ class SWGParams:
         [0, H]) and the last input row that must be complete before it starts (clamped to
         [0, H-1]: even a row of padding waits for its frame's first row)."""
         H = self.in_shape[0]
-        KH, SH, top = self.kernel[0], self.stride[0], self.pads[0]
+        KH, SH, top = self.span[0], self.stride[0], self.pads[0]
         out = []
         for oh in range(self.out_shape[0]):
             hb = oh * SH - top
@@ -231,12 +244,14 @@ def golden(p: SWGParams, x: np.ndarray) -> np.ndarray:
     x = x.reshape(-1, H, W, C)
     KH, KW = p.kernel
     SH, SW = p.stride
+    DH, DW = p.dilation
     t, l, b, r = p.pads
     OH, OW = p.out_shape
     xp = np.full((x.shape[0], H + t + b, W + l + r, C), p.pad_value, dtype=np.int64)
     xp[:, t:t + H, l:l + W, :] = x
     # win[n, oh, ow, kh, kw, c]
-    win = np.stack([np.stack([xp[:, kh:kh + SH * (OH - 1) + 1:SH, kw:kw + SW * (OW - 1) + 1:SW, :]
+    win = np.stack([np.stack([xp[:, kh * DH:kh * DH + SH * (OH - 1) + 1:SH,
+                                 kw * DW:kw * DW + SW * (OW - 1) + 1:SW, :]
                               for kw in range(KW)], axis=3) for kh in range(KH)], axis=3)
     if p.depthwise:
         n = x.shape[0]
@@ -300,7 +315,7 @@ def schedule(p: SWGParams, rows: int, frames: int, avail=None, start: int = 0):
 
 
 def _frames_for(p: SWGParams, rows: int) -> int:
-    H, KH = p.in_shape[0], p.kernel[0]
+    H, KH = p.in_shape[0], p.span[0]
     return 6 + 3 * (-(-(rows + KH) // H))
 
 
@@ -318,7 +333,7 @@ def _steady_period(p: SWGParams, rows: int) -> int:
 
 
 def _choose_rows(p: SWGParams) -> int:
-    H, KH, SH = p.in_shape[0], p.kernel[0], p.stride[0]
+    H, KH, SH = p.in_shape[0], p.span[0], p.stride[0]
     bound = max(p.in_beats, p.out_beats)
     cap = 2 * H + 2 * KH + SH + 4
     best = None
@@ -387,7 +402,7 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
     depth = max(R * W * p.cb, 2)
     cb = counter_bits
     loops = cb(OH) + cb(OW) + cb(KH) + cb(KW) + cb(p.cb)
-    bases = 2 * (cb(H + max(p.pads) + max(KH, KW) + 2) + 1) + cb(R) + cb(H + R + 1) + cb(H)
+    bases = 2 * (cb(H + max(p.pads) + max(p.span) + 2) + 1) + cb(R) + cb(H + R + 1) + cb(H)
     writer = cb(depth) + cb(W * p.cb) + cb(2 * H + R + 5)
     pipe = cb(R) + cb(W) + cb(p.cb) + cb(depth) + 8
     ctl_ff = loops + bases + writer + pipe + cb(FIFO_DEPTH + 1)
@@ -410,6 +425,7 @@ def rw_dont_care(p: SWGParams) -> bool:
     OH, OW = p.out_shape
     KH, KW = p.kernel
     SH, SW = p.stride
+    DH, DW = p.dilation
     top, left = p.pads[0], p.pads[1]
     CB, R, rb, L = p.cb, p.buffer_rows, p.row_in_beats, READ_DELAY
     needs = p.row_needs()
@@ -426,7 +442,7 @@ def rw_dont_care(p: SWGParams) -> bool:
             f, oh = divmod(J, OH)
             for ow in reversed(range(OW)):
                 for kh, kw, cb in reversed(window):
-                    h, w = oh * SH - top + kh, ow * SW - left + kw
+                    h, w = oh * SH - top + kh * DH, ow * SW - left + kw * DW
                     inside = 0 <= h < H and 0 <= w < W
                     yield (f * H + h if inside else None), w * CB + cb
             J -= 1
@@ -466,6 +482,8 @@ class SWG(wiring.Component):
         H, W, _ = p.in_shape
         KH, KW = p.kernel
         SH, SW = p.stride
+        DH, DW = p.dilation
+        EH, EW = p.span
         top, left, _, _ = p.pads
         OH, OW = p.out_shape
         CB, SIMD, bits = p.cb, p.simd, p.qtype.bits
@@ -482,8 +500,8 @@ class SWG(wiring.Component):
         # --- reader state -----------------------------------------------------------------
         oh, ow = _counter(OH), _counter(OW)
         kh, kw, cb = _counter(KH), _counter(KW), _counter(CB)
-        hb = Signal(range(-top - 1, max((OH - 1) * SH - top, H) + KH + 2), init=-top)
-        wb = Signal(range(-left - 1, max((OW - 1) * SW - left, W) + KW + 2), init=-left)
+        hb = Signal(range(-top - 1, max((OH - 1) * SH - top, H) + EH + 2), init=-top)
+        wb = Signal(range(-left - 1, max((OW - 1) * SW - left, W) + EW + 2), init=-left)
         sb = Signal(range(max(R, 2)), init=(-top) % R)     # slot of row hb
         # writer row in the reader's frame
         wrel = Signal(range(-H - 2, H + R + 3))
@@ -494,14 +512,14 @@ class SWG(wiring.Component):
             return Mux(x < 0, 0, Mux(x > H, H, x))
 
         def need_row(x):
-            xn = x + (KH - 1)
+            xn = x + (EH - 1)
             return Mux(xn < 0, 0, Mux(xn > H - 1, H - 1, xn))
 
         def const_first(x):
             return min(max(x, 0), H)
 
         def const_need(x):
-            return min(max(x + KH - 1, 0), H - 1)
+            return min(max(x + EH - 1, 0), H - 1)
 
         FR = Signal(range(H + R + 1), init=const_first(-top) + R)
         need = Signal(range(max(H, 2)), init=const_need(-top))
@@ -539,10 +557,10 @@ class SWG(wiring.Component):
                 m.d.sync += [ow.eq(ow + 1), wb.eq(wb + SW)]
 
         # --- issue stage: position, pad flag, slot ---------------------------------------
-        h = hb + kh
-        wcol = wb + kw
+        h = hb + kh * DH
+        wcol = wb + kw * DW
         pad = (h < 0) | (h >= H) | (wcol < 0) | (wcol >= W)
-        slot_sum = sb + kh
+        slot_sum = sb + kh * DH          # < 2R: (KH - 1)*DH < EH <= R
         slot = Mux(slot_sum >= R, slot_sum - R, slot_sum)
 
         v1, pad1 = Signal(), Signal()
@@ -581,7 +599,8 @@ class SWG(wiring.Component):
 def manifest(p: SWGParams) -> dict:
     return {"window": {"in_hwc": list(p.in_shape), "kernel": list(p.kernel),
                        "stride": list(p.stride), "pads": list(p.pads),
-                       "depthwise_order": p.depthwise}, "folding": {"simd": p.simd}}
+                       "dilation": list(p.dilation), "depthwise_order": p.depthwise},
+            "folding": {"simd": p.simd}}
 
 
 def fold_space(p: SWGParams) -> FoldSpace:

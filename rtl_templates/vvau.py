@@ -1,8 +1,9 @@
 """Vector–vector unit (VVAU): depthwise convolution on a window stream, folded by PE.
 
-Per output pixel and channel ``c``::
+Per output pixel and output channel ``o = c*M + j`` (``M`` outputs per input channel ``c``,
+the channel multiplier; ``j < M``)::
 
-    out[c] = requant( sum_k w[c, k] * x[c, k] + bias[c] ),   k = kh*KW + kw < K = KH*KW
+    out[o] = requant( sum_k w[o, k] * x[c, k] + bias[o] ),   k = kh*KW + kw < K = KH*KW
 
 Stream contract
     ``i``: the sliding-window generator's depthwise order. For each output pixel (raster
@@ -10,13 +11,15 @@ Stream contract
     kernel positions in raster order, one beat of PE channels each: element ``ci`` of a beat in
     bits ``[ci*in_bits, (ci+1)*in_bits)``. So a pixel is ``K*NB`` beats, flat element index
     ``((cb*K + k)*PE + ci)`` within the pixel (:func:`windows_to_stream` builds it).
-    ``o``: channel-last, PE channels per beat, ``NB`` beats per pixel.
+    ``o``: channel-last, PE*M channels per beat (the outputs of the beat's PE input
+    channels, in order), ``NB`` beats per pixel.
     Elements are two's complement when their type is signed. One frame = ``pixels`` output
     pixels (OH*OW). Padding positions must carry the input zero point (real 0.0): the bias
     holds the input zero-point correction ``-z_in * sum_k w[c, k]`` for every position.
 
 Schedule
-    One step per input beat: PE multiply-accumulates. Every K-th step completes an output beat.
+    One step per input beat: PE*M multiply-accumulates (input lane ``ci`` feeds output lanes
+    ``ci*M .. ci*M + M - 1``). Every K-th step completes an output beat.
     The unit takes one beat per cycle, so a frame takes ``pixels*K*NB`` cycles.
 
 Pipeline (a step issued in cycle t; the structure of :mod:`rtl_templates.mvau`)
@@ -29,10 +32,10 @@ The pipeline never stalls: a credit counter lets a step that completes an output
 only while the output FIFO is sure to have room. ``valid`` on ``o`` never depends on ``ready``.
 
 Cost
-    ``cycles = pixels*K*NB``, ``latency = cycles + pipeline_depth(p)``; 2·PE multipliers
-    (PE of ``in_bits × w_bits``, PE of ``acc_bits × mult_bits``); memory: weights
-    ``C*K*w_bits``, bias/multipliers ``C*(acc_bits + mult_bits)``, output FIFO
-    ``10*PE*out_bits``.
+    ``cycles = pixels*K*NB``, ``latency = cycles + pipeline_depth(p)``; with ``L = PE*M``
+    lanes, 2·L multipliers (L of ``in_bits × w_bits``, L of ``acc_bits × mult_bits``);
+    memory: weights ``C*M*K*w_bits``, bias/multipliers ``C*M*(acc_bits + mult_bits)``,
+    output FIFO ``depth*L*out_bits``.
 """
 from __future__ import annotations
 
@@ -103,30 +106,46 @@ def stream_to_windows(x: np.ndarray, pixels: int, channels: int, kernel: int,
 @dataclass(frozen=True, eq=False)
 class VVAUParams:
     """Everything that defines one VVAU instance."""
-    weights: np.ndarray      # [C, K] int (K = KH*KW raster order; weight zero point subtracted)
-    bias: np.ndarray         # [C] int (includes the input zero-point correction)
-    requant: Requant         # per tensor (1 multiplier) or per channel (C)
+    weights: np.ndarray      # [C*M, K] int (K = KH*KW raster order; weight zero point
+    #                          subtracted); row o = c*M + j: output j of input channel c
+    bias: np.ndarray         # [C*M] int (includes the input zero-point correction)
+    requant: Requant         # per tensor (1 multiplier) or per output channel (C*M)
     in_type: QType
     out_type: QType
     pe: int = 1
     pixels: int = 1          # output pixels per frame (OH*OW)
+    multiplier: int = 1      # M: output channels per input channel
 
     def __post_init__(self):
         if np.ndim(self.weights) != 2:
-            raise ValueError("weights must be [C, K]")
-        c, _ = self.weights.shape
-        if np.shape(self.bias) != (c,):
-            raise ValueError(f"bias must have {c} elements")
+            raise ValueError("weights must be [C*M, K]")
+        co, _ = self.weights.shape
+        if self.multiplier < 1 or co % self.multiplier:
+            raise ValueError(f"the channel multiplier {self.multiplier} does not divide the "
+                             f"{co} weight rows")
+        if np.shape(self.bias) != (co,):
+            raise ValueError(f"bias must have {co} elements")
+        c = co // self.multiplier
         if self.pe < 1 or c % self.pe:
             raise ValueError(f"PE={self.pe} does not divide the {c} channels")
         if self.pixels < 1:
             raise ValueError("a frame needs at least one pixel")
-        if len(self.requant.mult) not in (1, c):
+        if len(self.requant.mult) not in (1, co):
             raise ValueError("requantizer multipliers must be per tensor or per channel")
 
     @property
     def channels(self) -> int:
+        """Input channels C."""
+        return self.weights.shape[0] // self.multiplier
+
+    @property
+    def out_channels(self) -> int:
         return self.weights.shape[0]
+
+    @property
+    def lanes(self) -> int:
+        """Output lanes (elements per output beat): PE*M."""
+        return self.pe * self.multiplier
 
     @property
     def kernel(self) -> int:
@@ -143,7 +162,7 @@ class VVAUParams:
 
     @property
     def out_elements(self) -> int:
-        return self.pixels * self.channels
+        return self.pixels * self.out_channels
 
     @property
     def w_bits(self) -> int:
@@ -164,16 +183,17 @@ class VVAUParams:
 
     def mult_per_channel(self) -> list[int]:
         m = list(self.requant.mult)
-        return m * self.channels if len(m) == 1 else m
+        return m * self.out_channels if len(m) == 1 else m
 
 
 # ---------------------------------------------------------------------------- golden
 
 def golden(p: VVAUParams, x: np.ndarray) -> np.ndarray:
     """Integer semantics. ``x`` is [..., pixels*C*K] in the stream order of the input (see
-    :func:`windows_to_stream`); returns [..., pixels*C] channel-last."""
+    :func:`windows_to_stream`); returns [..., pixels*C*M] channel-last."""
     win = stream_to_windows(np.asarray(x, dtype=np.int64), p.pixels, p.channels, p.kernel,
                             p.pe)
+    win = np.repeat(win, p.multiplier, axis=-2)           # [..., pixels, C*M, K]
     acc = (win * p.weights.astype(np.int64)).sum(axis=-1) + p.bias.astype(np.int64)
     y = p.requant.apply(acc, channel_axis=-1)
     return y.reshape(*y.shape[:-2], p.out_elements)
@@ -184,21 +204,22 @@ def golden(p: VVAUParams, x: np.ndarray) -> np.ndarray:
 def cost(p: VVAUParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
     steps = p.pixels * p.kernel * p.nb
-    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=p.kernel)
+    L = p.lanes
+    rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, L, spacing=p.kernel)
     dot = Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True,
               y_bits=min(p.in_type.bits + p.w_bits, p.acc_bits))
-    muls = add_muls({dot: p.pe},
+    muls = add_muls({dot: L},
                     unsigned_muls(rq_tiles))
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
     return Cost(
         cycles=steps,
         latency=timing(p, 0, steps - 1)[1] + 1,
-        multipliers=p.pe + len(rq_tiles),
-        multiplier_widths=[(p.in_type.bits, p.w_bits)] * p.pe + rq_tiles,
+        multipliers=L + len(rq_tiles),
+        multiplier_widths=[(p.in_type.bits, p.w_bits)] * L + rq_tiles,
         multiplies=muls,
-        memory_bits=p.nb * p.kernel * p.pe * p.w_bits
-        + p.nb * p.pe * (p.acc_bits + p.requant.mult_bits)
-        + _fifo_depth(p) * p.pe * p.out_type.bits,
+        memory_bits=p.nb * p.kernel * L * p.w_bits
+        + p.nb * L * (p.acc_bits + p.requant.mult_bits)
+        + _fifo_depth(p) * L * p.out_type.bits,
         registers=max(r.ff for r in by_family.values()),
         by_family=by_family, parts=parts,
     )
@@ -230,13 +251,13 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
     """The unit's hardware in the resource model's parts (see :mod:`rtl_templates.resources`):
     memories, output FIFO, control, operand and product registers, accumulators and the
     requantizers."""
-    PE, NB, K = p.pe, p.nb, p.kernel
+    PE, NB, K, L = p.pe, p.nb, p.kernel, p.lanes
     ib, wb, A, ob = p.in_type.bits, p.w_bits, p.acc_bits, p.out_type.bits
     depth = _fifo_depth(p)
     cbb = counter_bits(NB)
-    w = np.asarray(p.weights).reshape(NB, PE, K).transpose(0, 2, 1).reshape(NB * K, PE)
+    w = np.asarray(p.weights).reshape(NB, L, K).transpose(0, 2, 1).reshape(NB * K, L)
     w_live, w_distinct = rom_live(w, wb)
-    shape = (NB, PE)
+    shape = (NB, L)
     p_live, p_distinct, m_live = param_live(
         np.asarray(p.bias, dtype=np.int64).reshape(shape),
         np.asarray(p.mult_per_channel(), dtype=np.int64).reshape(shape), A,
@@ -248,15 +269,16 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
     ctl_bits = counter_bits(K) + cbb + counter_bits(NB * K) + counter_bits(depth + 1)
     ctl_bits += counter_bits(NB * K) if NB * K > 1 else 0   # pipeline.rom_counter's copy
     parts = {
-        "mem_w": wmem, "mem_p": pmem, "fifo": res.fifo(PE * ob, depth, family),
+        "mem_w": wmem, "mem_p": pmem, "fifo": res.fifo(L * ob, depth, family),
         "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * 6 + 1, lut4=ctl_bits + 8,
                              carry=ctl_bits / 2),
-        "terms": res.Resources(ff=3 * PE * ib + 2 * w_reg + 2 * PE * (ib + wb)),
-        "acc": res.accumulate(A, family) * PE + res.Resources(ff=3 * PE * A + p_reg),
+        # the operand registers of lanes reading one input lane are one (merged)
+        "terms": res.Resources(ff=3 * PE * ib + 2 * w_reg + 2 * L * (ib + wb)),
+        "acc": res.accumulate(A, family) * L + res.Resources(ff=3 * L * A + p_reg),
     }
-    parts.update(RequantPipeline.parts(p.requant, A, ob, PE, family, spacing=K,
+    parts.update(RequantPipeline.parts(p.requant, A, ob, L, family, spacing=K,
                                        mult_live=round(m_live),
-                                       mult_copies=PE if m_live else 1))
+                                       mult_copies=L if m_live else 1))
     return parts
 
 
@@ -285,34 +307,34 @@ class VVAU(wiring.Component):
         self.p = p
         super().__init__({
             "i": In(stream.Signature(unsigned(p.pe * p.in_type.bits))),
-            "o": Out(stream.Signature(unsigned(p.pe * p.out_type.bits))),
+            "o": Out(stream.Signature(unsigned(p.lanes * p.out_type.bits))),
         })
 
     def elaborate(self, platform):
         p = self.p
         m = Module()
-        PE, NB, K = p.pe, p.nb, p.kernel
+        PE, NB, K, L, M = p.pe, p.nb, p.kernel, p.lanes, p.multiplier
         ib, wb, ob = p.in_type.bits, p.w_bits, p.out_type.bits
         acc_w = p.acc_bits
         rq = p.requant
         mult_w = rq.mult_bits
 
-        # --- memories: weights word (cb, k) holds lanes ci; bias/multiplier word cb --------
-        wwords = [pack_word(p.weights[cb * PE:(cb + 1) * PE, k], wb)
+        # --- memories: weights word (cb, k) holds output lanes l; bias/multiplier word cb --
+        wwords = [pack_word(p.weights[cb * L:(cb + 1) * L, k], wb)
                   for cb in range(NB) for k in range(K)]
-        m.submodules.wmem = wmem = Memory(shape=unsigned(PE * wb), depth=NB * K, init=wwords)
+        m.submodules.wmem = wmem = Memory(shape=unsigned(L * wb), depth=NB * K, init=wwords)
         w_rd = wmem.read_port()
 
         mults = p.mult_per_channel()
         lane_w = acc_w + mult_w
         pwords = [pack_word([(int(p.bias[c]) & ((1 << acc_w) - 1)) | (mults[c] << acc_w)
-                         for c in range(cb * PE, (cb + 1) * PE)], lane_w) for cb in range(NB)]
-        m.submodules.pmem = pmem = Memory(shape=unsigned(PE * lane_w), depth=NB, init=pwords)
+                         for c in range(cb * L, (cb + 1) * L)], lane_w) for cb in range(NB)]
+        m.submodules.pmem = pmem = Memory(shape=unsigned(L * lane_w), depth=NB, init=pwords)
         p_rd = pmem.read_port()
 
         # --- output FIFO and credits ---------------------------------------------------
         depth = _fifo_depth(p)
-        out = OutputCredits(m, self.o, PE * ob, depth)
+        out = OutputCredits(m, self.o, L * ob, depth)
 
         # --- issue stage ---------------------------------------------------------------
         k = Signal(range(max(K, 2)))
@@ -341,25 +363,26 @@ class VVAU(wiring.Component):
         m.d.sync += [v1.eq(issue), first1.eq(k == 0), last1.eq(last_k), cb1.eq(cb),
                      x1.eq(self.i.payload)]
         # --- stage 1b: operands registered (the weight memory's output is slow) ------------
-        w1 = reg(m, w_rd.data, unsigned(PE * wb), "w1")
+        w1 = reg(m, w_rd.data, unsigned(L * wb), "w1")
         x1 = reg(m, x1, unsigned(PE * ib), "x1b")
         v1, first1, last1, cb1 = (delay(m, x, 1, f"{n}_x") for x, n in
                                   ((v1, "v1"), (first1, "first1"), (last1, "last1"), (cb1, "cb1")))
-        xs = lanes(x1, PE, ib, p.in_type.signed)
+        # output lane l reads input lane l // M
+        xs = [x for x in lanes(x1, PE, ib, p.in_type.signed) for _ in range(M)]
         # each hard multiplier with operand and product registers of its own, then one more
         prods = [reg(m, reg(m, reg(m, x, x.shape(), f"xt_{ci}") * reg(m, w, w.shape(), f"wt_{ci}"),
                             signed(ib + wb + 1), f"prod_{ci}"), signed(ib + wb + 1), f"prodr_{ci}")
-                 for ci, (x, w) in enumerate(zip(xs, lanes(w1, PE, wb, signed=True)))]
+                 for ci, (x, w) in enumerate(zip(xs, lanes(w1, L, wb, signed=True)))]
         v1, first1, last1, cb1 = (delay(m, x, 3, f"{n}_p") for x, n in
                                   ((v1, "v1"), (first1, "first1"), (last1, "last1"), (cb1, "cb1")))
 
         # --- stage 2: accumulate --------------------------------------------------------
         v2, first2, last2 = Signal(), Signal(), Signal()
         cb2 = Signal.like(cb)
-        prod2 = [Signal(signed(acc_w), name=f"prod2_{ci}") for ci in range(PE)]
+        prod2 = [Signal(signed(acc_w), name=f"prod2_{ci}") for ci in range(L)]
         m.d.sync += [v2.eq(v1), first2.eq(first1), last2.eq(last1), cb2.eq(cb1)]
         m.d.sync += [d.eq(x) for d, x in zip(prod2, prods)]
-        acc = [Signal(signed(acc_w), name=f"acc_{ci}") for ci in range(PE)]
+        acc = [Signal(signed(acc_w), name=f"acc_{ci}") for ci in range(L)]
         acc_next = [Mux(first2, 0, a) + d for a, d in zip(acc, prod2)]
         with m.If(v2):
             m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]
@@ -367,10 +390,10 @@ class VVAU(wiring.Component):
 
         # --- stage 3: the sum moves on; the channels' bias and multiplier arrive -----------
         v3 = Signal()
-        s3 = [Signal(signed(acc_w), name=f"s3_{ci}") for ci in range(PE)]
+        s3 = [Signal(signed(acc_w), name=f"s3_{ci}") for ci in range(L)]
         m.d.sync += v3.eq(v2 & last2)
         m.d.sync += [s.eq(n) for s, n in zip(s3, acc_next)]
-        params3 = lanes(reg(m, p_rd.data, unsigned(PE * lane_w), "params3"), PE, lane_w)
+        params3 = lanes(reg(m, p_rd.data, unsigned(L * lane_w), "params3"), L, lane_w)
 
         # --- stages 4, 5: bias, product; round half to even, zero point, clamp → FIFO ------
         rqp = RequantPipeline(m, v3, s3, [w[:acc_w].as_signed() for w in params3],
@@ -382,7 +405,9 @@ class VVAU(wiring.Component):
 # ---------------------------------------------------------------------------- registration
 
 def manifest(p: VVAUParams) -> dict:
-    return {"folding": {"pe": p.pe}}
+    if p.multiplier == 1:
+        return {"folding": {"pe": p.pe}}
+    return {"folding": {"pe": p.pe}, "channel_multiplier": p.multiplier}
 
 
 def fold_space(p: VVAUParams) -> FoldSpace:

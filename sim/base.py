@@ -18,6 +18,17 @@ from dataclasses import dataclass, field
 
 
 @dataclass
+class Wave:
+    """Waveforms to dump: ``kind`` ``"vcd"`` or ``"fst"`` into ``path``, from the cycle in
+    which input beat ``from_in_beat`` is next to be transferred through the cycle that
+    transfers output beat ``to_out_beat - 1`` (beats counted within the job)."""
+    path: str
+    kind: str
+    from_in_beat: int
+    to_out_beat: int
+
+
+@dataclass
 class StreamJob:
     """What to feed and what to expect."""
     in_width: int
@@ -30,6 +41,11 @@ class StreamJob:
     stall_out: float = 0.0
     seed: int = 0
     max_cycles: int = 0  # 0: derived from the job size (generous); exceeded -> SimTimeout
+    # the observed streams of a design built for observation, in order: (identifier, payload
+    # bits), the top module's ports <identifier>__valid/__ready/__payload; every transfer on
+    # them is recorded (StreamResult.taps)
+    taps: list[tuple[str, int]] = field(default_factory=list)
+    wave: Wave | None = None
 
     def check(self) -> None:
         """A job a bench can run: one last flag per input beat, every beat within its width."""
@@ -47,21 +63,28 @@ class StreamResult:
     in_times: list[int] = field(default_factory=list)   # cycle of each input transfer
     out_times: list[int] = field(default_factory=list)  # cycle of each output transfer
     cycles: int = 0                                      # cycles simulated in total
+    # per tapped stream of the job: (cycle of each transfer, its payload)
+    taps: list[tuple[list[int], list[int]]] = field(default_factory=list)
 
 
 class SimTimeout(RuntimeError):
-    """The design stopped producing output (deadlock or far too slow)."""
+    """The design stopped producing output (deadlock or far too slow). ``result`` holds what
+    was transferred until then, where the back end gives it."""
+
+    def __init__(self, msg: str, result: StreamResult | None = None):
+        super().__init__(msg)
+        self.result = result
 
 
 def check_status(top: str, job: StreamJob, max_cycles: int, status: str, n_out: int,
-                 n_in: int, cycles: int) -> None:
+                 n_in: int, cycles: int, result: StreamResult | None = None) -> None:
     """Raise what a bench's final ``status`` means: ``"timeout"`` (``n_out`` output and
-    ``n_in`` input beats transferred within ``max_cycles``) or ``"extra"`` (a surplus output
-    beat in the last of ``cycles``); ``"ok"`` passes."""
+    ``n_in`` input beats transferred within ``max_cycles``; ``result`` goes with the error)
+    or ``"extra"`` (a surplus output beat in the last of ``cycles``); ``"ok"`` passes."""
     if status == "timeout":
         raise SimTimeout(f"{top}: only {n_out} of {job.n_out_beats} output beats arrived "
                          f"within {max_cycles} cycles ({n_in} of {len(job.in_beats)} input "
-                         f"beats were consumed)")
+                         f"beats were consumed)", result)
     if status == "extra":
         raise RuntimeError(f"{top}: produced more than the expected {job.n_out_beats} "
                            f"output beats (a surplus beat at cycle {cycles - 1})")

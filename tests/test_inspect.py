@@ -130,7 +130,7 @@ def test_cli_text_report():
     p = hwgen("inspect", EXAMPLES / "digits_cnn_qdq.onnx")
     assert p.returncode == 0, p.stderr
     out = p.stdout
-    for word in ("node", "status", "mapped", "folded into", "swg+mvau", "problems: none",
+    for word in ("node", "status", "mapped", "folded into", "swg_par+mvau", "problems: none",
                  "cycles per frame", "multipliers", "memory bits", "devices that could hold"):
         assert word in out, f"{word!r} missing:\n{out}"
 

@@ -12,9 +12,10 @@ unit must
 * match its cost model: frame interval ``cost.cycles`` and latency ``cost.latency`` within
   2 %, one input beat per cycle;
 
-and the golden model must agree with an independent computation of the depthwise
-convolution: a direct int64 loop over the image, and onnxruntime's float Conv (group = C),
-which is exact here because every sum stays below 2**24.
+(also with a channel multiplier: M outputs per input channel), and the golden model must
+agree with an independent computation of the depthwise convolution: a direct int64 loop
+over the image, and onnxruntime's float Conv (group = C), which is exact here because every
+sum stays below 2**24.
 """
 from __future__ import annotations
 
@@ -82,11 +83,13 @@ class Cfg:
     relu: bool = False
     weight_zp: bool = False
     big_bias: bool = False
+    mult: int = 1                    # channel multiplier: outputs per input channel
 
     @property
     def id(self) -> str:
         flags = "".join(f for f, on in (("-pc", self.per_channel), ("-relu", self.relu),
-                                         ("-wzp", self.weight_zp), ("-bigb", self.big_bias))
+                                         ("-wzp", self.weight_zp), ("-bigb", self.big_bias),
+                                         (f"-m{self.mult}", self.mult > 1))
                         if on)
         return (f"c{self.c}-{self.h}x{self.w}-k{self.kh}x{self.kw}-s{self.stride}p{self.pad}"
                 f"-pe{self.pe}-{self.in_type.name}-{self.out_type.name}{flags}")
@@ -131,22 +134,22 @@ def random_params(cfg: Cfg) -> VVAUParams:
     input zero point folded in (as the importer folds it), and requantizer multipliers
     calibrated on random windows so that the outputs spread over the output range."""
     rng = np.random.default_rng(cfg.seed)
-    C, K = cfg.c, cfg.kh * cfg.kw
+    C, K, CO = cfg.c, cfg.kh * cfg.kw, cfg.c * cfg.mult
     if cfg.weight_zp:
         w_zp = int(rng.integers(0, 64) if rng.random() < 0.5 else rng.integers(192, 256))
-        weights = rng.integers(0, 256, size=(C, K)) - w_zp
+        weights = rng.integers(0, 256, size=(CO, K)) - w_zp
         weights.flat[0], weights.flat[-1] = -w_zp, 255 - w_zp
     else:
-        weights = rng.integers(-128, 128, size=(C, K))
+        weights = rng.integers(-128, 128, size=(CO, K))
     weights = weights.astype(np.int64)
     t = cfg.in_type
     x_rms = math.sqrt((t.lo ** 2 + t.lo * t.hi + t.hi ** 2) / 3)
     typ = max(1.0, math.sqrt(K) * float(np.sqrt(np.mean(weights.astype(float) ** 2))) * x_rms)
     if cfg.big_bias:
-        b = rng.integers(-(1 << 20), 1 << 20, size=C)
+        b = rng.integers(-(1 << 20), 1 << 20, size=CO)
         b[0] = (1 << 20) - 1
     else:
-        b = rng.integers(-int(typ), int(typ) + 1, size=C)
+        b = rng.integers(-int(typ), int(typ) + 1, size=CO)
     bias = b.astype(np.int64) - cfg.z_in * weights.sum(axis=1)
 
     o = cfg.out_type
@@ -159,12 +162,12 @@ def random_params(cfg: Cfg) -> VVAUParams:
         zp = int(rng.integers(lo + span // 4, hi - span // 4 + 1))
     dummy = Requant(mult=(1,), shift=0, zero_point=zp, lo=lo, hi=hi)
     p0 = VVAUParams(weights=weights, bias=bias, requant=dummy, in_type=t, out_type=o,
-                    pe=cfg.pe, pixels=cfg.pixels)
-    xs = rng.integers(t.lo, t.hi + 1, size=(256, C, K))
-    acc = (xs * weights).sum(axis=-1) + bias                       # [256, C]
+                    pe=cfg.pe, pixels=cfg.pixels, multiplier=cfg.mult)
+    xs = np.repeat(rng.integers(t.lo, t.hi + 1, size=(256, C, K)), cfg.mult, axis=1)
+    acc = (xs * weights).sum(axis=-1) + bias                       # [256, C*M]
     room = max(hi - zp, zp - lo, 1)
     if cfg.per_channel:
-        spread = np.logspace(-1.3, 0.7, C) if C > 1 else np.ones(1)
+        spread = np.logspace(-1.3, 0.7, CO) if CO > 1 else np.ones(1)
         rng.shuffle(spread)
         mult = room / (np.percentile(np.abs(acc), 75, axis=0) + 1.0) * spread
     else:
@@ -183,6 +186,8 @@ GRID = [
     Cfg(16, 3, 3, 3, 3, 1, 1, 4, UINT8, INT8, big_bias=True),
     Cfg(4, 3, 3, 3, 3, 1, 0, 2, INT8, UINT8, relu=True),                     # one pixel
     Cfg(2, 4, 6, 2, 2, 2, 0, 1, UINT8, INT8, per_channel=True),              # 2x2 stride 2
+    Cfg(4, 5, 5, 3, 3, 1, 1, 2, UINT8, INT8, per_channel=True, mult=2),      # multiplier 2
+    Cfg(3, 4, 4, 3, 3, 2, 1, 1, INT8, UINT8, relu=True, mult=3),             # multiplier 3
 ]
 VL_GRID = [GRID[6]]    # one build (~40 s cold on a busy machine; cached afterwards)
 
@@ -193,7 +198,7 @@ def _ids(cfgs):
 
 def _run(cfg: Cfg, x: np.ndarray, simulator: str = "amaranth", **kw):
     p = cfg.params
-    return run_block(VVAU(p), x, p.in_type, p.pe, p.out_type, p.pe, p.out_elements,
+    return run_block(VVAU(p), x, p.in_type, p.pe, p.out_type, p.lanes, p.out_elements,
                      simulator=simulator, name="vvau_top", **kw)
 
 
@@ -286,12 +291,13 @@ def _direct_depthwise(cfg: Cfg, images: np.ndarray) -> np.ndarray:
     xp = np.zeros((n, h + 2 * cfg.pad, w + 2 * cfg.pad, c), dtype=np.int64)
     xp[:, cfg.pad:cfg.pad + h, cfg.pad:cfg.pad + w] = images - cfg.z_in
     oh, ow = out_size(h, cfg.kh, cfg.stride, cfg.pad), out_size(w, cfg.kw, cfg.stride, cfg.pad)
-    acc = np.zeros((n, oh, ow, c), dtype=np.int64)
+    acc = np.zeros((n, oh, ow, c * cfg.mult), dtype=np.int64)
     for i in range(cfg.kh):
         for j in range(cfg.kw):
             sl = xp[:, i:i + cfg.stride * (oh - 1) + 1:cfg.stride,
                     j:j + cfg.stride * (ow - 1) + 1:cfg.stride]
-            acc += sl * p.weights[:, i * cfg.kw + j]
+            # output channel c*M + m reads input channel c
+            acc += np.repeat(sl, cfg.mult, axis=-1) * p.weights[:, i * cfg.kw + j]
     return acc
 
 
@@ -303,13 +309,13 @@ def _ort_depthwise(cfg: Cfg, images: np.ndarray) -> np.ndarray:
 
     p = cfg.params
     n, h, w, c = images.shape
-    wt = p.weights.reshape(c, 1, cfg.kh, cfg.kw).astype(np.float32)
+    wt = p.weights.reshape(c * cfg.mult, 1, cfg.kh, cfg.kw).astype(np.float32)
     oh, ow = out_size(h, cfg.kh, cfg.stride, cfg.pad), out_size(w, cfg.kw, cfg.stride, cfg.pad)
     g = helper.make_graph(
         [helper.make_node("Conv", ["x", "w"], ["y"], group=c, kernel_shape=[cfg.kh, cfg.kw],
                           strides=[cfg.stride] * 2, pads=[cfg.pad] * 4)],
         "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, c, oh, ow])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, c * cfg.mult, oh, ow])],
         [numpy_helper.from_array(wt, "w")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
@@ -368,3 +374,9 @@ def test_cost_formulas():
                                                               spacing=p.kernel)
     assert c.multipliers == 2 * 3
     assert c.memory_bits >= 25 * 3 * p.w_bits
+    p = GRID[-1].params                                             # C=3, M=3, K=9, PE=1
+    c = cost(p)
+    assert (p.channels, p.out_channels, p.lanes, p.nb) == (3, 9, 3, 3)
+    assert c.cycles == p.pixels * 9 * 3                             # as with M = 1
+    assert c.multipliers == 2 * 3
+    assert c.memory_bits >= 9 * 9 * p.w_bits

@@ -1,0 +1,366 @@
+"""Window-parallel sliding-window generator (``swg_par``): feature map stream → window stream
+with many window elements per beat, for a convolution whose input has few channels.
+
+The sliding-window generator of :mod:`rtl_templates.swg` emits one beat per cycle of at most
+``C`` elements, so a layer reading a 1- or 3-channel map needs ``OH*OW*KH*KW`` cycles per
+frame however parallel its matrix unit is. This block emits ``P`` (``window_par``) elements
+of a window per beat, up to the whole window, so the matrix unit behind it can take
+``SIMD = P``.
+
+Stream contract
+    ``i``: one frame = an ``H×W×C`` feature map, channel-last, one pixel per beat (channel
+    ``c`` in bits ``[c*bits, (c+1)*bits)``).
+    ``o``: for each output pixel ``(oh, ow)`` in raster order, its window in ``(kh, kw, c)``
+    order — :mod:`rtl_templates.swg`'s standard order, the column order of a convolution's
+    weight matrix — in ``B = KH*KW*C / P`` beats: window element ``k`` in lane ``k mod P`` of
+    beat ``k // P``. ``P`` is any divisor of ``KH*KW*C``; a matrix unit with ``SIMD = P``
+    reads its synapse fold ``sf`` as beat ``sf``, so its weights need no other layout.
+    Geometry (stride, pads, dilation, ``pad_value``, ONNX floor semantics) as in
+    :mod:`rtl_templates.swg`; :func:`golden` is that block's golden function.
+
+Hardware
+    The generator walks the padded map (``Hp = H + top + bottom`` rows by ``Wp = W + left +
+    right`` columns) in raster order, one *step* per position, frames back to back: a
+    position inside the map takes one input beat, a padding position takes ``pad_value``.
+    A step pushes a column of ``KH`` pixels — the step's pixel and those ``DH``, ``2*DH``, …
+    rows above — into a shift register of ``EW = (KW - 1)*DW + 1`` columns. The pixels above
+    come from ``KH - 1`` delay lines of ``DH*Wp`` steps, line ``j`` delaying element ``j - 1``
+    of the column: a RAM with one write and one read port each (``memory.ram``: LUT RAM or
+    block RAM), written at step ``k`` at address ``k mod N`` and read at ``k + 1 mod N`` in
+    the same cycle, so the word the next step needs is waiting in the read register.
+
+    After the step at padded position ``(y, x)`` the shift register holds the window whose
+    last row and column are ``y`` and ``x``. When that is an output window (``y - EH + 1 =
+    oh*SH`` for an output row ``oh``, and likewise for the column), it is emitted in ``B``
+    beats, one per cycle from the next cycle on; the next step waits for the cycle of the
+    last beat (a step and the last beat share a cycle). Whether a position is inside the map
+    or ends an output window is read from constant masks one step ahead into registers.
+
+Pipeline (a beat issued in cycle t)
+    t: beat index → the beat's ``P`` elements (a ``B``-way multiplexer of the window
+    register), registered; t+1: → output FIFO; t+3: earliest output transfer
+    (:data:`PIPELINE_DEPTH`). A credit counter lets a beat issue only while the output FIFO
+    is sure to have room (:mod:`rtl_templates.credits`); the pipeline never stalls.
+
+Cost model
+    With the input offered every cycle and the output always ready no step waits but for the
+    beats of the window before it: a frame takes ``Hp*Wp + OH*OW*(B - 1)`` cycles, back to
+    back (``cost().cycles``). :func:`timing` walks the steps of one frame with the input beats
+    offered when the caller says; it is exact for this hardware (the tests compare it beat
+    for beat). ``memory_bits``: the delay lines ``(KH - 1)*DH*Wp*C*bits`` and the FIFO;
+    registers: the window (``EW*KH*C*bits``), the output beat and the counters.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hwgen.rtl_templates import resources as res
+from hwgen.rtl_templates import swg
+from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.memory import ram
+from hwgen.rtl_templates.pipeline import counter_bits
+from hwgen.rtl_templates.quant import QType
+from hwgen.rtl_templates.words import pack_word
+
+#: cycles from issuing a beat to its earliest output transfer
+PIPELINE_DEPTH = 3
+#: output FIFO depth: a credit returns PIPELINE_DEPTH + 1 cycles after its beat issued
+FIFO_DEPTH = PIPELINE_DEPTH + 2
+
+
+@dataclass(frozen=True)
+class SWGParParams:
+    """Everything that defines one window-parallel SWG instance."""
+    in_shape: tuple[int, int, int]     # (H, W, C)
+    kernel: tuple[int, int]            # (KH, KW)
+    stride: tuple[int, int]            # (SH, SW)
+    pads: tuple[int, int, int, int]    # (top, left, bottom, right)
+    pad_value: int
+    qtype: QType
+    window_par: int                    # P: window elements per output beat
+    dilation: tuple[int, int] = (1, 1)
+
+    def __post_init__(self):
+        w = self.window   # checks the geometry
+        for name in ("in_shape", "kernel", "stride", "pads", "dilation"):
+            object.__setattr__(self, name, getattr(w, name))
+        if self.window_par < 1 or w.window_elems % self.window_par:
+            raise ValueError(f"window_par={self.window_par} does not divide the "
+                             f"{w.window_elems} elements of a window")
+
+    @property
+    def window(self) -> swg.SWGParams:
+        """The same geometry as a standard-order generator, one pixel per beat."""
+        return swg.SWGParams(self.in_shape, self.kernel, self.stride, self.pads,
+                             self.pad_value, self.qtype, simd=self.in_shape[2],
+                             dilation=self.dilation)
+
+    @property
+    def simd(self) -> int:
+        """Input elements per beat (one pixel)."""
+        return self.in_shape[2]
+
+    @property
+    def padded(self) -> tuple[int, int]:
+        H, W, _ = self.in_shape
+        t, l, b, r = self.pads
+        return H + t + b, W + l + r
+
+    @property
+    def out_shape(self) -> tuple[int, int]:
+        return self.window.out_shape
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return self.window.span
+
+    @property
+    def beats_per_window(self) -> int:
+        return self.window.window_elems // self.window_par
+
+    @property
+    def in_beats(self) -> int:
+        H, W, _ = self.in_shape
+        return H * W
+
+    @property
+    def out_beats(self) -> int:
+        OH, OW = self.out_shape
+        return OH * OW * self.beats_per_window
+
+    @property
+    def out_elems(self) -> int:
+        return self.window.out_elems
+
+    @property
+    def line_words(self) -> int:
+        """Steps of one delay line: ``DH`` padded rows."""
+        return self.dilation[0] * self.padded[1]
+
+    def masks(self) -> tuple[list[bool], list[bool], list[bool], list[bool]]:
+        """Per padded row and column: inside the map; last row / column of an output window."""
+        H, W, _ = self.in_shape
+        t, l, _, _ = self.pads
+        Hp, Wp = self.padded
+        (EH, EW), (SH, SW), (OH, OW) = self.span, self.stride, self.out_shape
+
+        def ends(n, e, s, o):
+            return [y >= e - 1 and (y - e + 1) % s == 0 and (y - e + 1) // s < o
+                    for y in range(n)]
+        return ([t <= y < t + H for y in range(Hp)], [l <= x < l + W for x in range(Wp)],
+                ends(Hp, EH, SH, OH), ends(Wp, EW, SW, OW))
+
+
+def golden(p: SWGParParams, x):
+    """[frames, H*W*C] (channel-last) → [frames, OH*OW*KH*KW*C] in (kh, kw, c) order."""
+    return swg.golden(p.window, x)
+
+
+# ---------------------------------------------------------------------------- cost
+
+@functools.lru_cache(maxsize=256)
+def _walk(p: SWGParParams, in_first: int, in_last: int) -> tuple[int, int]:
+    """Issue cycles of the first and last output beat of one frame on an idle block whose
+    input beats are offered evenly spread from ``in_first`` to ``in_last``."""
+    n = p.in_beats
+    span = in_last - in_first
+    rin, cin, rwin, cwin = p.masks()
+    B = p.beats_per_window
+    free, k = in_first, 0
+    first = last = None
+    for y, ry in enumerate(rin):
+        for x, cx in enumerate(cin):
+            t = free
+            if ry and cx:
+                t = max(t, in_first + (k * span // (n - 1) if n > 1 else 0))
+                k += 1
+            if rwin[y] and cwin[x]:
+                first = t + 1 if first is None else first
+                last = t + B
+                free = t + B
+            else:
+                free = t + 1
+    return first, last
+
+
+def timing(p: SWGParParams, in_first: int, in_last: int) -> tuple[int, int]:
+    """First and last output transfer of one frame (see :func:`_walk`), output always
+    ready."""
+    first, last = _walk(p, in_first, in_last)
+    return first + PIPELINE_DEPTH, last + PIPELINE_DEPTH
+
+
+def frame_cycles(p: SWGParParams) -> int:
+    """Cycles per frame, back to back: one per padded position, ``B - 1`` more per window."""
+    Hp, Wp = p.padded
+    OH, OW = p.out_shape
+    return Hp * Wp + OH * OW * (p.beats_per_window - 1)
+
+
+def cost(p: SWGParParams) -> Cost:
+    bits = p.qtype.bits
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
+    return Cost(
+        cycles=frame_cycles(p),
+        latency=timing(p, 0, p.in_beats - 1)[1] + 1,
+        memory_bits=(p.kernel[0] - 1) * p.line_words * p.simd * bits
+        + FIFO_DEPTH * p.window_par * bits,
+        registers=max(r.ff for r in by_family.values()), by_family=by_family, parts=parts,
+    )
+
+
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit`` over the test grid)
+RESOURCE_FIT: res.Fit = {
+    "ecp5": {
+        "lut4": {"ctl": 1.271, "data": 1.225, "fifo": 1.151, "line": 1.046, "1": 0.015},
+        "carry": {"ctl": 0.231, "fifo": 0.343, "1": 0},
+    },
+    "ice40": {
+        "lut4": {"ctl": 1.01, "data": 1.052, "fifo": 1.004, "line": 0.968, "1": 0.001},
+        "carry": {"ctl": 0.622, "fifo": 0.599, "1": 0},
+    },
+}
+
+
+def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
+    """The delay lines, the window register, the output multiplexer and register, the
+    output FIFO, the counters and flags."""
+    KH = p.kernel[0]
+    EW = p.span[1]
+    Hp, Wp = p.padded
+    pix = p.simd * p.qtype.bits
+    width = p.window_par * p.qtype.bits
+    N = p.line_words
+    cb = counter_bits
+    line = (res.memory(pix, N, family, rom=False, rw="dont_care") if N > 1
+            else res.Resources(ff=2 * pix))
+    ctl = cb(Hp) + cb(Wp) + cb(N) + cb(p.beats_per_window) + 4
+    return {
+        "line": line * (KH - 1),
+        "win": res.Resources(ff=EW * KH * pix),
+        "data": res.mux(width, family, p.beats_per_window) + res.mux(pix, family)
+        + res.Resources(ff=width + 1),
+        "fifo": res.fifo(width, FIFO_DEPTH, family),
+        "ctl": res.Resources(ff=ctl, lut4=ctl + Hp // 4 + Wp // 4, carry=ctl / 2),
+    }
+
+
+# ---------------------------------------------------------------------------- hardware
+
+def _bits(flags: list[bool]) -> Const:
+    return Const(sum(1 << k for k, f in enumerate(flags) if f), max(len(flags), 1))
+
+
+class SWGPar(wiring.Component):
+    """The window-parallel sliding-window generator (see the module documentation)."""
+
+    def __init__(self, p: SWGParParams):
+        self.p = p
+        super().__init__({
+            "i": In(stream.Signature(unsigned(p.simd * p.qtype.bits))),
+            "o": Out(stream.Signature(unsigned(p.window_par * p.qtype.bits))),
+        })
+
+    def elaborate(self, platform):
+        p = self.p
+        m = Module()
+        KH, KW = p.kernel
+        DW = p.dilation[1]
+        EW = p.span[1]
+        Hp, Wp = p.padded
+        bits, pix = p.qtype.bits, p.simd * p.qtype.bits
+        P, B, N = p.window_par, p.beats_per_window, p.line_words
+        rin, cin, rwin, cwin = p.masks()
+
+        out = OutputCredits(m, self.o, P * bits, FIFO_DEPTH)
+
+        # --- position and its flags (registered one step ahead) -------------------------
+        y, x = Signal(range(max(Hp, 2))), Signal(range(max(Wp, 2)))
+        inside = Signal(init=int(rin[0] and cin[0]))
+        ends = Signal(init=int(rwin[0] and cwin[0]))
+        x_last, y_last = x == Wp - 1, y == Hp - 1
+        nx = Mux(x_last, 0, x + 1)
+        ny = Mux(x_last, Mux(y_last, 0, y + 1), y)
+
+        # --- step / emit control ---------------------------------------------------------
+        pend = Signal()                       # a window is held and being emitted
+        bi = Signal(range(max(B, 2)))
+        emit = pend & out.room
+        last_beat = bi == B - 1
+        free = ~pend | (emit & last_beat)
+        step = Signal()
+        m.d.comb += [step.eq(free & (~inside | self.i.valid)),
+                     self.i.ready.eq(free & inside)]
+        out.spend(emit)
+        with m.If(emit):
+            m.d.sync += bi.eq(Mux(last_beat, 0, bi + 1))
+        with m.If(step):
+            m.d.sync += [pend.eq(ends), x.eq(nx), y.eq(ny),
+                         inside.eq(_bits(rin).bit_select(ny, 1) & _bits(cin).bit_select(nx, 1)),
+                         ends.eq(_bits(rwin).bit_select(ny, 1) & _bits(cwin).bit_select(nx, 1))]
+        with m.Elif(emit & last_beat):
+            m.d.sync += pend.eq(0)
+
+        # --- the column: this step's pixel and the delay lines ----------------------------
+        pad_word = pack_word([p.pad_value] * p.simd, bits)
+        col = [Mux(inside, self.i.payload, pad_word)]
+        addr = Signal(range(max(N, 2)))
+        nxt = Mux(addr == N - 1, 0, addr + 1)
+        with m.If(step):
+            m.d.sync += addr.eq(nxt)
+        for j in range(1, KH):
+            wr, rd = ram(m, f"line{j}", width=pix, depth=N,
+                         rw="new" if N == 1 else "dont_care", read_en=True)
+            m.d.comb += [wr.addr.eq(addr), wr.data.eq(col[j - 1]), wr.en.eq(step),
+                         rd.addr.eq(nxt), rd.en.eq(step)]
+            col.append(rd.data)
+
+        # --- window shift register: sh[s] holds the column of s steps back -------------------
+        sh = [Signal(KH * pix, name=f"sh{s}") for s in range(EW)]
+        with m.If(step):
+            m.d.sync += sh[0].eq(Cat(*col))
+            m.d.sync += [sh[s].eq(sh[s - 1]) for s in range(1, EW)]
+
+        def pixel(kh, kw):
+            j, s = KH - 1 - kh, (KW - 1 - kw) * DW
+            return sh[s][j * pix:(j + 1) * pix]
+        window = Cat(*(pixel(kh, kw) for kh in range(KH) for kw in range(KW)))
+
+        # --- output beat: registered, then the FIFO ------------------------------------------
+        data = Signal(P * bits)
+        valid = Signal()
+        m.d.sync += valid.eq(emit)
+        with m.If(emit):
+            with m.Switch(bi):
+                for b in range(B):
+                    with m.Case(b):
+                        m.d.sync += data.eq(window[b * P * bits:(b + 1) * P * bits])
+        out.write(data, valid)
+        return m
+
+
+# ---------------------------------------------------------------------------- registration
+
+def manifest(p: SWGParParams) -> dict:
+    return {"window": {"in_hwc": list(p.in_shape), "kernel": list(p.kernel),
+                       "stride": list(p.stride), "pads": list(p.pads),
+                       "dilation": list(p.dilation)},
+            "folding": {"window_par": p.window_par}}
+
+
+def fold_space(p: SWGParParams) -> FoldSpace:
+    """The block's ``SIMD`` is its ``window_par``."""
+    return FoldSpace((1,), divisors(p.window.window_elems),
+                     lambda pe, simd: frame_cycles(dataclasses.replace(p, window_par=simd)))
+
+
+register_block("swg_par", params=SWGParParams, component=SWGPar, golden=golden, cost=cost,
+               timing=timing, manifest=manifest, fold_space=fold_space)

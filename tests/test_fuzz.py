@@ -1,0 +1,40 @@
+"""The fuzzer's fixed seed set (``benchmarks/fuzz.py`` runs the long one): seeded mutants of
+the example models through ``hwgen inspect`` and ``hwgen compile`` (``fuzz_run.fuzz_case``:
+each command in a forked child under a time and a memory limit; every ``CLI_EVERY``-th case
+as real subprocesses of the console command). No mutant may crash, hang or leave stray
+output: every command ends with a design or report, or with exit code 2 and one line.
+The first mutant that compiles is also simulated (native Verilator) against its golden model.
+"""
+from __future__ import annotations
+
+import pytest
+from fuzz_run import fuzz_case
+
+SEED = 1
+COUNT = 300
+CHUNKS = 6
+CLI_EVERY = 40
+
+
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_fuzz_seed_set(tmp_path, chunk):
+    per = COUNT // CHUNKS
+    bad = []
+    for index in range(chunk * per, (chunk + 1) * per):
+        r = fuzz_case(SEED, index, tmp_path, real_cli=index % CLI_EVERY == 0)
+        if r["outcome"] not in ("design", "clean"):
+            bad.append(f"{r['label']}\n    " + "\n    ".join(r["signatures"]))
+    assert not bad, "\n".join(bad)
+
+
+def test_fuzz_compiled_mutant_matches_golden(tmp_path):
+    """RTL == golden on 3 frames for the first mutants of the set that compile."""
+    checked = 0
+    for index in range(COUNT):
+        r = fuzz_case(SEED, index, tmp_path, check_rtl=True)
+        if r["rtl_equals_golden"] is not None:
+            assert r["rtl_equals_golden"], r
+            checked += 1
+            if checked == 1:
+                return
+    pytest.fail("no mutant of the set compiled")
