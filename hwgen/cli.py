@@ -33,6 +33,10 @@ def _parser() -> argparse.ArgumentParser:
                                  "--calibration")
     c.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     c.add_argument("--name", help="top-level module name (default: from the model file name)")
+    c.add_argument("-j", "--jobs", type=int, metavar="N",
+                   help="processes converting blocks to Verilog (default: the core count)")
+    c.add_argument("--no-cache", action="store_true",
+                   help="neither read nor fill the per-block cache (~/.cache/hwgen/blocks)")
     _force_arg(c)
     _fold_args(c)
     _quant_args(c)
@@ -212,7 +216,8 @@ def run(argv=None) -> int:
         return 0
     if args.cmd == "compile":
         res = api.compile(args.model, args.output, args.fold, args.name, args.target_cycles,
-                          force=args.force, **_target_opts(args), **_quant_opts(args))
+                          force=args.force, jobs=args.jobs, cache=not args.no_cache,
+                          **_target_opts(args), **_quant_opts(args))
         est = res.estimate
         print(f"wrote {res.verilog}, {res.out_dir / 'manifest.json'} and "
               f"{res.out_dir / 'design.npz'}")

@@ -1,0 +1,86 @@
+"""Per-block conversion (hwgen/assemble.py, hwgen/blockcache.py): the same text for any job
+count and cache state, equal blocks sharing one module, damaged cache entries rebuilt."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES
+
+from hwgen import api
+from hwgen.blockcache import BlockCache, params_digest
+from hwgen.errors import HwgenError
+
+MODEL = EXAMPLES / "digits_mlp_qdq.onnx"
+
+
+def _compile(tmp_path, tag: str, **kw) -> str:
+    res = api.compile(MODEL, tmp_path / tag, **kw)
+    return res.verilog.read_text()
+
+
+def test_jobs_and_cache_give_identical_verilog(tmp_path, monkeypatch):
+    monkeypatch.setenv("HWGEN_CACHE", str(tmp_path / "cache"))
+    plain = _compile(tmp_path, "nocache", jobs=1, cache=False)
+    assert not (tmp_path / "cache" / "blocks").exists()
+    cold = _compile(tmp_path, "cold2", jobs=2)
+    entries = sorted((tmp_path / "cache" / "blocks").glob("*/*.il"))
+    warm = _compile(tmp_path, "warm1", jobs=1)
+    assert plain == cold == warm
+    modules = re.findall(r"^module (hwgen_\w+)\(", plain, re.M)
+    assert len(entries) == len(modules) == len(set(modules)) > 0
+    # the top instantiates every block module, and nothing else is left undefined
+    for mod in modules:
+        assert re.search(rf"^\s+{mod} \w+ \(", plain, re.M)
+
+
+def test_damaged_cache_entry_is_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setenv("HWGEN_CACHE", str(tmp_path / "cache"))
+    first = _compile(tmp_path, "a", jobs=1)
+    entry = max((tmp_path / "cache" / "blocks").glob("*/*.il"), key=lambda p: p.stat().st_size)
+    good = entry.read_text()
+    entry.write_text(good.replace("assign", "assign ", 1))     # still Verilog, but changed
+    cache = BlockCache()
+    assert cache.get(entry.stem) is None and not entry.exists()
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    entry.write_text(good[:len(good) // 2])                    # truncated
+    assert _compile(tmp_path, "b", jobs=1) == first
+    assert entry.read_text() == good                           # rebuilt and stored again
+    assert BlockCache().get(entry.stem) is not None
+
+
+def test_cache_keeps_its_size_bound(tmp_path):
+    cache = BlockCache(tmp_path, limit=3000)
+    for k in range(5):
+        key = f"{k:02d}" + "0" * 62
+        cache.put(key, "x" * 1000)
+        os.utime(cache.path(key), (k, k))                      # k-th oldest
+    cache.evict()
+    left = sorted(p.stem[:2] for p in tmp_path.glob("*/*.il"))
+    assert left == ["03", "04"]                                # 2 entries (+ headers) ≤ 3000
+
+
+@dataclasses.dataclass(frozen=True)
+class _P:
+    w: np.ndarray
+    table: dict
+    n: int = 1
+
+
+def test_params_digest_is_canonical():
+    a = _P(np.arange(6).reshape(2, 3), {"x": 1, "y": (2, 3)})
+    b = _P(np.arange(6).reshape(2, 3).copy(order="F"), {"y": (2, 3), "x": 1})
+    assert params_digest("k", a) == params_digest("k", b)
+    assert params_digest("k", a) != params_digest("other", a)
+    assert params_digest("k", a) != params_digest("k", _P(np.arange(6).reshape(3, 2), a.table))
+    assert params_digest("k", a) != params_digest("k", dataclasses.replace(a, n=2))
+    assert params_digest("k", a) != params_digest(
+        "k", _P(np.arange(6, dtype=np.int8).reshape(2, 3), a.table))
+
+
+def test_jobs_must_be_positive(tmp_path):
+    with pytest.raises(HwgenError, match="jobs"):
+        api.compile(MODEL, tmp_path / "x", jobs=0)
