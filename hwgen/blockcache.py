@@ -2,12 +2,16 @@
 
 An entry is the RTLIL (Amaranth's output, before Yosys) of one block module, stored under a
 key that covers everything the text depends on: the block's kind and parameters
-(:func:`params_digest`), the source of hwgen's block library (``rtl_templates``) and the
-Amaranth and hwgen versions. Its first line holds the SHA-256 of the rest, so a damaged
-entry is detected, dropped and rebuilt. The folder is ``$HWGEN_CACHE/blocks`` if
-``HWGEN_CACHE`` is set, else ``~/.cache/hwgen/blocks``; it is kept under
-``HWGEN_BLOCK_CACHE_MB`` megabytes (default 512) by removing the entries used least
-recently.
+(:func:`params_digest`), the source of hwgen's block library (``rtl_templates``) as this
+process loaded it (:data:`hwgen.rtl_templates.source.LOADED`, taken when the library is first
+imported) and the Amaranth and hwgen versions. Its first line holds the SHA-256 of the rest,
+so a damaged entry is detected, dropped and rebuilt. When the library's files no longer carry
+the stamps they had when it was loaded (edited, checked out or merged while the process ran),
+the process's code may differ from every key it could compute: it then neither reads nor
+writes entries (:func:`library_unchanged`), so no entry ever holds another code's output. The
+folder is ``$HWGEN_CACHE/blocks`` if ``HWGEN_CACHE`` is set, else ``~/.cache/hwgen/blocks``;
+it is kept under ``HWGEN_BLOCK_CACHE_MB`` megabytes (default 512) by removing the entries used
+least recently.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hwgen import rtl_templates
+from hwgen.rtl_templates import source
 
 DEFAULT_LIMIT_MB = 512
 _HEADER = "# hwgen block cache sha256 "
@@ -94,7 +98,8 @@ _SOURCE_DIGEST: str | None = None
 
 
 def source_digest() -> str:
-    """The SHA-256 of the block library's source files and the Amaranth version."""
+    """The SHA-256 of the block library's source as loaded and the Amaranth and hwgen
+    versions."""
     global _SOURCE_DIGEST
     if _SOURCE_DIGEST is None:
         h = hashlib.sha256()
@@ -103,12 +108,14 @@ def source_digest() -> str:
                 h.update(f"{v}={metadata.version(v)};".encode())
             except metadata.PackageNotFoundError:
                 h.update(f"{v}=?;".encode())
-        folder = Path(rtl_templates.__file__).parent
-        for p in sorted(folder.glob("*.py")):
-            h.update(f"{p.name}:".encode())
-            h.update(hashlib.sha256(p.read_bytes()).digest())
+        h.update(f"rtl_templates={source.LOADED.digest};".encode())
         _SOURCE_DIGEST = h.hexdigest()
     return _SOURCE_DIGEST
+
+
+def library_unchanged() -> bool:
+    """The block library's files are as this process loaded them (see the module notes)."""
+    return source.unchanged(source.LOADED, source.FOLDER)
 
 
 def entry_key(module: str, digest: str) -> str:
@@ -129,6 +136,9 @@ class BlockCache:
         return self.root / key[:2] / f"{key}.il"
 
     def get(self, key: str) -> str | None:
+        if not library_unchanged():
+            self.misses += 1
+            return None
         p = self.path(key)
         try:
             raw = p.read_text()
@@ -148,6 +158,10 @@ class BlockCache:
         return text
 
     def put(self, key: str, text: str) -> None:
+        """Store ``text`` (made by this process's block library) under ``key``; not when the
+        library's files changed since it was loaded: the key would not describe the code."""
+        if not library_unchanged():
+            return
         p = self.path(key)
         try:
             p.parent.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,9 @@ import pytest
 from conftest import EXAMPLES
 
 from hwgen import api
-from hwgen.blockcache import BlockCache, params_digest
+from hwgen.blockcache import BlockCache, library_unchanged, params_digest
 from hwgen.errors import HwgenError
+from hwgen.rtl_templates import source
 
 MODEL = EXAMPLES / "digits_mlp_qdq.onnx"
 
@@ -84,3 +85,24 @@ def test_params_digest_is_canonical():
 def test_jobs_must_be_positive(tmp_path):
     with pytest.raises(HwgenError, match="jobs"):
         api.compile(MODEL, tmp_path / "x", jobs=0)
+
+
+def test_cache_untouched_once_the_library_changed_on_disk(tmp_path, monkeypatch):
+    """A process whose block library's files changed after it loaded them (a checkout or
+    merge while it ran) may run other code than any key it computes says: it neither stores
+    its output nor takes entries, so no entry holds one code's Verilog under another's key."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "block.py").write_text("A = 1\n")
+    monkeypatch.setattr(source, "FOLDER", lib)
+    monkeypatch.setattr(source, "LOADED", source.fingerprint(lib))
+    cache = BlockCache(tmp_path / "cache")
+    cache.put("aa" + "0" * 62, "old")
+    assert cache.get("aa" + "0" * 62) == "old"
+    (lib / "block.py").write_text("A = 2\n")                  # same size, new content
+    st = os.stat(lib / "block.py")
+    os.utime(lib / "block.py", ns=(st.st_atime_ns, source.LOADED.stamps[0][2] + 1))
+    assert not library_unchanged()
+    assert cache.get("aa" + "0" * 62) is None
+    cache.put("bb" + "0" * 62, "new")
+    assert not cache.path("bb" + "0" * 62).exists()
