@@ -316,6 +316,18 @@ def _run(todo: list, jobs: int, bar: _Progress) -> list[str]:
     return out
 
 
+#: how ``hwgen compile`` converts a design: block by block (:func:`to_verilog`, the default)
+#: or as one Amaranth design (:func:`whole_verilog`)
+ASSEMBLIES = ("blocks", "whole")
+
+
+def whole_verilog(dfg: DataflowGraph, name: str) -> tuple[str, AxisTop]:
+    """The Verilog of :func:`build_top`'s design converted as one Amaranth design (slower
+    than :func:`to_verilog`; the same hardware cycle for cycle), and its top component."""
+    top = build_top(dfg)
+    return verilog.convert(top, name=name, emit_src=False), top
+
+
 def to_verilog(dfg: DataflowGraph, name: str, jobs: int | None = None, cache: bool = True,
                progress: bool | None = None) -> tuple[str, AxisTop]:
     """The Verilog of the design of ``dfg`` with top module ``name`` (see the module notes),

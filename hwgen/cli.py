@@ -37,6 +37,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="processes converting blocks to Verilog (default: the core count)")
     c.add_argument("--no-cache", action="store_true",
                    help="neither read nor fill the per-block cache (~/.cache/hwgen/blocks)")
+    c.add_argument("--assembly", choices=api.ASSEMBLIES, default="blocks",
+                   help="convert each distinct block on its own under a top of instances "
+                        "(default), or the whole design as one (slower; for comparison)")
     _force_arg(c)
     _fold_args(c)
     _quant_args(c)
@@ -217,6 +220,7 @@ def run(argv=None) -> int:
     if args.cmd == "compile":
         res = api.compile(args.model, args.output, args.fold, args.name, args.target_cycles,
                           force=args.force, jobs=args.jobs, cache=not args.no_cache,
+                          assembly=args.assembly,
                           **_target_opts(args), **_quant_opts(args))
         est = res.estimate
         print(f"wrote {res.verilog}, {res.out_dir / 'manifest.json'} and "

@@ -106,3 +106,35 @@ def test_cache_untouched_once_the_library_changed_on_disk(tmp_path, monkeypatch)
     assert cache.get("aa" + "0" * 62) is None
     cache.put("bb" + "0" * 62, "new")
     assert not cache.path("bb" + "0" * 62).exists()
+
+
+@pytest.mark.parametrize("model,test_set,exact", [
+    ("digits_mlp_qdq.onnx", "digits_test.npz", True),
+    ("digits_cnn_qdq.onnx", "digits_images_test.npz", False)])
+def test_blocks_and_whole_assembly_same_cycles_verilator(tmp_path, monkeypatch, model,
+                                                         test_set, exact):
+    """The per-block Verilog and the whole design's, simulated natively: the same outputs
+    and the same cycle of every frame's first and last beat; the latency the estimate's
+    (exact for the MLP; the CNN's sliding windows are modelled within 5 %, as in
+    test_cnn_e2e)."""
+    monkeypatch.setenv("HWGEN_CACHE", str(tmp_path / "cache"))
+    data = np.load(EXAMPLES / test_set)
+    x = data[data.files[0]][:4]
+    runs = {}
+    for assembly in ("blocks", "whole"):
+        res = api.compile(EXAMPLES / model, tmp_path / assembly, jobs=1, assembly=assembly)
+        runs[assembly] = (res, api.simulate(res.out_dir, x, simulator="verilator", jobs=1))
+    (cb, sb), (cw, sw) = runs["blocks"], runs["whole"]
+    assert "module hwgen_" in cb.verilog.read_text()
+    assert "module hwgen_" not in cw.verilog.read_text()
+    assert cb.estimate == cw.estimate
+    assert np.array_equal(sb.outputs_int, sw.outputs_int)
+    assert np.array_equal(sb.frame_cycles, sw.frame_cycles)
+    assert sb.latency == sw.latency
+    est = cb.estimate["latency_cycles"]
+    assert sb.latency == est if exact else abs(sb.latency - est) <= 0.05 * est
+
+
+def test_unknown_assembly_refused(tmp_path):
+    with pytest.raises(HwgenError, match="assembly"):
+        api.compile(MODEL, tmp_path / "x", assembly="flat")
