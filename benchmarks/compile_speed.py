@@ -1,17 +1,21 @@
 """Wall time of ``hwgen compile``: whole-design conversion against per-block conversion.
 
     python benchmarks/compile_speed.py [--repeat N] [--models a.onnx b.onnx ...]
+        [--board B] [--budget F] [--jobs J ...] [--no-whole] [--inspect]
 
 For each model it runs, each in a fresh process and a fresh output folder:
 
-* ``whole``: the design converted to Verilog as one Amaranth design (``verilog.convert`` of
-  :func:`hwgen.assemble.build_top`), as hwgen did before per-block conversion;
+* ``whole``: ``hwgen compile --assembly whole``, the design converted to Verilog as one
+  Amaranth design (:func:`hwgen.assemble.whole_verilog`);
 * ``blocks -j J cold``: the default path (:func:`hwgen.assemble.to_verilog`) with ``J``
   processes and an empty block cache;
 * ``blocks -j J warm``: the same again with the cache the cold run filled.
 
-It prints the median wall time and CPU time (the compile's process and its children, Yosys
-included) of ``--repeat`` runs (default 3) and their ratios to ``whole``,
+* ``inspect`` (with ``--inspect``): ``hwgen inspect`` of the model.
+
+It prints the median wall time, CPU time (the compile's process and its children, Yosys
+included) and peak resident memory of ``--repeat`` runs (default 3) and their ratios to
+``whole``,
 and checks that every per-block run wrote byte-identical Verilog and the same manifest
 estimate as the others. Wall time is noisy on shared machines: compare the ratios (CPU
 time is steadier).
@@ -44,46 +48,42 @@ import argparse
 import hashlib
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = [ROOT / "examples" / "digits_cnn_qdq.onnx",
           ROOT / "examples" / "mlperf_tiny" / "dscnn_qdq.onnx"]
 
-# the whole design through one verilog.convert, for comparison
-WHOLE = """
-import sys
-from amaranth.back import verilog
-import hwgen.api as api
-from hwgen.assemble import build_top
-
-def whole(dfg, name, jobs=None, cache=True):
-    top = build_top(dfg)
-    return verilog.convert(top, name=name, emit_src=False), top
-
-api.to_verilog = whole
-api.compile(sys.argv[1], sys.argv[2])
+# runs a command; prints its wall time, CPU time and peak resident memory (MB) of it and its
+# children (a fresh process, so the peak is this command's alone)
+MEASURE = """
+import resource, subprocess, sys, time
+t = time.perf_counter()
+subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(time.perf_counter() - t, r.ru_utime + r.ru_stime, r.ru_maxrss / 1024)
 """
 
 
-def run(model: Path, mode: str, jobs: int, cache: Path, out: Path) -> tuple[float, float]:
-    """(wall s, CPU s of the compile and its children) of one compile."""
+def run(model: Path, mode: str, jobs: int, cache: Path, out: Path,
+        target: list[str]) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak MB) of one compile (or inspect) and its children."""
     env = dict(os.environ, HWGEN_CACHE=str(cache))
-    if mode == "whole":
-        cmd = [sys.executable, "-c", WHOLE, str(model), str(out)]
+    cli = [sys.executable, "-m", "hwgen.cli"]
+    if mode == "inspect":
+        cmd = cli + ["inspect", str(model)] + target
     else:
-        cmd = [sys.executable, "-m", "hwgen.cli", "compile", str(model), "-o", str(out),
-               "--jobs", str(jobs)]
-    r0, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-    wall, r1 = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+        cmd = cli + ["compile", str(model), "-o", str(out), "--jobs", str(jobs)] + target
+        if mode == "whole":
+            cmd += ["--assembly", "whole", "--no-cache"]
+    res = subprocess.run([sys.executable, "-c", MEASURE] + cmd, check=True, env=env,
+                         capture_output=True, text=True)
+    wall, cpu, mb = map(float, res.stdout.split())
+    return wall, cpu, mb
 
 
 def digest(out: Path) -> tuple[str, str]:
@@ -98,26 +98,34 @@ def main() -> None:
     ap.add_argument("--models", nargs="*", type=Path, default=MODELS)
     ap.add_argument("--jobs", nargs="*", type=int, default=[1, 2])
     ap.add_argument("--no-whole", action="store_true", help="skip the whole-design runs")
+    ap.add_argument("--inspect", action="store_true", help="time hwgen inspect too")
+    ap.add_argument("--board", help="compile for this board (default: hwgen's)")
+    ap.add_argument("--budget", help="resource budget (default: hwgen's)")
     args = ap.parse_args()
+    target = (["--board", args.board] if args.board else []) + \
+        (["--budget", args.budget] if args.budget else [])
     print(f"{'model':24} {'mode':20} {'wall s':>7} {'ratio':>6} {'CPU s':>7} {'ratio':>6}"
-          f"  wall runs")
+          f" {'peak MB':>8}  wall runs")
     for model in args.models:
         times: dict[str, list[tuple[float, float]]] = {}
         seen_v, seen_e = set(), set()
         with tempfile.TemporaryDirectory(prefix="hwgen-cspeed-") as tmp:
             tmp = Path(tmp)
             for r in range(args.repeat):
+                if args.inspect:
+                    times.setdefault("inspect", []).append(
+                        run(model, "inspect", 1, tmp / "ci", tmp / "i", target))
                 if not args.no_whole:
                     out = tmp / f"whole{r}"
                     times.setdefault("whole", []).append(
-                        run(model, "whole", 1, tmp / f"cw{r}", out))
+                        run(model, "whole", 1, tmp / f"cw{r}", out, target))
                     seen_e.add(digest(out)[1])
                 for j in args.jobs:
                     cache = tmp / f"c{j}_{r}"
                     for state in ("cold", "warm"):
                         out = tmp / f"b{j}{state}{r}"
                         times.setdefault(f"blocks -j {j} {state}", []).append(
-                            run(model, "blocks", j, cache, out))
+                            run(model, "blocks", j, cache, out, target))
                         v, e = digest(out)
                         seen_v.add(v)
                         seen_e.add(e)
@@ -126,10 +134,11 @@ def main() -> None:
 
         base = times.get("whole")
         for mode, ts in times.items():
-            w, c = med(ts, 0), med(ts, 1)
-            rw = f"{med(base, 0) / w:5.1f}x" if base else "     -"
-            rc = f"{med(base, 1) / c:5.1f}x" if base else "     -"
-            print(f"{model.name:24} {mode:20} {w:7.1f} {rw} {c:7.1f} {rc}  "
+            w, c, mb = med(ts, 0), med(ts, 1), max(t[2] for t in ts)
+            compiled = base and mode != "inspect"
+            rw = f"{med(base, 0) / w:5.1f}x" if compiled else "     -"
+            rc = f"{med(base, 1) / c:5.1f}x" if compiled else "     -"
+            print(f"{model.name:24} {mode:20} {w:7.1f} {rw} {c:7.1f} {rc} {mb:8.0f}  "
                   f"{', '.join(f'{t[0]:.1f}' for t in ts)}")
         print(f"{model.name:24} per-block Verilog identical in all runs: {len(seen_v) == 1}; "
               f"estimates equal: {len(seen_e) == 1}")
