@@ -146,6 +146,9 @@ def sample_shape(t, what: str) -> tuple[int, ...]:
     if t.shape is None or len(t.shape) == 0:
         raise HwgenError(f"graph {what} '{t.name}' has no known shape")
     rest = t.shape[1:]
+    if isinstance(t.shape[0], int) and t.shape[0] <= 0:
+        raise HwgenError(f"graph {what} '{t.name}' has shape {list(t.shape)}: its batch axis "
+                         f"holds no sample")
     if any(not isinstance(d, int) or d <= 0 for d in rest):
         raise HwgenError(f"graph {what} '{t.name}' has shape {list(t.shape)}: every axis but "
                          f"the first (batch) must be a fixed size")

@@ -165,6 +165,9 @@ class ImportReport:
     notes: list[str] = field(default_factory=list)
     #: integer tensors standing in for outputs of failed nodes → the failed node
     stand_ins: dict[str, str] = field(default_factory=dict)
+    #: the ONNX tensors that hold an integer tensor's values, in walk order: name → its
+    #: ``Int`` (the integers) or ``Deq`` (their dequantized floats), with stream order
+    views: dict[str, Int | Deq] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -589,6 +592,7 @@ def walk(graph: Graph, policy: Policy = STOP) -> tuple[IntGraph, ImportReport]:
             w.run_node(node)
         w.finish()
     w.report.nodes = [w.status[n.label] for n in graph.nodes]
+    w.report.views = {n: v for n, v in w.ctx.values.items() if isinstance(v, (Int, Deq))}
     return w.ctx.ig, w.report
 
 

@@ -16,8 +16,8 @@ from hwgen.assemble import ASSEMBLIES, to_verilog, whole_verilog
 from hwgen.boards.devices import check_memory
 from hwgen.boards.fold import FitReport, fold_for_device, report, resolve_target
 from hwgen.dataflow import golden
-from hwgen.dataflow.importer import load_model, to_int_graph
-from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, Folding, lower
+from hwgen.dataflow.importer import load_model, to_int_graph, walk
+from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, DataflowGraph, Folding, lower
 from hwgen.dataflow.operators import is_float_model
 from hwgen.dataflow.ops_qonnx import is_qonnx_model, qonnx_reference
 from hwgen.errors import HwgenError
@@ -33,7 +33,7 @@ from hwgen.io import (
 )
 from hwgen.progress import QUIET, Progress
 from hwgen.quantize import float_model_error, float_top1, quantized_copy
-from hwgen.reference import run_batched
+from hwgen.reference import LayerReport, layer_agreement, run_batched
 from hwgen.simrun import (  # noqa: F401 - SIMULATORS, parse_frames: for the CLI
     SIMULATORS,
     Batch,
@@ -308,6 +308,15 @@ def _result(batch: Batch, xq: np.ndarray, simulator: str, wave) -> SimulationRes
 
 # -------------------------------------------------------------------------------- verify
 
+def _layers(model, ig, values: dict, x: np.ndarray) -> LayerReport:
+    """Each layer output of ``ig`` (golden ``values``) against onnxruntime on ``model``."""
+    if is_qonnx_model(model):
+        return LayerReport([], "the model has QONNX custom operators, which onnxruntime "
+                               "cannot run")
+    _, walked = walk(load_model(model, upgrade=True))
+    return layer_agreement(model, ig, walked.views, values, x)
+
+
 @dataclass
 class VerifyReport:
     samples: int
@@ -322,6 +331,8 @@ class VerifyReport:
     details: dict = field(default_factory=dict)
     float_top1_agreement: float | None = None   # with calibration: RTL vs the float model
     trace: TraceReport | None = None            # with ``trace``: every stream vs golden
+    layers: LayerReport | None = None           # with ``layers``: each layer vs onnxruntime
+    dfg: DataflowGraph | None = None            # with ``layers``: the graph simulated
 
     @property
     def ok(self) -> bool:
@@ -335,12 +346,15 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
            activation_type: str = "uint8", force: bool = False, board: str | None = None,
            device: str | None = None, budget: float | None = None, jobs: int | None = None,
            chunk: int | None = None, trace: bool = False, wave: WaveRequest | None = None,
-           seed: int = 0, progress: Progress = QUIET) -> VerifyReport:
+           seed: int = 0, layers: bool = False, progress: Progress = QUIET) -> VerifyReport:
     """Compile, simulate, and compare RTL with the golden model and with onnxruntime.
 
     ``jobs``, ``chunk``, ``wave``, ``seed``: as for :func:`simulate`. ``trace``: every stream
     of the design is tapped in simulation and compared with the golden model's values for it
     (``report.trace``: the first diverging block, frame, element and both values).
+    ``layers``: every layer output is also compared with onnxruntime's value of the ONNX
+    tensor holding it (``report.layers``, :func:`hwgen.reference.layer_agreement`), and
+    ``report.dfg`` keeps the dataflow graph (for :mod:`hwgen.report`).
 
     With ``calibration`` the float ``model`` is quantized first (see :func:`compile`); the
     RTL is compared with onnxruntime on the quantized model (what the hardware implements),
@@ -358,7 +372,8 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
                             activation_type) as (qdq, float_model):
             rep = verify(qdq, x, count, simulator, fold, out_dir, stall, target_cycles,
                          force=force, board=board, device=device, budget=budget, jobs=jobs,
-                         chunk=chunk, trace=trace, wave=wave, seed=seed, progress=progress)
+                         chunk=chunk, trace=trace, wave=wave, seed=seed, layers=layers,
+                         progress=progress)
             if isinstance(x, (str, Path)):
                 x = read_input(x, rep.compiled.manifest["input"]["onnx_name"], count)
             x = np.asarray(x, dtype=np.float32)[:count]
@@ -398,7 +413,8 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
                                  f"chunk's: {counts}")
             raise batch.timeout
         sim = _result(batch, xq, simulator, wave)
-        gold = golden.run(ig, sim.inputs_int)[ig.output].reshape(sim.outputs_int.shape)
+        values = golden.run(ig, sim.inputs_int)
+        gold = values[ig.output].reshape(sim.outputs_int.shape)
         bad = int(np.sum(np.any(gold != sim.outputs_int, axis=1)))
 
         onnx_in = manifest["input"]["onnx_name"]
@@ -423,12 +439,17 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         top1 = None
         if ref.shape[1] > 1:
             top1 = float(np.mean(ref.argmax(axis=1) == rtl.argmax(axis=1)))
-        return VerifyReport(
+        rep = VerifyReport(
             samples=x.shape[0], rtl_equals_golden=np.array_equal(gold, sim.outputs_int),
             golden_mismatched_samples=bad,
             ort_identical_fraction=float(np.mean(diff == 0)),
             ort_max_step_diff=int(diff.max(initial=0)), top1_agreement=top1,
             estimate=manifest["estimate"], sim=sim, compiled=comp, trace=traced)
+        if layers:
+            with progress.step("comparing the layers with onnxruntime"):
+                rep.layers = _layers(model, ig, values, x)
+            rep.dfg = batch.dfg or lower(ig, loaded[2])
+        return rep
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from amaranth.hdl import UnusedElaboratable
 
-from hwgen import __version__, api, design, inspect
+from hwgen import __version__, api, design, inspect, report
 from hwgen.boards.boards import DEFAULT_BOARD, boards_table
 from hwgen.boards.fold import DEFAULT_BUDGET
 from hwgen.errors import HwgenError
@@ -50,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True, metavar="Y.npy",
                    help="outputs (as ONNX returns them)")
     s.add_argument("--count", type=int, help="simulate only the first N samples")
+    s.add_argument("--report", metavar="REPORT.html",
+                   help="also write one self-contained HTML page: the run, the cycle budget "
+                        "and the dataflow graph")
     _sim_args(s)
 
     v = sub.add_parser("verify", help="compile, simulate, compare with golden and onnxruntime")
@@ -64,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--trace", action="store_true",
                    help="tap every stream in simulation and compare it with the golden "
                         "model's values; report the first diverging block (verilator only)")
+    v.add_argument("--report", metavar="REPORT.html",
+                   help="also write one self-contained HTML page: the comparison, each layer "
+                        "against onnxruntime, the cycle budget and the dataflow graph")
     _quant_args(v)
 
     q = sub.add_parser("quantize", help="quantize a float ONNX model with onnxruntime (QDQ)")
@@ -233,6 +239,8 @@ def run(argv=None) -> int:
     if args.cmd == "simulate":
         manifest, _, _ = design.load(args.design)
         check_writable_file(args.output)
+        if args.report is not None:
+            check_writable_file(args.report)
         o = _sim_opts(args, progress)
         r = api.simulate(args.design, args.input, args.simulator, _count(args.count),
                          _stall(args.stall), o.pop("seed"), **o)
@@ -242,15 +250,24 @@ def run(argv=None) -> int:
         print(f"simulated {r.outputs.shape[0]} samples with {r.simulator}; wrote {args.output}")
         _print_timing(r, manifest["estimate"])
         _print_run(r)
+        if args.report is not None:
+            report.write_simulation(r, args.design, args.report)
+            print(f"wrote {args.report}")
         return 0
     if args.cmd == "verify":
+        if args.report is not None:
+            check_writable_file(args.report)
         rep = api.verify(args.model, args.input, _count(args.count), args.simulator, args.fold,
                          args.output, _stall(args.stall), args.target_cycles,
-                         force=args.force, trace=args.trace, **_sim_opts(args, progress),
-                         **_target_opts(args), **_quant_opts(args))
+                         force=args.force, trace=args.trace, layers=args.report is not None,
+                         **_sim_opts(args, progress), **_target_opts(args),
+                         **_quant_opts(args))
         _print_fit(rep.compiled.fit)
         _print_run(rep.sim)
         _print_report(rep)
+        if args.report is not None:
+            report.write(rep, args.report)
+            print(f"wrote {args.report}")
         return 0 if rep.ok else 1
     return 2
 
@@ -281,24 +298,7 @@ def _print_fit(fit):
 
 
 def _print_report(rep):
-    rows = [
-        ("samples", str(rep.samples)),
-        ("simulator", rep.sim.simulator),
-        ("RTL == golden", "yes, every sample" if rep.rtl_equals_golden
-         else f"NO: {rep.golden_mismatched_samples} samples differ"),
-        ("RTL vs onnxruntime: identical elements", f"{100 * rep.ort_identical_fraction:.3f} %"),
-        ("RTL vs onnxruntime: max difference", f"{rep.ort_max_step_diff} quantization steps"),
-    ]
-    if rep.top1_agreement is not None:
-        rows.append(("RTL vs onnxruntime: top-1 agreement", f"{100 * rep.top1_agreement:.2f} %"))
-    if getattr(rep, "float_top1_agreement", None) is not None:
-        rows.append(("RTL vs float model: top-1 agreement",
-                     f"{100 * rep.float_top1_agreement:.2f} %"))
-    rows.append(("latency", f"{rep.sim.latency} cycles"))
-    if rep.sim.interval is not None:
-        rows.append(("interval", f"{rep.sim.interval:.1f} cycles/frame (estimate "
-                                 f"{rep.estimate['cycles_per_frame']}, bottleneck "
-                                 f"{rep.estimate['bottleneck']})"))
+    rows = report.summary_rows(rep)
     w = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{w}}  {v}")

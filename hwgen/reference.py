@@ -1,19 +1,136 @@
-"""The software references a design is compared with: onnxruntime, run in batches."""
+"""The software references a design is compared with: onnxruntime, run in batches, on the
+model's output and on every layer output the integer graph shares with the model."""
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import dataclass, field
 
+import numpy as np
+import onnx
+
+from hwgen.dataflow.intgraph import IntGraph
+from hwgen.dataflow.values import Int
 from hwgen.errors import HwgenError
+
+#: samples per onnxruntime run of the layer comparison (bounds the memory it takes)
+LAYER_CHUNK = 256
 
 
 def run_batched(sess, in_name: str, out_name: str, x: np.ndarray) -> np.ndarray:
     """onnxruntime session ``sess`` on ``x``: the whole batch at once, or in chunks of the
     model's fixed batch size if it has one."""
+    return run_outputs(sess, in_name, [out_name], x)[0]
+
+
+def run_outputs(sess, in_name: str, out_names: list[str], x: np.ndarray) -> list[np.ndarray]:
+    """:func:`run_batched` for several outputs of the session: one array each."""
     n = sess.get_inputs()[0].shape[0]
     if not isinstance(n, int) or n <= 0:
-        return sess.run([out_name], {in_name: x})[0]
+        return sess.run(out_names, {in_name: x})
     if x.shape[0] % n:
         raise HwgenError(f"the model fixes its batch size to {n}; give a multiple of {n} "
                          f"samples (got {x.shape[0]})")
-    return np.concatenate([sess.run([out_name], {in_name: x[k:k + n]})[0]
-                           for k in range(0, x.shape[0], n)])
+    runs = [sess.run(out_names, {in_name: x[k:k + n]}) for k in range(0, x.shape[0], n)]
+    return [np.concatenate([r[i] for r in runs]) for i in range(len(out_names))]
+
+
+@dataclass
+class LayerAgreement:
+    """One layer output of the integer graph against onnxruntime's value of the ONNX tensor
+    holding it: the differences (hardware − onnxruntime, in the tensor's quantization steps;
+    integers for an integer tensor) → how many elements have each."""
+    layer: str                  # the integer op writing the tensor
+    tensor: str                 # the integer tensor
+    onnx_tensor: str            # the ONNX tensor compared ("" if none)
+    diffs: dict[int, int] = field(default_factory=dict)
+    note: str = ""              # why it is not compared
+
+    @property
+    def elements(self) -> int:
+        return sum(self.diffs.values())
+
+    @property
+    def identical_fraction(self) -> float | None:
+        return self.diffs.get(0, 0) / self.elements if self.elements else None
+
+    @property
+    def max_step_diff(self) -> int:
+        return max((abs(d) for d in self.diffs), default=0)
+
+
+@dataclass
+class LayerReport:
+    layers: list[LayerAgreement]
+    note: str = ""              # why no layer is compared (the model cannot be run so)
+
+
+def _views(ig: IntGraph, views: dict, onnx_names: set[str]) -> dict[str, tuple[str, object]]:
+    """Per layer output tensor, the ONNX tensor compared with it: the last one in walk order
+    holding its integers (a clamp folded into the layer makes a later QuantizeLinear the one
+    with the layer's values), else the last holding its dequantized floats."""
+    best: dict[str, tuple[str, object]] = {}
+    for name, v in views.items():
+        if name not in onnx_names:
+            continue
+        old = best.get(v.tensor)
+        if old is None or isinstance(v, Int) or not isinstance(old[1], Int):
+            best[v.tensor] = (name, v)
+    return best
+
+
+def layer_agreement(model, ig: IntGraph, views: dict, values: dict[str, np.ndarray],
+                    x: np.ndarray) -> LayerReport:
+    """Every layer output of ``ig`` against onnxruntime on ``model`` run with the ONNX tensors
+    holding them added as graph outputs. ``views``: the walk's ONNX tensors of integer tensors
+    (``ImportReport.views``); ``values``: the golden model's tensors ([N, elements], stream
+    order) for float inputs ``x`` [N, ...]."""
+    import onnxruntime as ort
+
+    proto = onnx.load(str(model))
+    produced = {o for n in proto.graph.node for o in n.output if o}
+    chosen = _views(ig, views, produced)
+    rows = []
+    for op in ig.ops:
+        t = op.output
+        if t not in chosen:
+            rows.append(LayerAgreement(op.name, t, "", note="no ONNX tensor of the model "
+                                                            "holds this layer's output"))
+        elif ig.tensors[t].size != int(np.prod(chosen[t][1].shape, dtype=np.int64)):
+            rows.append(LayerAgreement(op.name, t, chosen[t][0], note="element counts differ"))
+        else:
+            rows.append(LayerAgreement(op.name, t, chosen[t][0]))
+    names = sorted({r.onnx_tensor for r in rows if not r.note})
+    have = {o.name for o in proto.graph.output}
+    proto.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in have)
+    try:
+        sess = ort.InferenceSession(proto.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        in_name = sess.get_inputs()[0].name
+        n = sess.get_inputs()[0].shape[0]
+        step = LAYER_CHUNK if not isinstance(n, int) or n <= 0 else max(1, LAYER_CHUNK // n) * n
+        for k in range(0, x.shape[0], step):
+            got = dict(zip(names, run_outputs(sess, in_name, names, x[k:k + step])))
+            for r in rows:
+                if not r.note:
+                    _add(r, ig, chosen[r.tensor][1], got[r.onnx_tensor],
+                         values[r.tensor][k:k + step])
+    except HwgenError:
+        raise
+    except Exception as e:  # noqa: BLE001 - onnxruntime's refusal, in one line
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        return LayerReport([], f"onnxruntime cannot run the model with its layer outputs as "
+                               f"graph outputs ({type(e).__name__}: {first})")
+    for r in rows:
+        r.diffs = dict(sorted(r.diffs.items()))
+    return LayerReport(rows)
+
+
+def _add(r: LayerAgreement, ig: IntGraph, view, ref: np.ndarray, hw: np.ndarray):
+    """Count the differences of one chunk: onnxruntime's ``ref`` (ONNX order; integers, or
+    floats quantized with the tensor's parameters) in stream order against ``hw``."""
+    ref = ref.reshape(ref.shape[0], -1)
+    q = ref.astype(np.int64) if isinstance(view, Int) else ig.tensors[r.tensor].quantize(ref)
+    if view.order is not None:
+        q = q[:, view.order]
+    d, c = np.unique(hw.astype(np.int64) - q, return_counts=True)
+    for di, ci in zip(d.tolist(), c.tolist()):
+        r.diffs[di] = r.diffs.get(di, 0) + ci

@@ -146,3 +146,17 @@ def test_qop_weight_input_left_empty(tmp_path):
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert "weight input 3 is missing" in p.stderr, p.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_batch_axis_of_zero(tmp_path):
+    """A graph input whose batch axis is fixed at 0 compiled, and its design folder was
+    then refused by ``simulate`` (manifest ``onnx_shape`` [0, 64]): the model declares no
+    sample, and is refused at import."""
+    m = onnx.load(MLP)
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 0
+    model = save(m, tmp_path / "m.onnx")
+    p = hwgen("inspect", model, cwd=tmp_path)
+    assert "Traceback" not in p.stderr and "its batch axis holds no sample" in p.stdout, p
+    one_line(hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path),
+             "batch axis holds no sample", "'input'")
+    assert not (tmp_path / "out").exists()
