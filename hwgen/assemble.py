@@ -20,6 +20,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import signal
 import sys
 from dataclasses import dataclass
 
@@ -219,6 +220,11 @@ def block_rtlil(kind: str, params, module: str) -> str:
 _WORK: list = []          # (kind, params, module) of the blocks being converted (forked)
 
 
+def _worker_start() -> None:
+    # Ctrl-C is the parent's: it ends the pool, and the command with one line
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _convert(k: int) -> tuple[int, str]:
     kind, params, module = _WORK[k]
     return k, block_rtlil(kind, params, module)
@@ -307,7 +313,7 @@ def _run(todo: list, jobs: int, bar: _Progress) -> list[str]:
         return out
     _WORK = todo
     try:
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        with multiprocessing.get_context("fork").Pool(jobs, _worker_start) as pool:
             for k, text in pool.imap_unordered(_convert, range(len(todo))):
                 out[k] = text
                 bar.step()

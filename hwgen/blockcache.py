@@ -54,6 +54,10 @@ def _feed(h, obj) -> None:
         h.update(f"{type(obj).__name__}:{obj!r};".encode())
     elif isinstance(obj, (np.ndarray, np.generic)):
         a = np.ascontiguousarray(obj)
+        if a.dtype.kind in "iu" and (a.size == 0 or int(a.max()) < 1 << 63):
+            # integers by value: a design folder keeps them as int64, and the design rebuilt
+            # from it must name its modules as the compile did
+            a = a.astype(np.int64)
         h.update(f"nd:{a.dtype.str}:{a.shape};".encode())
         h.update(a.tobytes())
     elif isinstance(obj, enum.Enum):
