@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from amaranth.back import verilog
 
 from hwgen import design
-from hwgen.assemble import build_top
+from hwgen.assemble import ASSEMBLIES, to_verilog, whole_verilog
 from hwgen.boards.devices import check_memory
 from hwgen.boards.fold import FitReport, fold_for_device, report, resolve_target
 from hwgen.dataflow import golden
@@ -99,7 +98,8 @@ def compile(model, out_dir, fold=None, name: str | None = None,
             target_cycles: int | None = None, *, calibration=None, per_channel: bool = False,
             symmetric: bool = False, activation_type: str = "uint8",
             force: bool = False, board: str | None = None, device: str | None = None,
-            budget: float | None = None) -> CompileResult:
+            budget: float | None = None, jobs: int | None = None,
+            cache: bool = True, assembly: str = "blocks") -> CompileResult:
     """ONNX model → ``out_dir``/<name>.v + manifest.json + design.npz (atomically).
 
     ``out_dir`` must be new, empty or an earlier output of hwgen holding nothing else; with
@@ -118,8 +118,18 @@ def compile(model, out_dir, fold=None, name: str | None = None,
     A float model needs ``calibration`` (.npy/.npz path or array, batch axis first): it is
     quantized with onnxruntime first (:func:`hwgen.quantize.quantize`, with
     ``per_channel``/``symmetric``/``activation_type``) into a temporary file of the same
-    name, which is what gets compiled."""
+    name, which is what gets compiled.
+
+    The Verilog is converted block by block (:func:`hwgen.assemble.to_verilog`) in ``jobs``
+    processes (default: the usable cores), reusing the per-block Verilog cache unless
+    ``cache`` is false; the output is the same for any ``jobs`` and cache state.
+    ``assembly="whole"`` converts the design as one Amaranth design instead
+    (:func:`hwgen.assemble.whole_verilog`: slower, the same hardware cycle for cycle)."""
     check_output_path(out_dir, model)
+    if jobs is not None and jobs < 1:
+        raise HwgenError(f"jobs must be at least 1 (got {jobs})")
+    if assembly not in ASSEMBLIES:
+        raise HwgenError(f"assembly must be one of {', '.join(ASSEMBLIES)} (got {assembly!r})")
     resolve_target(board, device, budget)      # a bad option fails before any work
     if calibration is not None:
         if isinstance(fold, (str, Path)):
@@ -127,9 +137,9 @@ def compile(model, out_dir, fold=None, name: str | None = None,
         with quantized_copy(model, calibration, per_channel, symmetric,
                             activation_type) as (qdq, _):
             return _compile(qdq, Path(out_dir), fold, name, target_cycles, model, force,
-                            board, device, budget)
+                            board, device, budget, jobs, cache, assembly)
     return _compile(Path(model), Path(out_dir), fold, name, target_cycles, model, force,
-                    board, device, budget)
+                    board, device, budget, jobs, cache, assembly)
 
 
 def fold_design(ig, model_name: str, fold, folding, target_cycles, target, *,
@@ -155,11 +165,14 @@ def fold_design(ig, model_name: str, fold, folding, target_cycles, target, *,
     return dfg, report(dfg, ig, target, method)
 
 
-def _verilog(top, name: str) -> str:
-    """Amaranth's Verilog back end; its Yosys failing (e.g. out of memory under a resource
-    limit) is one line."""
+def _verilog(dfg, name: str, jobs, cache: bool, assembly: str = "blocks"):
+    """The Verilog of ``dfg`` and its top (:func:`hwgen.assemble.to_verilog`, or
+    :func:`~hwgen.assemble.whole_verilog` for ``assembly="whole"``); Yosys failing (e.g. out
+    of memory under a resource limit) is one line."""
     try:
-        return verilog.convert(top, name=name, emit_src=False)
+        if assembly == "whole":
+            return whole_verilog(dfg, name)
+        return to_verilog(dfg, name, jobs, cache)
     except Exception as e:
         if type(e).__name__ != "YosysError":
             raise
@@ -168,7 +181,8 @@ def _verilog(top, name: str) -> str:
 
 
 def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
-             force: bool, board=None, device=None, budget=None) -> CompileResult:
+             force: bool, board=None, device=None, budget=None, jobs=None,
+             cache: bool = True, assembly: str = "blocks") -> CompileResult:
     """:func:`compile` of a quantized ``model``; ``origin`` is the model the user gave."""
     target = resolve_target(board, device, budget)
     folding = read_folding(fold) if isinstance(fold, (str, Path)) else fold
@@ -183,9 +197,8 @@ def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
     dfg, fit = fold_design(ig, model.name, fold, folding, target_cycles, target)
     # refuse what no device holds, before any Verilog
     check_memory(sum(b.cost.memory_bits for b in dfg.blocks), f"{model.name}: model")
-    top = build_top(dfg)
     name = _check_name(name) if name is not None else _top_name(model)
-    text = _verilog(top, name)
+    text, top = _verilog(dfg, name, jobs, cache, assembly)
     sha = hashlib.sha256(model.read_bytes()).hexdigest()
     onnx_in = [d if isinstance(d, int) else "N" for d in graph.inputs[0].shape]
     out_info = graph.value_info.get(ig.onnx_output) or graph.outputs[0]

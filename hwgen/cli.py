@@ -34,6 +34,13 @@ def _parser() -> argparse.ArgumentParser:
                                  "--calibration")
     c.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     c.add_argument("--name", help="top-level module name (default: from the model file name)")
+    c.add_argument("-j", "--jobs", type=int, metavar="N",
+                   help="processes converting blocks to Verilog (default: the core count)")
+    c.add_argument("--no-cache", action="store_true",
+                   help="neither read nor fill the per-block cache (~/.cache/hwgen/blocks)")
+    c.add_argument("--assembly", choices=api.ASSEMBLIES, default="blocks",
+                   help="convert each distinct block on its own under a top of instances "
+                        "(default), or the whole design as one (slower; for comparison)")
     _force_arg(c)
     _fold_args(c)
     _quant_args(c)
@@ -259,7 +266,9 @@ def run(argv=None) -> int:
         return 0
     if args.cmd == "compile":
         res = api.compile(args.model, args.output, args.fold, args.name, args.target_cycles,
-                          force=args.force, **_target_opts(args), **_quant_opts(args))
+                          force=args.force, jobs=args.jobs, cache=not args.no_cache,
+                          assembly=args.assembly,
+                          **_target_opts(args), **_quant_opts(args))
         est = res.estimate
         print(f"wrote {res.verilog}, {res.out_dir / 'manifest.json'} and "
               f"{res.out_dir / 'design.npz'}")

@@ -223,7 +223,8 @@ def _cells(r: NodeRow, family: str, util: dict[str, float]) -> list[str]:
     res = _res_cell(c.resources(family).rounded()) if c else ""
     return [r.node, r.op, "+".join(r.blocks), pe,
             f"{c.cycles:,}" if c else "", f"{c.multipliers:,}" if c else "",
-            _pct(util.get(r.layer)) if c else "", f"{c.memory_bits:,}" if c else "", res, r.status_text() + ("*" if r.after else "")]
+            _pct(util.get(r.layer)) if c else "", f"{c.memory_bits:,}" if c else "", res,
+            r.status_text() + ("*" if r.after else "")]
 
 
 def _clip(s: str, n: int) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 from amaranth.back import verilog
 
 from hwgen import design
-from hwgen.assemble import Tap, build_observed, build_top, stream_idents
+from hwgen.assemble import Tap, build_observed, build_top, stream_idents, to_verilog, whole_verilog
 from hwgen.dataflow.lower import DataflowGraph, lower
 from hwgen.errors import HwgenError
 from hwgen.io import DESIGN_NPZ, check_writable_file
@@ -84,13 +84,14 @@ def _observed(out_dir: Path, manifest: dict, ig, folding, progress: Progress, fr
               emit: bool = True) -> tuple[str, list[Tap], DataflowGraph]:
     """The observed design's Verilog (empty unless ``emit``), its taps and graph, after
     checking that the design rebuilt from the folder is the folder's Verilog (unless
-    ``fresh``: this hwgen has just compiled the folder)."""
+    ``fresh``: this hwgen has just compiled the folder), as ``compile`` converts it by
+    default (block by block) or with ``--assembly whole``."""
     with progress.step("rebuilding the design with its streams observable"):
         dfg = lower(ig, folding)
-        plain = "" if fresh else verilog.convert(build_top(dfg), name=manifest["top"],
-                                                  emit_src=False)
-        if not fresh and (hashlib.sha256(plain.encode()).hexdigest()
-                          != manifest["files"][manifest["verilog"]]):
+        want = manifest["files"][manifest["verilog"]]
+        if not fresh and not any(
+                hashlib.sha256(convert(dfg, manifest["top"])[0].encode()).hexdigest() == want
+                for convert in (to_verilog, whole_verilog)):
             raise HwgenError(f"{out_dir}: the design rebuilt from {DESIGN_NPZ} is not "
                              f"{manifest['verilog']} (compiled by another hwgen version?); "
                              f"compile it again to trace its streams")

@@ -11,3 +11,6 @@
 Feature maps stream channel-last: pixels in raster order (row by row), each pixel's channels
 innermost.
 """
+
+# first, before any block file: the fingerprint of the source this process runs
+from hwgen.rtl_templates import source  # noqa: E402,F401

@@ -59,7 +59,7 @@ if phase == "start-up":
 else:
     from hwgen import api, simrun
     owner, attr = {"import": (api, "load_model"), "lowering": (api, "fold_design"),
-                   "elaboration": (api.verilog, "convert"),
+                   "elaboration": (api, "to_verilog"),
                    "simulation": (simrun, "run_native")}[phase]
     setattr(owner, attr, armed(getattr(owner, attr)))
 
@@ -84,7 +84,7 @@ def test_ctrl_c_in_phase(tmp_path, phase, n):
                 "--target-cycles", "1024", "-o", str(out)]
     else:
         args = ["compile", str(MODEL), "-o", str(out), "--target-cycles", "1024"]
-    env = dict(os.environ, TMPDIR=str(tmp))
+    env = dict(os.environ, TMPDIR=str(tmp), HWGEN_CACHE=str(tmp_path / "cache"))
     p = subprocess.run([sys.executable, "-c", DRIVER, phase, str(n), *args], cwd=work,
                        env=env, capture_output=True, text=True, timeout=600)
     shown = f"exit {p.returncode}\n--- stderr ---\n{p.stderr}--- stdout ---\n{p.stdout}"
