@@ -25,8 +25,11 @@ from hwgen.rtl_templates.fork import ForkParams
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.resources import FAMILIES, total
 
-#: beats a FIFO holds beyond what the analysis asks for
-FIFO_MARGIN = 2
+#: beats a FIFO holds beyond what the analysis asks for. At least 3: a FIFO of 2 words
+#: (``rtl_templates/memory.py: BufferedFIFO``, an inner queue of one word whose ``w_rdy`` does
+#: not look at reads, and the output register) passes only one beat every other cycle, which
+#: halved the interval where a full-rate producer feeds a full-rate consumer through it
+FIFO_MARGIN = 3
 #: default steady-state target, cycles per frame, when none is given
 DEFAULT_TARGET_CYCLES = 1024
 
