@@ -19,13 +19,17 @@ id names Amaranth's simulator, stalls, cycle measurements or an RTL comparison a
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
+
+from hwgen.rtl_templates import block as block_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -87,3 +91,20 @@ def save_model(model: onnx.ModelProto, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(model.SerializeToString())
     return path
+
+
+def corrupt_fc1_golden(monkeypatch) -> None:
+    """A fault injected into the digits MLP: the MVAU golden face of fc1 (32×32 weights) is
+    one too high at frame 2, element 5, in this process; the hardware is unchanged, so a
+    per-stream trace must name fc1's output there."""
+    spec = block_registry.block_spec("mvau")
+
+    def corrupt(p, xs):
+        y = spec.golden(p, xs)
+        if p.weights.shape == (32, 32):      # fc1 only (fc0 is 32x64, fc2 10x32)
+            y = np.array(y, copy=True)
+            y[2, 5] += 1
+        return y
+
+    monkeypatch.setitem(block_registry._BLOCKS, "mvau",
+                        dataclasses.replace(spec, golden=corrupt))

@@ -6,17 +6,15 @@ suite these tests take seconds.
 """
 from __future__ import annotations
 
-import dataclasses
 import io
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, run_hwgen
+from conftest import EXAMPLES, corrupt_fc1_golden, run_hwgen
 
 import hwgen
 from hwgen import api, simrun
 from hwgen.progress import Progress
-from hwgen.rtl_templates import block as block_registry
 from hwgen.rtl_templates.words import pack_word
 from hwgen.sim.batch import CHUNK_CYCLES, chunk_frames, chunk_seed, chunks, default_jobs
 from hwgen.sim.native import missing_fst_headers
@@ -144,17 +142,7 @@ def test_vcd_names_the_manifests_streams(traced):
 def test_trace_names_the_block_whose_golden_face_is_wrong(monkeypatch, tmp_path, x):
     """A fault in one block (here its golden face, in this process) is found at that block:
     the first diverging stream is its output, at the corrupted frame and element."""
-    spec = block_registry.block_spec("mvau")
-
-    def corrupt(p, xs):
-        y = spec.golden(p, xs)
-        if p.weights.shape == (32, 32):      # fc1 only (fc0 is 32x64, fc2 10x32)
-            y = np.array(y, copy=True)
-            y[2, 5] += 1
-        return y
-
-    monkeypatch.setitem(block_registry._BLOCKS, "mvau",
-                        dataclasses.replace(spec, golden=corrupt))
+    corrupt_fc1_golden(monkeypatch)
     rep = api.verify(MLP, x[:6], trace=True, wave=WaveRequest(tmp_path / "w.vcd", "vcd", 1, 3),
                      chunk=4, jobs=2, stall=0.2)
     # the +1 on one hidden element is lost by the output layer: only the trace sees it, and

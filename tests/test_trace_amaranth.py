@@ -5,18 +5,15 @@ The digits MLP at the device's folding simulates in a few seconds for three fram
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 from amaranth.hdl import Fragment
-from conftest import EXAMPLES, run_hwgen
+from conftest import EXAMPLES, corrupt_fc1_golden, run_hwgen
 
 import hwgen
 from hwgen import api, design
 from hwgen.assemble import build_observed
 from hwgen.dataflow.lower import lower
-from hwgen.rtl_templates import block as block_registry
 from hwgen.simrun import WaveRequest, stream_taps
 
 MLP = EXAMPLES / "digits_mlp_qdq.onnx"
@@ -29,17 +26,7 @@ def x():
 
 
 def test_amaranth_trace_names_the_block_whose_golden_face_is_wrong(monkeypatch, x):
-    spec = block_registry.block_spec("mvau")
-
-    def corrupt(p, xs):
-        y = spec.golden(p, xs)
-        if p.weights.shape == (32, 32):      # fc1 only (fc0 is 32x64, fc2 10x32)
-            y = np.array(y, copy=True)
-            y[2, 5] += 1
-        return y
-
-    monkeypatch.setitem(block_registry._BLOCKS, "mvau",
-                        dataclasses.replace(spec, golden=corrupt))
+    corrupt_fc1_golden(monkeypatch)
     rep = api.verify(MLP, x, simulator="amaranth", trace=True, chunk=2, jobs=1, stall=0.2)
     assert rep.rtl_equals_golden and not rep.trace.ok and not rep.ok
     first = rep.trace.first
