@@ -5,7 +5,9 @@
 Each case is a seeded mutant of a small example model (``tests/fuzz_mutants.py``: onnx-API
 changes to ops, nodes, attributes, initializers, opsets and IR versions, and byte flips,
 cuts and splices of the serialized model), run through inspect and compile in a forked
-child under a 60 s time limit and an 8 GiB address-space limit (``tests/fuzz_run.py``).
+child under a time limit of 60 CPU seconds (and 5 times that in wall time, so a busy
+machine does not turn slow cases into hangs) and an 8 GiB address-space limit
+(``tests/fuzz_run.py``).
 Every ``--cli-every``-th case also runs as real subprocesses of the console command, and
 the mutants whose index is a multiple of ``--rtl-every`` and that compile are simulated
 (native Verilator) on 3 frames against their golden model. Outcomes: design, clean
@@ -51,7 +53,8 @@ def main(argv=None) -> int:
                     help="simulate every N-th compiled mutant against golden (0: never)")
     ap.add_argument("--keep", default="fuzz-cases",
                     help="folder for the mutants that crash, hang or leave stray output")
-    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--timeout", type=float, default=60.0,
+                    help="time limit per command in CPU seconds (wall: 5 times this)")
     ap.add_argument("--memory-gib", type=float, default=8.0)
     args = ap.parse_args(argv)
     memory = int(args.memory_gib * (1 << 30))

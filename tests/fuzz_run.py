@@ -15,7 +15,9 @@ Outcomes, per command and for the case (the worst of its commands):
 - ``clean``: exit 2 with exactly one stderr line ``hwgen: error: ...``, nothing written;
 - ``crash``: a traceback, another exit code or a signal (the ``signature`` names the
   exception and the innermost hwgen frame);
-- ``hang``: the time limit ran out;
+- ``hang``: the command used more than the time limit in CPU seconds (its process group),
+  or more than ``WALL_FACTOR`` times the limit in wall time. CPU time, so that a case that
+  is only starved by a busy machine is not counted as a hang;
 - ``stray``: a folder or file left behind on a refusal (or a temporary file anywhere),
   stderr output (warnings) on success, or a design folder that is not exactly hwgen's files.
 
@@ -49,6 +51,8 @@ ORDER = ("design", "clean", "stray", "hang", "crash")
 #: interval (the path taken with --target-cycles)
 COMPILE_ARGS = ((), ("--target-cycles", "4096"))
 TIME_LIMIT = 60.0
+#: the wall-time backstop, as a multiple of the (CPU) time limit
+WALL_FACTOR = 5.0
 MEMORY_LIMIT = 8 << 30
 
 
@@ -134,24 +138,65 @@ def _child(argv: list[str], cwd: Path, tmp: Path, out: Path, err: Path, memory: 
             os._exit(code)
 
 
-def _run_forked(argv, cwd, tmp, out, err, timeout, memory) -> tuple[int | None, float]:
+def _group_cpu(pgid: int) -> float:
+    """CPU seconds (user + system, with waited-for children) of the processes in group
+    ``pgid``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        # fields[0] is the state (field 3 of proc(5)); pgrp is field 5, utime..cstime 14-17
+        if int(fields[2]) == pgid:
+            total += sum(int(x) for x in fields[11:15])
+    return total / tick
+
+
+def _wait(pid: int, poll, timeout: float) -> tuple[int | None, float]:
+    """Wait for child ``pid`` (leader of its process group) to end, or kill the group once
+    it has used ``timeout`` CPU seconds or ``WALL_FACTOR * timeout`` wall seconds."""
     t0 = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        _child(argv, cwd, tmp, out, err, memory)
+    next_cpu = t0 + timeout
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            code = os.waitstatus_to_exitcode(status)
+        code = poll()
+        if code is not None:
             return code, time.monotonic() - t0
-        if time.monotonic() - t0 > timeout:
+        now = time.monotonic()
+        over = now - t0 > WALL_FACTOR * timeout
+        if not over and now >= next_cpu:
+            over = _group_cpu(pid) > timeout
+            next_cpu = now + 0.5
+        if over:
             try:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            os.waitpid(pid, 0)
+            while poll() is None:
+                time.sleep(0.01)
             return None, time.monotonic() - t0
         time.sleep(0.005)
+
+
+def _run_forked(argv, cwd, tmp, out, err, timeout, memory) -> tuple[int | None, float]:
+    pid = os.fork()
+    if pid == 0:
+        _child(argv, cwd, tmp, out, err, memory)
+    # the child makes its own group at once; make it here too, so that the group exists
+    # before the first CPU check
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass
+
+    def poll():
+        done, status = os.waitpid(pid, os.WNOHANG)
+        return os.waitstatus_to_exitcode(status) if done else None
+    return _wait(pid, poll, timeout)
 
 
 def _limits(memory: int):
@@ -161,17 +206,11 @@ def _limits(memory: int):
 
 
 def _run_process(argv, cwd, tmp, out, err, timeout, memory) -> tuple[int | None, float]:
-    t0 = time.monotonic()
     env = dict(os.environ, TMPDIR=str(tmp))
     with open(out, "wb") as fo, open(err, "wb") as fe:
         p = subprocess.Popen(_hwgen_command() + argv, cwd=cwd, stdout=fo, stderr=fe, env=env,
                              preexec_fn=_limits(memory), start_new_session=True)
-        try:
-            return p.wait(timeout=timeout), time.monotonic() - t0
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-            return None, time.monotonic() - t0
+        return _wait(p.pid, p.poll, timeout)
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
@@ -198,7 +237,7 @@ def _classify(command: str, code, stderr: str, secs: float, cwd: Path, tmp: Path
         return Result(command, outcome, code, stderr, secs, sig)
 
     if code is None:
-        return res("hang", f"over {secs:.0f} s")
+        return res("hang", f"killed after {secs:.0f} s wall (time limit in CPU or wall time)")
     if "Traceback (most recent call last)" in stderr or code not in (0, 2):
         sig = signature(stderr) if "Traceback" in stderr else f"exit {code}: " + \
             (stderr.strip().splitlines() or ["(no output)"])[-1][:120]

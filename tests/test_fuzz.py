@@ -38,3 +38,23 @@ def test_fuzz_compiled_mutant_matches_golden(tmp_path):
             if checked == 1:
                 return
     pytest.fail("no mutant of the set compiled")
+
+
+def test_time_limit_counts_cpu_not_waiting(tmp_path):
+    """A command that waits (a starved case on a busy machine) past the CPU limit is not a
+    hang; one that computes past it is killed; the wall-time backstop kills any."""
+    import subprocess
+    import sys
+
+    import fuzz_run
+
+    def run(code, limit):
+        p = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+        return fuzz_run._wait(p.pid, p.poll, limit)
+
+    code, secs = run("import time; time.sleep(1.5)", 0.5)
+    assert code == 0 and secs >= 1.5
+    code, secs = run("while True: pass", 0.5)
+    assert code is None and secs < 0.5 * fuzz_run.WALL_FACTOR
+    code, secs = run("import time; time.sleep(60)", 0.2)
+    assert code is None and 0.2 * fuzz_run.WALL_FACTOR <= secs < 30
