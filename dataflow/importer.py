@@ -178,15 +178,19 @@ class AssumedWeights(DeqConst):
     """A float weight tensor read as int8 symmetric per tensor (assume mode)."""
 
 
-def quantize_weights(arr: np.ndarray) -> AssumedWeights:
+def quantize_weights(arr: np.ndarray, name: str = "") -> AssumedWeights:
     """int8 symmetric per-tensor quantization of a float constant (a broadcast view stays
-    one: the quantized tensor is computed on its distinct elements only)."""
+    one: the quantized tensor is computed on its distinct elements only). A tensor whose
+    largest magnitude gives a scale below float32's normal range is refused."""
     c = compact(np.asarray(arr))
     flat = c.reshape(-1)                 # (a copy only if c is not contiguous)
     step = 1 << 22
     m = max((float(np.max(np.abs(flat[k:k + step]))) for k in range(0, flat.size, step)),
             default=0.0)
     scale = np.float32(m / 127.0) if m > 0 and np.isfinite(m) else np.float32(1.0)
+    if scale < np.finfo(np.float32).tiny:
+        raise ValueError(f"weight '{name}': its largest magnitude {m:.3g} is too small for an "
+                         f"int8 scale (a float32 normal number)")
     q = np.empty(flat.size, dtype=np.int8)
     for k in range(0, flat.size, step):
         part = np.nan_to_num(flat[k:k + step].astype(np.float32))
@@ -313,7 +317,7 @@ class _Walk:
             v = ctx.values[name]
             if isinstance(v, Const) and (op, k) in WEIGHT_INPUTS and v.array.dtype.kind == "f":
                 if name not in self.weights:
-                    self.weights[name] = quantize_weights(v.array)
+                    self.weights[name] = quantize_weights(v.array, name)
                 restore[name] = v
                 ctx.values[name] = self.weights[name]
             elif isinstance(v, FloatInput) or (isinstance(v, Pending) and (

@@ -160,3 +160,16 @@ def test_batch_axis_of_zero(tmp_path):
     one_line(hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path),
              "batch axis holds no sample", "'input'")
     assert not (tmp_path / "out").exists()
+
+
+def test_float_weights_too_small_for_a_scale(tmp_path):
+    """A float model's weight tensor whose largest magnitude is a float32 subnormal: its int8
+    scale underflowed and the division raised FloatingPointError (a traceback in inspect)."""
+    m = onnx.load(EXAMPLES / "digits_mlp.onnx")
+    t = next(t for t in m.graph.initializer if t.name == "fc1.weight")
+    a = np.full_like(numpy_helper.to_array(t), 1.4e-45)
+    t.CopyFrom(numpy_helper.from_array(a, t.name))
+    model = save(m, tmp_path / "m.onnx")
+    p = hwgen("inspect", model, cwd=tmp_path)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert "weight 'fc1.weight': its largest magnitude" in p.stdout, p.stdout
