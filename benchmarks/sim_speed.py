@@ -1,35 +1,54 @@
 """Simulation speed of the back ends on the example models.
 
     python benchmarks/sim_speed.py [--models mlp,cnn,resnet] [--benches native,cocotb,amaranth]
-        [--frames N] [--cocotb-frames N] [--amaranth-frames N] [--stall P]
+        [--frames N | --cycles C] [--cocotb-frames N] [--amaranth-frames N] [--stall P]
 
-Compiles each example model (board folding, ``ulx3s-85f``), builds its native bench
+Compiles each example model (default board folding), builds its native bench
 (``sim/native.py``) and its cocotb build (``sim/verilator.py``) into a fresh cache, then
-prints per back end: the build time, the cycles of one job, the simulated cycles per
-wall-clock second and the user CPU seconds per million cycles (both median of 3 runs after
-the build; a run includes writing the job, starting the simulator and reading the result)
-and the start-up (wall seconds of a one-frame job, median of 3). CPU seconds count this
-process and its children (the benches), so they stay meaningful on a busy machine where the
-wall-clock rate does not. Every run's result is checked equal to the first's; the cycle
-counts are exact and equal for all back ends.
+prints per back end: the build time (the first run, of a one-frame job: it builds the
+Verilator model, or elaborates the design for Amaranth), the cycles of one job (native: about
+``--cycles``, 2 M by default), the simulated cycles per wall-clock second (median of 3 runs;
+a run includes writing the job, starting the simulator and reading the result), the same
+beyond the start-up (``marginal``: only where the start-up is under half the run), the user
+CPU seconds per million cycles (median of 3; this process and its children, the benches, so
+it stays meaningful on a busy machine where the wall-clock rate does not) and the start-up
+(wall seconds of the one-frame job, median of 3). Each job's runs are checked equal, and
+the one-frame job's beats and transfer cycles equal on every back end (the cycles watched
+for surplus beats after the last one differ: 32 on Verilator, 8 on Amaranth).
 
-Measured on a shared two-core machine (AMD EPYC, load average 6-10 from other jobs, so the
-wall-clock rates are far below 1/CPU rate), ``--stall 0``, 2000 native frames:
+Measured on a shared two-core machine (AMD EPYC) with a load average of 15-17 from other
+jobs, so the wall-clock rates are a fifth to a half of what one free core gives (1 / CPU
+seconds);
+``--stall 0``; the native rows with the default ``--cycles``, the others from a run with
+2000 native frames:
 
-    model                    bench   threads  build s    cycles  cycles/s cpu s/Mcyc  start s
-    (filled in below)
+    model              bench    threads build s    cycles   cycles/s   marginal cpu s/Mcyc start s
+    digits_mlp_qdq     native         1    93.4   2000176    293,801    294,115      0.647   0.008
+    digits_mlp_qdq     cocotb         1    74.8       816        602          -    477.002   1.773
+    digits_mlp_qdq     amaranth       1     1.1       472        301          -   1225.780   1.049
+    digits_cnn_qdq     native         1    53.5   2023914    520,018    521,932      0.890   0.016
+    digits_cnn_qdq     cocotb         1    69.0      5786      4,437          -     74.001   1.188
+    digits_cnn_qdq     amaranth       1     2.6      3172        380        380    952.961   2.215
+    digits_resnet_qdq  native         1    58.8   2000864    315,396    317,088      1.474   0.040
+    digits_resnet_qdq  cocotb         1   136.8     21472      4,381      5,285     28.787   1.220
+    digits_resnet_qdq  amaranth       1     8.3     11208        246          -   1495.603  24.808
 
-Where the native bench's time goes (``perf``, digits ResNet): 95 % in the verilated design's
-clock-edge logic (``_nba_sequent``), spread evenly over the blocks, mostly the multipliers
-and adder trees of the MVAUs/VVAUs and their pipeline registers (every register is computed
-at every edge, busy or not); Verilator's per-``eval`` bookkeeping and the bench's own loop
-about 3 % (MLP: 8 %). Compiler options (``-O3``, ``-march=native``, ``-O1``, ``-Os``) change
-the CPU time by less than the noise; a design whose reset is tied low (not the cocotb
-bench's behaviour) is 12 % faster.
+So one free core runs the native bench at about 1.5 M (MLP), 1.1 M (CNN) and 0.68 M (ResNet)
+cycles per second. Where its time goes (``perf``, digits ResNet): 95 % in the verilated
+design's clock-edge logic, spread over the blocks in proportion to their logic (the MVAUs
+of ``block_a`` and ``block_b`` 27 %, their window generators 20 %, the rest 2-7 % each), mostly
+multipliers, adder trees and pipeline registers, every one computed at every edge, busy or
+not; Verilator's per-``eval`` bookkeeping and the bench's loop 3 % (MLP: 8 %). The C++
+options change nothing measurable (``-O1``, ``-Os``, ``-O3``, ``-march=native``, profile-
+guided optimisation, ``--output-split 0``, ``--output-split-cfuncs 500``: the same CPU time
+within 3 %); Verilator's ``-fno-dfg`` is 13 % slower, ``--threads 2`` on this busy machine
+did not finish in 6x the single-threaded wall time, and a design with its reset tied low
+(not the cocotb bench's behaviour, so not an option) 12 % faster.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import resource
 import statistics
 import tempfile
@@ -95,7 +114,9 @@ def measure(run, job, one_frame_job) -> dict:
     wall, start = statistics.median(w for _, w, _ in runs), statistics.median(
         w for _, w, _ in starts)
     return {"build": build, "cycles": result.cycles, "rate": result.cycles / wall,
-            "marginal": (result.cycles - first.cycles) / max(1e-9, wall - start),
+            # the rate beyond the start-up (none if the start-up is most of the run)
+            "marginal": ((result.cycles - first.cycles) / (wall - start)
+                         if wall > 2 * start else None),
             "cpu": statistics.median(cpu / result.cycles * 1e6 for _, _, cpu in runs),
             "start": start, "one_frame": first}
 
@@ -115,15 +136,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default=",".join(MODELS), help="of: " + ", ".join(MODELS))
     ap.add_argument("--benches", default=",".join(BENCHES), help="of: " + ", ".join(BENCHES))
-    ap.add_argument("--frames", type=int, default=2000, help="frames per native run")
+    ap.add_argument("--frames", type=int, default=None,
+                    help="frames per native run (default: about --cycles cycles' worth)")
+    ap.add_argument("--cycles", type=int, default=2_000_000,
+                    help="cycles a native run lasts by default (from the design's estimate)")
     ap.add_argument("--cocotb-frames", type=int, default=20, help="frames per cocotb run")
     ap.add_argument("--amaranth-frames", type=int, default=10, help="frames per amaranth run")
     ap.add_argument("--stall", type=float, default=0.0)
     args = ap.parse_args()
     frames = {"native": args.frames, "cocotb": args.cocotb_frames,
               "amaranth": args.amaranth_frames}
-    print(f"{'model':24} {'bench':8} {'threads':>7} {'build s':>8} {'cycles':>9} "
-          f"{'cycles/s':>11} {'marginal':>11} {'cpu s/Mcyc':>10} {'start s':>8}", flush=True)
+    print(f"{'model':18} {'bench':8} {'threads':>7} {'build s':>7} {'cycles':>9} "
+          f"{'cycles/s':>10} {'marginal':>10} {'cpu s/Mcyc':>10} {'start s':>7}", flush=True)
     for key in args.models.split(","):
         model, data = MODELS[key]
         with tempfile.TemporaryDirectory() as tmp:
@@ -131,18 +155,23 @@ def main():
             hwgen.compile(EX / model, out)
             x = np.load(EX / data)["input"]
             one_frame = None  # the one-frame job's result: the same on every back end
+            per_frame = design.load(out)[0]["estimate"]["cycles_per_frame"]
+            frames["native"] = args.frames or max(1, args.cycles // per_frame)
             for bench in args.benches.split(","):
                 manifest, job = make_job(out, x, frames[bench], args.stall)
                 _, one = make_job(out, x, 1, args.stall)
                 text = (out / manifest["verilog"]).read_text()
                 threads = native_threads(text) if bench == "native" else 1
                 m = measure(runner(bench, out, manifest, str(Path(tmp) / "cache")), job, one)
+                # beats and transfer cycles (the cycles watched after the last beat differ)
+                got = dataclasses.replace(m["one_frame"], cycles=0)
                 if one_frame is None:
-                    one_frame = m["one_frame"]
-                assert m["one_frame"] == one_frame, f"{bench} differs from the first back end"
-                print(f"{model:24} {bench:8} {threads:>7} {m['build']:>8.1f} {m['cycles']:>9} "
-                      f"{m['rate']:>11,.0f} {m['marginal']:>11,.0f} {m['cpu']:>10.3f} "
-                      f"{m['start']:>8.3f}", flush=True)
+                    one_frame = got
+                assert got == one_frame, f"{bench} differs from the first back end"
+                marginal = "-" if m["marginal"] is None else f"{m['marginal']:,.0f}"
+                print(f"{Path(model).stem:18} {bench:8} {threads:>7} {m['build']:>7.1f} "
+                      f"{m['cycles']:>9} {m['rate']:>10,.0f} {marginal:>10} {m['cpu']:>10.3f} "
+                      f"{m['start']:>7.3f}", flush=True)
 
 
 if __name__ == "__main__":
