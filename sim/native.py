@@ -26,6 +26,17 @@ reads, and every transfer on them comes back in ``StreamResult.taps``. A job wit
 runs a variant built with ``--trace`` (VCD) or ``--trace-fst`` (FST), cached under its own
 key, and dumps the cycles of its window.
 
+Speed: in a long run nearly all the time is the verilated design's clock-edge logic, which
+computes every register of every block at every edge, busy or not (``perf`` on the digits
+ResNet at board folding: 95 %, spread over the blocks in proportion to their logic, mostly
+the multipliers, adder trees and pipeline registers of the MVAUs and VVAUs and the shift
+registers of the window generators); Verilator's per-``eval`` bookkeeping and the bench's
+loop take 3-8 %. So the cycles per CPU second fall as the folding adds logic. The C++
+options change nothing measurable (``-O1``, ``-Os``, ``-O3``, ``-march=native``, profile-
+guided optimisation, ``--output-split 0``, ``--output-split-cfuncs 500``: the same CPU time
+within 3 %; Verilator's ``-fno-dfg`` 13 % slower); the build keeps :data:`OPT`.
+``benchmarks/sim_speed.py`` has the figures.
+
 Multi-threaded models (``--threads``) only pay off with much logic per cycle and idle cores.
 Measured on a shared two-core machine, the digits CNN (310 kB of Verilog) ran 30-160x
 *slower* with ``--threads 2`` than single-threaded (the model's threads spin-wait on each
