@@ -5,7 +5,13 @@ import random
 
 from amaranth.sim import Simulator
 
-from hwgen.sim.base import SimTimeout, StreamJob, StreamResult, default_max_cycles
+from hwgen.sim.base import (
+    EXTRA_CYCLES,
+    SimTimeout,
+    StreamJob,
+    StreamResult,
+    default_max_cycles,
+)
 
 
 def run_amaranth(top, job: StreamJob) -> StreamResult:
@@ -14,7 +20,9 @@ def run_amaranth(top, job: StreamJob) -> StreamResult:
     ``job.taps``: ``top`` is a design built for observation; every transfer on each tapped
     stream (its ports ``<ident>__valid/__ready/__payload``) is recorded in ``res.taps``.
     ``job.wave`` (VCD only): Amaranth's VCD writer records the whole job, from reset, into
-    ``job.wave.path`` (no file for an empty path)."""
+    ``job.wave.path`` (no file for an empty path). As in the Verilator benches, ``ready``
+    stays high for ``EXTRA_CYCLES`` cycles after the last expected output beat (no stall
+    drawn), so beats, transfer cycles and ``cycles`` are the same in every back end."""
     res = StreamResult(out_beats=[], out_last=[])
     limit = default_max_cycles(job)
     if job.wave is not None and job.wave.kind != "vcd":
@@ -26,7 +34,8 @@ def run_amaranth(top, job: StreamJob) -> StreamResult:
 
     async def bench(ctx):
         rng = random.Random(job.seed)
-        k, offering, cycle, idle_after = 0, False, 0, None
+        k, offering, cycle = 0, False, 0
+        stop_at = EXTRA_CYCLES if job.n_out_beats == 0 else None
         n_in = len(job.in_beats)
         while True:
             if not offering and k < n_in and (job.stall_in == 0 or rng.random() >= job.stall_in):
@@ -34,7 +43,7 @@ def run_amaranth(top, job: StreamJob) -> StreamResult:
                 ctx.set(top.s_axis_tdata, job.in_beats[k])
                 ctx.set(top.s_axis_tlast, job.in_last[k])
                 ctx.set(top.s_axis_tvalid, 1)
-            ready = job.stall_out == 0 or rng.random() >= job.stall_out
+            ready = stop_at is not None or job.stall_out == 0 or rng.random() >= job.stall_out
             ctx.set(top.m_axis_tready, ready)
             _, _, s_rdy, m_vld, m_data, m_last, *taps = await ctx.tick().sample(
                 top.s_axis_tready, top.m_axis_tvalid, top.m_axis_tdata, top.m_axis_tlast,
@@ -55,10 +64,10 @@ def run_amaranth(top, job: StreamJob) -> StreamResult:
                 res.out_beats.append(int(m_data))
                 res.out_last.append(bool(m_last))
                 res.out_times.append(cycle)
+                if len(res.out_beats) == job.n_out_beats:
+                    stop_at = cycle + 1 + EXTRA_CYCLES
             cycle += 1
-            if len(res.out_beats) == job.n_out_beats and idle_after is None:
-                idle_after = cycle + 8  # watch a few more cycles for surplus beats
-            if idle_after is not None and cycle >= idle_after:
+            if stop_at is not None and cycle >= stop_at:
                 break
             if cycle > limit:
                 raise SimTimeout(f"simulation stopped after {limit} cycles with "

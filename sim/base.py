@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+#: cycles simulated after the last expected output beat, ``ready`` held high, watching for
+#: surplus beats (every back end)
+EXTRA_CYCLES = 32
+
 
 @dataclass
 class Wave:

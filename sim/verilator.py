@@ -23,15 +23,19 @@ import tempfile
 from pathlib import Path
 
 from hwgen.errors import HwgenError
-from hwgen.sim.base import StreamJob, StreamResult, check_status, default_max_cycles
+from hwgen.sim.base import (
+    EXTRA_CYCLES,
+    StreamJob,
+    StreamResult,
+    check_status,
+    default_max_cycles,
+)
 from hwgen.sim.cache import cache_root, evict, max_bytes, touch
 
 __all__ = ["run_verilator", "build_verilator", "check_top"]
 
 # Bump when the bench or the build recipe changes in a way that matters.
 BENCH_VERSION = "2"
-# Cycles simulated after the last expected output beat, watching for surplus beats.
-EXTRA_CYCLES = 32
 BUILD_ARGS = [
     "-Wno-fatal", "-Wno-lint", "-Wno-style",
     "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
