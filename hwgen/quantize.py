@@ -12,12 +12,12 @@
    opset), initializers listed as graph inputs (IR 3 style) become plain initializers and
    the IR version is raised to what opset 13 needs;
 4. ``onnxruntime.quantization.quant_pre_process`` (symbolic shape inference skipped, so
-   sympy is not needed) and ``quantize_static`` in QDQ format (or QOperator) with MinMax calibration:
-   int8 weights (symmetric, ORT's default for int8), uint8 or int8 activations,
+   sympy is not needed) and ``quantize_static`` in QDQ format (or QOperator) with MinMax
+   calibration: int8 weights (symmetric, ORT's default for int8), uint8 or int8 activations,
    per-tensor or per-channel weight scales, ``symmetric`` = ``ActivationSymmetric`` and
    ``WeightSymmetric``. ``ForceQuantizeNoInputCheck`` is on so that pooling and shape ops
    at the start of the model are quantized too (hwgen maps an all-integer graph);
-5. the QDQ model is written atomically.
+5. the quantized model is written atomically.
 
 Every failure is a one-line :class:`HwgenError`.
 """

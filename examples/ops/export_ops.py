@@ -40,7 +40,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 try:
     import torch
