@@ -201,6 +201,7 @@ def _extend(folded):
             t = ctx.ig.tensors[x.tensor]
             q = close(ctx, x, node.inputs[0], t.qtype, np.float32(t.scale), t.zero_point, None)
             x = Deq(q.tensor, q.shape, q.order)
+            ctx.values[node.inputs[0]] = x          # the float MaxPool's output, exactly
         if isinstance(x, Deq):
             _lone_batch_norm(ctx, node, x)
         else:
