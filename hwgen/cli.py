@@ -265,7 +265,8 @@ def run(argv=None) -> int:
         fmt = "qoperator" if args.qoperator else "qdq"
         out = quantize(args.model, o.pop("calibration"), args.output, quant_format=fmt, **o)
         weights = "per channel" if o["per_channel"] else "per tensor"
-        print(f"wrote {out} ({'QOperator' if args.qoperator else 'QDQ'}; int8 weights {weights}, {o['activation_type']} activations"
+        form = "QOperator" if args.qoperator else "QDQ"
+        print(f"wrote {out} ({form}; int8 weights {weights}, {o['activation_type']} activations"
               f"{', symmetric' if o['symmetric'] else ''}; calibrated on {args.calibration})")
         return 0
     if args.cmd == "compile":

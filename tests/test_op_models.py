@@ -10,16 +10,18 @@ QOperator), sixteen files in all (``examples/ops/NAME_{ts,dynamo}_{qdq,qop}.onnx
 * ``convs``: grouped, dilated and depthwise (channel multiplier 2) convolutions,
   BatchNormalization after a ReLU and after a MaxPool (of its own), explicit zero and
   constant Pad, MaxPool with ceil_mode, ArgMax as the graph output;
-* ``joins``: nearest Upsample by 2, Concat of three maps, squeeze-and-excitation (the map
-  times, plus and minus per-channel vectors broadcast over H×W);
+* ``joins``: nearest Upsample by 2 (to a size computed from the input's shape), Concat of
+  three maps, squeeze-and-excitation (the map times a gate expanded to its shape, plus and
+  minus per-channel vectors broadcast over H×W);
 * ``seq1d``: Conv1d, MaxPool1d, a dilated Conv1d, AvgPool1d.
 
 For every file: it maps, each operator it is meant to cover is in it, and the golden model
 agrees with onnxruntime (≥ 99.9 % of the output elements identical, none more than one step
 apart; the table activations: 100 %), at the output and at every layer (measured: 100 % of
-the elements of every layer of every file, 64 frames). Both exporters' forms map to the same integer graph.
-The RTL equals the golden model (np.array_equal) in Verilator once per distinct integer graph
-and in Amaranth's simulator on the smallest design. Needs neither torch nor the script.
+the elements of every layer of every file, 64 frames). Both exporters' forms map to the same
+integer graph. The RTL equals the golden model (np.array_equal) in Verilator once per distinct
+integer graph and in Amaranth's simulator on the smallest design. Needs neither torch nor the
+script.
 
 The AvgPool1d has kernel 3: with an even divisor onnxruntime's QDQ form runs AveragePool in
 float32 on dequantized values (its optimized session does not fuse it), so an exact tie
@@ -40,9 +42,10 @@ from onnx import numpy_helper
 
 import hwgen
 from hwgen.dataflow import golden
-from hwgen.dataflow.importer import load_model, to_int_graph, walk
+from hwgen.dataflow.importer import load_model, load_model_proto, to_int_graph, walk
 from hwgen.dataflow.intgraph import canonical_close
 from hwgen.dataflow.ops_table import TableOp
+from hwgen.errors import HwgenError
 from hwgen.reference import layer_agreement
 
 OPS = Path(__file__).resolve().parent.parent / "examples" / "ops"
@@ -59,7 +62,7 @@ COVERS = {
               "Pad:zero", "Pad:constant", "MaxPool:ceil", "BatchNormalization:after-relu",
               "BatchNormalization:after-maxpool", "ArgMax:output"},
     "joins": {"Resize:nearest", "Concat:3", "Mul:broadcast", "Add:broadcast",
-              "Sub:broadcast"},
+              "Sub:broadcast", "Expand", "Shape"},
     "seq1d": {"Conv:1d", "Conv:1d-dilated", "MaxPool:1d", "AveragePool:1d"},
 }
 # the new exporter writes a zero F.pad before a convolution as the convolution's own pads (no
@@ -157,6 +160,11 @@ def features(model: onnx.ModelProto) -> set[str]:
             n = producer.get(n.input[0])
         return n
 
+    def unexpanded(t: str):
+        """The shape of tensor t, or of the tensor an Expand (behind Q/DQ) broadcast to it."""
+        n = source(t)
+        return shapes.get(n.input[0] if n is not None and n.op_type == "Expand" else t)
+
     out = set()
     outputs = {o.name for o in g.output}
     for n in g.node:
@@ -210,7 +218,7 @@ def features(model: onnx.ModelProto) -> set[str]:
         if op in ("Mul", "Add", "Sub"):
             a, b = (n.input[0], n.input[1]) if n.op_type in ("Mul", "Add", "Sub") else \
                 (n.input[0], n.input[3])
-            sa, sb = shapes.get(a), shapes.get(b)
+            sa, sb = (unexpanded(t) for t in (a, b))
             if sa is not None and sb is not None and len(sa) == len(sb) == 4 and \
                     sa[2:] != sb[2:] and 1 in (sa[2] * sa[3], sb[2] * sb[3]):
                 out.add(f"{op}:broadcast")
@@ -316,3 +324,22 @@ def test_rtl_equals_golden_amaranth():
     rep = hwgen.verify(path("seq1d_ts_qop"), inputs("seq1d")[:1], simulator="amaranth",
                        target_cycles=4096, stall=0.2)
     assert rep.ok and rep.ort_identical_fraction == 1.0
+
+
+def test_expand_read_other_than_by_broadcasting_is_refused():
+    """An Expand maps only where its readers broadcast its input themselves: one whose
+    quantized result is the graph output is refused in one line naming the node."""
+    h, tp = onnx.helper, onnx.TensorProto
+    nodes = [h.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             h.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             h.make_node("Expand", ["xd", "shape"], ["e"], name="widen"),
+             h.make_node("QuantizeLinear", ["e", "s", "z"], ["y"])]
+    inits = [numpy_helper.from_array(np.float32(0.1), "s"),
+             numpy_helper.from_array(np.uint8(128), "z"),
+             numpy_helper.from_array(np.array([1, 4, 2, 2], np.int64), "shape")]
+    g = h.make_graph(nodes, "expand", [h.make_tensor_value_info("x", tp.FLOAT, [1, 4, 1, 1])],
+                     [h.make_tensor_value_info("y", tp.UINT8, [1, 4, 2, 2])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 20)])
+    with pytest.raises(HwgenError, match=r"node widen \(Expand.*from \[4, 1, 1\] to "
+                                         r"\[4, 2, 2\].*it is a graph output"):
+        to_int_graph(load_model_proto(m))

@@ -107,21 +107,25 @@ class Convs(nn.Module):
 
 
 class Joins(nn.Module):
-    """Nearest upsampling by 2, Concat of three maps, and squeeze-and-excitation: the map
-    times (Mul), plus (Add) and minus (Sub) per-channel vectors broadcast over H×W."""
+    """Nearest upsampling by 2 (to a size computed from the input's shape), Concat of three
+    maps, and squeeze-and-excitation: the map times a gate (a Linear layer's sigmoid, viewed as
+    [N, C, 1, 1] and expanded to the map's shape, as PyTorch code often writes it), plus and
+    minus per-channel vectors broadcast over H×W (Mul, Add, Sub)."""
 
     def __init__(self):
         super().__init__()
         self.a, self.b, self.c = conv(3, 4), conv(3, 4, stride=2), conv(3, 4, k=1)
-        self.squeeze, self.excite = conv(12, 4, k=1), conv(4, 12, k=1)
+        self.squeeze, self.excite = conv(12, 4, k=1), nn.Linear(4, 12)
         self.shift, self.tilt = conv(4, 12, k=1), conv(4, 12, k=1)
         self.out = conv(12, 4)
 
     def forward(self, x):
-        up = F.interpolate(F.relu(self.b(x)), scale_factor=2, mode="nearest")
-        x = torch.cat([F.relu(self.a(x)), up, self.c(x)], dim=1)     # [12, 8, 8]
-        s = F.relu(self.squeeze(F.adaptive_avg_pool2d(x, 1)))       # [4, 1, 1]
-        x = x * torch.sigmoid(self.excite(s)) + self.shift(s) - self.tilt(s)
+        n, _, h, w = x.shape
+        up = F.interpolate(F.relu(self.b(x)), size=(h, w), mode="nearest")   # 4×4 → 8×8
+        x = torch.cat([F.relu(self.a(x)), up, self.c(x)], dim=1)           # [12, 8, 8]
+        s = F.relu(self.squeeze(F.adaptive_avg_pool2d(x, 1)))             # [4, 1, 1]
+        gate = torch.sigmoid(self.excite(s.flatten(1))).view(n, -1, 1, 1)
+        x = x * gate.expand_as(x) + self.shift(s) - self.tilt(s)
         return self.out(x)
 
 
