@@ -1,9 +1,10 @@
 """Per-operator models from PyTorch, end to end: both exporters, both quantized formats.
 
-``examples/ops/export_ops.py`` builds four small PyTorch models that together use every
+``examples/ops/export_ops.py`` builds five small PyTorch models that together use every
 operator below, exports each with the TorchScript exporter (``dynamo=False``) and the new one
 (``dynamo=True``), and quantizes each export with onnxruntime (``hwgen.quantize``: QDQ and
-QOperator), sixteen files in all (``examples/ops/NAME_{ts,dynamo}_{qdq,qop}.onnx``):
+QOperator), eighteen files in all (``examples/ops/NAME_{ts,dynamo}_{qdq,qop}.onnx``,
+``gelu_ts17_{qdq,qop}.onnx``):
 
 * ``acts``: LeakyRelu, Sigmoid, Tanh, HardSwish, HardSigmoid, SiLU (Sigmoid · x), GELU, each
   after a convolution (lookup tables);
@@ -13,7 +14,9 @@ QOperator), sixteen files in all (``examples/ops/NAME_{ts,dynamo}_{qdq,qop}.onnx
 * ``joins``: nearest Upsample by 2 (to a size computed from the input's shape), Concat of
   three maps, squeeze-and-excitation (the map times a gate expanded to its shape, plus and
   minus per-channel vectors broadcast over H×W);
-* ``seq1d``: Conv1d, MaxPool1d, a dilated Conv1d, AvgPool1d.
+* ``seq1d``: Conv1d, MaxPool1d, a dilated Conv1d, AvgPool1d;
+* ``gelu``: GELU between two convolutions, TorchScript exporter at opset 17 only (as
+  ``examples/export_both.py`` exports): Div, Erf, Add and Mul instead of one Gelu op.
 
 For every file: it maps, each operator it is meant to cover is in it, and the golden model
 agrees with onnxruntime (≥ 99.9 % of the output elements identical, none more than one step
@@ -49,10 +52,12 @@ from hwgen.errors import HwgenError
 from hwgen.reference import layer_agreement
 
 OPS = Path(__file__).resolve().parent.parent / "examples" / "ops"
-MODELS = ("acts", "convs", "joins", "seq1d")
+MODELS = ("acts", "convs", "joins", "seq1d")          # both exporters
 EXPORTERS = ("ts", "dynamo")
 FORMATS = ("qdq", "qop")
-FILES = [f"{m}_{e}_{f}" for m in MODELS for e in EXPORTERS for f in FORMATS]
+# GELU as the TorchScript exporter writes it at opset 17: Div, Erf, Add, Mul, Mul
+GELU17 = [f"gelu_ts17_{f}" for f in FORMATS]
+FILES = [f"{m}_{e}_{f}" for m in MODELS for e in EXPORTERS for f in FORMATS] + GELU17
 EXTRA_FRAMES = 48          # seeded inputs beyond the committed test frames, same distribution
 
 # what each model must contain, in every one of its four files (see ``features``)
@@ -64,6 +69,7 @@ COVERS = {
     "joins": {"Resize:nearest", "Concat:3", "Mul:broadcast", "Add:broadcast",
               "Sub:broadcast", "Expand", "Shape"},
     "seq1d": {"Conv:1d", "Conv:1d-dilated", "MaxPool:1d", "AveragePool:1d"},
+    "gelu": {"Div", "Erf", "Add", "Mul"},
 }
 # the new exporter writes a zero F.pad before a convolution as the convolution's own pads (no
 # Pad node): the integer graph is the same (test_both_exporters_give_the_same_integer_graph)
@@ -83,11 +89,12 @@ EXPORTERS_EXACT = {"acts": True, "convs": True, "joins": False, "seq1d": True}
 #   float with its float parameters: two different per-channel affine maps;
 # * seq1d: the QDQ form gives AveragePool's output its input's scale and zero point, the
 #   QOperator form (QLinearAveragePool) a calibrated scale of its own.
-FORMATS_SAME = {"acts": True, "convs": False, "joins": True, "seq1d": False}
+FORMATS_SAME = {"acts": True, "convs": False, "joins": True, "seq1d": False, "gelu": True}
 # one file per distinct integer graph for the RTL (both exporters among them)
 RTL_FILES = ["acts_dynamo_qdq", "convs_ts_qdq", "convs_dynamo_qop", "joins_ts_qop",
              "seq1d_dynamo_qdq", "seq1d_ts_qop"]
 RTL_FRAMES = 2
+AMARANTH_FILES = ["gelu_ts17_qop"]
 
 
 def path(name: str) -> Path:
@@ -235,6 +242,8 @@ def test_every_file_is_listed_and_small():
 def test_file_covers_its_operators(name):
     model, exporter, _ = name.split("_")
     want = COVERS[model] - (DYNAMO_FOLDS if exporter == "dynamo" else set())
+    if model == "gelu":     # no Gelu op: its arithmetic
+        assert "Gelu" not in features(onnx.load(str(path(name))))
     missing = want - features(onnx.load(str(path(name))))
     assert not missing, f"{name} lacks {sorted(missing)}"
 
@@ -296,15 +305,16 @@ def test_both_exporters_give_the_same_integer_graph(model, fmt):
     assert canonical_close(a, b)
 
 
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", MODELS + ("gelu",))
 def test_formats_agree_where_the_quantizers_do(model):
-    qdq, qop = (int_graph(f"{model}_ts_{f}") for f in FORMATS)
+    tag = "ts17" if model == "gelu" else "ts"
+    qdq, qop = (int_graph(f"{model}_{tag}_{f}") for f in FORMATS)
     assert [type(op) for op in qdq.ops] == [type(op) for op in qop.ops]
     assert canonical_close(qdq.canonical(), qop.canonical()) == FORMATS_SAME[model]
 
 
 def test_rtl_files_cover_every_integer_graph():
-    graphs = [int_graph(n).canonical() for n in RTL_FILES]
+    graphs = [int_graph(n).canonical() for n in RTL_FILES + AMARANTH_FILES]
     for name in FILES:
         c = int_graph(name).canonical()
         assert sum(canonical_close(c, g) for g in graphs) == 1, name
@@ -319,9 +329,12 @@ def test_rtl_equals_golden_verilator(name):
     assert rep.ort_identical_fraction == 1.0 and rep.ort_max_step_diff == 0
 
 
-def test_rtl_equals_golden_amaranth():
-    """The smallest design in Amaranth's simulator, one frame, stalls on both streams."""
-    rep = hwgen.verify(path("seq1d_ts_qop"), inputs("seq1d")[:1], simulator="amaranth",
+@pytest.mark.parametrize("name", ["seq1d_ts_qop"] + AMARANTH_FILES)
+def test_rtl_equals_golden_amaranth(name):
+    """Small designs in Amaranth's simulator, one frame, stalls on both streams (the opset 17
+    GELU only here: its blocks are the tables and the product of two tensors that the
+    Verilator designs hold too)."""
+    rep = hwgen.verify(path(name), inputs(name.split("_")[0])[:1], simulator="amaranth",
                        target_cycles=4096, stall=0.2)
     assert rep.ok and rep.ort_identical_fraction == 1.0
 

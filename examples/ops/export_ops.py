@@ -9,7 +9,8 @@ Each model of :data:`MODELS` is
 
 1. exported with the TorchScript exporter (``dynamo=False``) and with the new one
    (``dynamo=True``: torch.export and onnxscript), each at the opset it chooses (20 for both
-   with torch 2.13), dynamic batch axis;
+   with torch 2.13), dynamic batch axis; ``gelu`` only with the TorchScript exporter at
+   opset 17, where GELU is arithmetic around Erf;
 2. quantized with hwgen's own quantizer (``hwgen.quantize.quantize``: onnxruntime's
    ``quant_pre_process`` and ``quantize_static``, MinMax calibration on seeded random
    inputs, uint8 asymmetric activations, int8 symmetric per-tensor weights) in the QDQ
@@ -17,9 +18,9 @@ Each model of :data:`MODELS` is
    has no QLinear kernel for stays ``DequantizeLinear → op → QuantizeLinear``), with the
    model's ``op_types_to_quantize`` where onnxruntime's default leaves an op in float.
 
-Files written: ``NAME_{ts,dynamo}_{qdq,qop}.onnx`` in this folder (or ``--out DIR``), and
-``NAME_test.npz`` (seeded test inputs, ``input``). With the same torch / onnxscript / onnx /
-onnxruntime versions a rerun writes byte-identical files::
+Files written: ``NAME_{ts,dynamo}_{qdq,qop}.onnx`` (``gelu_ts17_{qdq,qop}.onnx``) in this
+folder (or ``--out DIR``), and ``NAME_test.npz`` (seeded test inputs, ``input``). With the
+same torch / onnxscript / onnx / onnxruntime versions a rerun writes byte-identical files::
 
     nice -n 10 python examples/ops/export_ops.py            # every model
     nice -n 10 python examples/ops/export_ops.py acts       # one
@@ -145,22 +146,38 @@ class Seq1d(nn.Module):
         return self.c3(x)
 
 
-# name: (module, input shape, output name, op types to quantize beyond onnxruntime's default)
+class Gelu(nn.Module):
+    """GELU between two convolutions, for the TorchScript exporter at opset 17 (as
+    ``examples/export_both.py`` uses it), which writes it as ``x · 0.5 · (1 + erf(x / √2))``
+    (Div, Erf, Add, Mul, Mul)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = conv(3, 4), conv(4, 4)
+
+    def forward(self, x):
+        return self.c2(F.gelu(self.c1(x)))
+
+
+# name: (module, input shape, output name, op types to quantize beyond onnxruntime's default,
+#        exports: file tag → (exporter, opset; None: the exporter's choice))
+BOTH = {"ts": ("ts", None), "dynamo": ("dynamo", None)}
 MODELS = {
-    "acts": (Acts, (3, 8, 8), "y", ["Tanh", "HardSwish", "HardSigmoid", "Gelu"]),
-    "convs": (Convs, (4, 8, 8), "cls", []),
-    "joins": (Joins, (3, 8, 8), "y", ["Sub"]),
-    "seq1d": (Seq1d, (4, 32), "y", []),
+    "acts": (Acts, (3, 8, 8), "y", ["Tanh", "HardSwish", "HardSigmoid", "Gelu"], BOTH),
+    "convs": (Convs, (4, 8, 8), "cls", [], BOTH),
+    "joins": (Joins, (3, 8, 8), "y", ["Sub"], BOTH),
+    "seq1d": (Seq1d, (4, 32), "y", [], BOTH),
+    "gelu": (Gelu, (3, 8, 8), "y", [], {"ts17": ("ts", 17)}),
 }
 FORMATS = {"qdq": "qdq", "qop": "qoperator"}
 
 
-def _export_ts(model: nn.Module, shape, out: str, path: Path) -> None:
+def _export_ts(model: nn.Module, shape, out: str, path: Path, opset: int | None) -> None:
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # the TorchScript exporter's deprecation notice
         torch.onnx.export(model, torch.zeros((1,) + tuple(shape)), buf, dynamo=False,
-                          input_names=["input"], output_names=[out],
+                          opset_version=opset, input_names=["input"], output_names=[out],
                           dynamic_axes={"input": {0: "N"}, out: {0: "N"}},
                           training=torch.onnx.TrainingMode.EVAL)
     m = onnx.load_from_string(buf.getvalue())
@@ -223,7 +240,7 @@ def _default_op_types() -> list[str]:
 
 
 def build(name: str, out: Path) -> list[Path]:
-    cls, shape, out_name, extra = MODELS[name]
+    cls, shape, out_name, extra, exports = MODELS[name]
     torch.manual_seed(SEED)
     model = cls()
     _seeded_weights(model, torch.Generator().manual_seed(SEED + 1))
@@ -232,10 +249,10 @@ def build(name: str, out: Path) -> list[Path]:
     op_types = sorted(set(_default_op_types()) | set(extra)) if extra else None
     written = []
     with tempfile.TemporaryDirectory(prefix="export_ops.") as tmp:
-        for kind in ("ts", "dynamo"):
+        for kind, (exporter, opset) in exports.items():
             f_path = Path(tmp) / f"{name}_{kind}.onnx"
-            if kind == "ts":
-                _export_ts(model, shape, out_name, f_path)
+            if exporter == "ts":
+                _export_ts(model, shape, out_name, f_path, opset)
             else:
                 _export_dynamo(model, shape, out_name, f_path)
             fm = onnx.load(str(f_path))
