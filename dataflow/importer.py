@@ -51,6 +51,7 @@ from hwgen.dataflow.context import INT_TYPES, ImportContext, Unsupported, op_nam
 from hwgen.dataflow.intgraph import IntGraph, op_inputs
 from hwgen.dataflow.loader import Graph, Node
 from hwgen.dataflow.operators import REGISTRY, handler_versions, is_quantization_op
+from hwgen.dataflow.ops_fold import fold_constant_node
 from hwgen.dataflow.ops_qdq import close, out_params, qtype_of
 from hwgen.dataflow.values import (
     Const,
@@ -361,6 +362,15 @@ class _Walk:
                 self.problem(node, f"quantizing its input: {e}",
                              f"node {node.label} ({op_name(node)}): quantizing its input: {e}")
                 return
+        try:
+            folded = fold_constant_node(ctx, node)
+        except _REFUSALS as e:
+            self._restore(restore)
+            self.problem(node, str(e), f"node {node.label} ({op_name(node)}): {e}")
+            return
+        if folded:
+            self._restore(restore)
+            return
         handler = REGISTRY.find(node)
         if handler is None:
             self._restore(restore)

@@ -24,6 +24,7 @@ from hwgen.dataflow import (
     ops_qonnx,
     ops_qop,
     ops_resize,
+    ops_scalar,
     ops_shape,
     ops_table,
     ops_thresh,
@@ -35,7 +36,7 @@ from hwgen.dataflow.loader import Graph, Node
 #: every operator module, in dependency order (each imports only those before it)
 MODULES = (ops_qdq, ops_join, ops_linear, ops_clip, ops_conv, ops_pool, ops_shape, ops_fold,
            ops_thresh, ops_qop, ops_qonnx, ops_table, ops_elementwise, ops_argmax,
-           ops_affine, ops_resize)
+           ops_affine, ops_resize, ops_scalar)
 
 #: ai.onnx / com.microsoft ops whose presence makes a model quantized (besides every
 #: ``QLinear*`` op and every op of a QONNX domain)

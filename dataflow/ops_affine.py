@@ -1,6 +1,9 @@
 """BatchNormalization of its own between two quantized tensors (after a Relu, a pooling, a
 join, or after a Gemm that onnxruntime's quantizer quantized separately): a per-channel
-affine requantizer, the ``affine`` block (``rtl_templates/affine.py``).
+affine requantizer, the ``affine`` block (``rtl_templates/affine.py``). A float MaxPool of a
+dequantized map before it (onnxruntime's QOperator form: ``DequantizeLinear → MaxPool →
+BatchNormalization → QuantizeLinear``) is an integer max pooling at the input's quantization
+first (the maximum commutes with dequantization).
 
 QDQ form: ``DequantizeLinear → BatchNormalization → QuantizeLinear``, the BN's scale and bias
 possibly behind DequantizeLinear nodes of their own. A BatchNormalization directly after a
@@ -30,6 +33,7 @@ from hwgen.dataflow.loader import Node
 from hwgen.dataflow.lower import Block, Builder, Folding, short_name
 from hwgen.dataflow.ops_conv import batch_norm as folded_batch_norm
 from hwgen.dataflow.ops_linear import Linear
+from hwgen.dataflow.ops_pool import Pooled
 from hwgen.dataflow.ops_qdq import clamp_bounds, close, closed_nodes
 from hwgen.dataflow.ops_table import MAX_TABLE_BITS, all_values, np_type, ort_eval, scalar_init
 from hwgen.dataflow.values import Const, Deq, DeqConst, Int, Pending, channel_last_order
@@ -189,6 +193,15 @@ def _extend(folded):
             q = close(ctx, x, node.inputs[0], UINT8, np.float32(1.0), 0, None)
             ctx.values[node.inputs[0]] = q
             x = Deq(q.tensor, q.shape, q.order)
+        if isinstance(x, Pooled) and x.kind == "max" and \
+                (x.clip_lo, x.clip_hi) == (-np.inf, np.inf):
+            # a float MaxPool of a dequantized map (onnxruntime's QOperator form leaves it in
+            # float before an op it does not quantize): the maximum of dequantized values is
+            # the dequantized maximum, exactly, so the pooling keeps its input's quantization
+            t = ctx.ig.tensors[x.tensor]
+            q = close(ctx, x, node.inputs[0], t.qtype, np.float32(t.scale), t.zero_point, None)
+            x = Deq(q.tensor, q.shape, q.order)
+            ctx.values[node.inputs[0]] = x          # the float MaxPool's output, exactly
         if isinstance(x, Deq):
             _lone_batch_norm(ctx, node, x)
         else:

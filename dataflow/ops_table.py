@@ -123,48 +123,96 @@ def scalar_init(name: str, value, dtype) -> onnx.TensorProto:
     return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
 
 
+#: ops that may read a table's float result and extend it (the scalar arithmetic of
+#: :mod:`dataflow.ops_scalar` among them)
+CHAINABLE = frozenset(TABLE_OPS) | {"Add", "Sub", "Mul", "Div"}
+
+
+@dataclass
+class Step:
+    """One elementwise op of a table chain: its node, its input names in the table model
+    (``x``: the value so far; other names: constants), and the nodes and initializers that
+    define those constants."""
+    node: Node
+    inputs: tuple[str, ...] = ("x",)
+    const_nodes: tuple = ()
+    const_inits: tuple = ()
+
+
 @dataclass
 class Tabled(Pending):
-    """A unary elementwise op of a dequantized tensor, awaiting its QuantizeLinear."""
+    """Elementwise ops of one dequantized tensor, each reading the one before (and
+    constants), awaiting their QuantizeLinear."""
     tensor: str
     shape: tuple[int, ...]
     order: np.ndarray | None
-    node: Node
+    steps: list[Step]
     nodes: list[str]
+
+    def then(self, step: Step) -> Tabled:
+        """This chain extended by ``step``."""
+        return Tabled(self.tensor, self.shape, self.order, self.steps + [step],
+                      self.nodes + [step.node.label])
 
     def close(self, ctx, name, qtype, s, zp, closing) -> Int:
         t = ctx.ig.tensors[self.tensor]
-        n = self.node
-        fn = helper.make_node(n.op_type, ["r"], ["f"], **dict(n.attrs))
         inits = [scalar_init("s_in", t.scale, np.float32),
                  scalar_init("z_in", t.zero_point, np_type(t.qtype)),
                  scalar_init("s_out", s, np.float32),
                  scalar_init("z_out", zp, np_type(qtype))]
-        nodes = [helper.make_node("DequantizeLinear", ["q", "s_in", "z_in"], ["r"]), fn,
-                 helper.make_node("QuantizeLinear", ["f", "s_out", "z_out"], ["y"])]
-        table = ort_table(nodes, inits, t.qtype, np_type(qtype),
-                          {"": max(13, n.opset_version)})
+        nodes = [helper.make_node("DequantizeLinear", ["q", "s_in", "z_in"], ["f"])]
+        prev = "f"
+        for k, st in enumerate(self.steps):
+            nodes += st.const_nodes
+            inits += st.const_inits
+            nodes.append(helper.make_node(st.node.op_type,
+                                          [prev if i == "x" else i for i in st.inputs],
+                                          [f"f{k}"], **dict(st.node.attrs)))
+            prev = f"f{k}"
+        nodes.append(helper.make_node("QuantizeLinear", [prev, "s_out", "z_out"], ["y"]))
+        version = max(st.node.opset_version for st in self.steps)
+        table = ort_table(nodes, inits, t.qtype, np_type(qtype), {"": max(13, version)})
         out = ctx.new_tensor(name, self.shape, qtype, s, zp)
         ctx.ig.ops.append(TableOp(self.nodes[0], closed_nodes(self.nodes, closing),
                                   self.tensor, out, table))
         return Int(out, self.shape, self.order)
 
 
-def unary(ctx: ImportContext, node: Node):
-    x = ctx.value(node, 0)
-    if not isinstance(x, Deq):
-        raise Unsupported(f"its input is a {type(x).__name__}; a table activation needs a "
-                          f"dequantized tensor (DequantizeLinear before it)")
-    if len([o for o in node.outputs if o]) != 1:
-        raise Unsupported("only its first output is supported")
+def quantized_after(ctx: ImportContext, node: Node) -> bool:
+    """``node``'s float result is quantized: every reader is a QuantizeLinear, or its one
+    reader an elementwise op that may extend the table (and it is no graph output)."""
     y = node.outputs[0]
     readers = [n for n in ctx.graph.nodes if y in n.inputs]
-    quantized = readers and all(n.op_type == "QuantizeLinear" for n in readers) and \
-        y not in {o.name for o in ctx.graph.outputs}
-    if not (quantized or ctx.assume_quantized):
+    if not readers or y in {o.name for o in ctx.graph.outputs}:
+        return False
+    return all(n.op_type == "QuantizeLinear" for n in readers) or (
+        len(readers) == 1 and readers[0].domain == "" and readers[0].op_type in CHAINABLE)
+
+
+def chain_input(ctx: ImportContext, node: Node, k: int = 0):
+    """Input ``k`` of ``node`` if a table can start or go on from it: a dequantized tensor,
+    or a table chain read by this node alone; else None."""
+    x = ctx.value(node, k)
+    if isinstance(x, Deq):
+        return x
+    if isinstance(x, Tabled) and ctx.n_consumers.get(node.inputs[k], 0) == 1:
+        return x
+    return None
+
+
+def unary(ctx: ImportContext, node: Node):
+    x = chain_input(ctx, node)
+    if x is None:
+        raise Unsupported(f"its input is a {type(ctx.value(node, 0)).__name__}; a table "
+                          f"activation needs a dequantized tensor (DequantizeLinear before it)")
+    if len([o for o in node.outputs if o]) != 1:
+        raise Unsupported("only its first output is supported")
+    if not (quantized_after(ctx, node) or ctx.assume_quantized):
         raise Unsupported(f"op '{node.op_type}' as a table activation needs a QuantizeLinear "
-                          f"after it; its float result '{y}' is not supported")
-    ctx.set(node, Tabled(x.tensor, x.shape, x.order, node, [node.label]))
+                          f"after it; its float result '{node.outputs[0]}' is not supported")
+    step = Step(node)
+    ctx.set(node, x.then(step) if isinstance(x, Tabled) else
+            Tabled(x.tensor, x.shape, x.order, [step], [node.label]))
 
 
 def qlinear_unary(ctx: ImportContext, node: Node):
@@ -201,5 +249,6 @@ for _op in TABLE_OPS:
 for _op in QLINEAR_OPS:
     REGISTRY.register(MS, _op, 1)(qlinear_unary)
 
-__all__ = ["MAX_TABLE_BITS", "QLINEAR_OPS", "TABLE_OPS", "TableOp", "Tabled", "all_values",
-           "np_type", "ort_eval", "ort_table", "scalar_init"]
+__all__ = ["CHAINABLE", "MAX_TABLE_BITS", "QLINEAR_OPS", "TABLE_OPS", "Step", "TableOp", "Tabled",
+           "all_values", "chain_input", "np_type", "ort_eval", "ort_table", "quantized_after",
+           "scalar_init"]

@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("-o", "--output", required=True, metavar="MODEL.q.onnx",
                    help="quantized model to write")
     _quant_args(q, required=True)
+    q.add_argument("--qoperator", action="store_true",
+                   help="onnxruntime's QOperator format (QLinearConv, QLinearAdd, ...) "
+                        "instead of QDQ")
 
     i = sub.add_parser("inspect", help="per node: does it map, to which blocks, at what cost "
                                        "(no Verilog; exit 0 also when nodes do not map)")
@@ -259,9 +262,11 @@ def run(argv=None) -> int:
         return 0
     if args.cmd == "quantize":
         o = _quant_opts(args)
-        out = quantize(args.model, o.pop("calibration"), args.output, **o)
+        fmt = "qoperator" if args.qoperator else "qdq"
+        out = quantize(args.model, o.pop("calibration"), args.output, quant_format=fmt, **o)
         weights = "per channel" if o["per_channel"] else "per tensor"
-        print(f"wrote {out} (QDQ; int8 weights {weights}, {o['activation_type']} activations"
+        form = "QOperator" if args.qoperator else "QDQ"
+        print(f"wrote {out} ({form}; int8 weights {weights}, {o['activation_type']} activations"
               f"{', symmetric' if o['symmetric'] else ''}; calibrated on {args.calibration})")
         return 0
     if args.cmd == "compile":

@@ -12,12 +12,12 @@
    opset), initializers listed as graph inputs (IR 3 style) become plain initializers and
    the IR version is raised to what opset 13 needs;
 4. ``onnxruntime.quantization.quant_pre_process`` (symbolic shape inference skipped, so
-   sympy is not needed) and ``quantize_static`` in QDQ format with MinMax calibration:
-   int8 weights (symmetric, ORT's default for int8), uint8 or int8 activations,
+   sympy is not needed) and ``quantize_static`` in QDQ format (or QOperator) with MinMax
+   calibration: int8 weights (symmetric, ORT's default for int8), uint8 or int8 activations,
    per-tensor or per-channel weight scales, ``symmetric`` = ``ActivationSymmetric`` and
    ``WeightSymmetric``. ``ForceQuantizeNoInputCheck`` is on so that pooling and shape ops
    at the start of the model are quantized too (hwgen maps an all-integer graph);
-5. the QDQ model is written atomically.
+5. the quantized model is written atomically.
 
 Every failure is a one-line :class:`HwgenError`.
 """
@@ -40,10 +40,12 @@ from hwgen.errors import HwgenError
 from hwgen.io import check_input_shape, check_writable_file, read_input, write_atomic
 from hwgen.reference import run_batched
 
-__all__ = ["ACTIVATION_TYPES", "float_model_error", "float_top1", "is_float_model",
+__all__ = ["ACTIVATION_TYPES", "QUANT_FORMATS", "float_model_error", "float_top1", "is_float_model",
            "quantize", "quantized_copy", "quantized_node"]
 
 ACTIVATION_TYPES = ("uint8", "int8")
+#: "qdq": QuantizeLinear/DequantizeLinear around float ops; "qoperator": onnxruntime's QLinear ops
+QUANT_FORMATS = ("qdq", "qoperator")
 
 #: rows per calibration batch when the model's batch axis is symbolic
 _CALIB_BATCH = 64
@@ -138,7 +140,8 @@ def _batches(x: np.ndarray, batch) -> list[np.ndarray]:
 
 
 def _run_ort(model: onnx.ModelProto, x: np.ndarray, work: Path, where: str, per_channel: bool,
-             symmetric: bool, activation_type: str) -> onnx.ModelProto:
+             symmetric: bool, activation_type: str, quant_format: str = "qdq",
+             op_types: list[str] | None = None) -> onnx.ModelProto:
     from onnxruntime.quantization import (
         CalibrationDataReader,
         CalibrationMethod,
@@ -175,8 +178,10 @@ def _run_ort(model: onnx.ModelProto, x: np.ndarray, work: Path, where: str, per_
     onnxruntime.set_default_logger_severity(4)
     try:
         quant_pre_process(str(f_path), str(p_path), skip_symbolic_shape=True)
-        quantize_static(str(p_path), str(q_path), _Reader(), quant_format=QuantFormat.QDQ,
-                        per_channel=per_channel, activation_type=act,
+        fmt = QuantFormat.QOperator if quant_format == "qoperator" else QuantFormat.QDQ
+        quantize_static(str(p_path), str(q_path), _Reader(), quant_format=fmt,
+                        op_types_to_quantize=op_types, per_channel=per_channel,
+                        activation_type=act,
                         weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax,
                         extra_options=opts)
         qmodel = onnx.load(str(q_path))
@@ -187,7 +192,8 @@ def _run_ort(model: onnx.ModelProto, x: np.ndarray, work: Path, where: str, per_
     finally:
         logging.disable(previous)
         onnxruntime.set_default_logger_severity(2)  # onnxruntime's default (warnings)
-    if not any(n.op_type == "QuantizeLinear" for n in qmodel.graph.node):
+    if not any(n.op_type == "QuantizeLinear" or n.op_type.startswith("QLinear")
+               for n in qmodel.graph.node):
         ops = sorted({n.op_type for n in model.graph.node})
         raise HwgenError(f"{where}: onnxruntime quantized none of the model's nodes (ops: "
                          f"{', '.join(ops)}); hwgen maps models with Conv, Gemm or MatMul "
@@ -195,33 +201,41 @@ def _run_ort(model: onnx.ModelProto, x: np.ndarray, work: Path, where: str, per_
     return qmodel
 
 
-def _check_options(activation_type: str):
+def _check_options(activation_type: str, quant_format: str = "qdq"):
     if activation_type not in ACTIVATION_TYPES:
         raise HwgenError(f"activation type must be one of {', '.join(ACTIVATION_TYPES)} "
                          f"(got {activation_type!r})")
+    if quant_format not in QUANT_FORMATS:
+        raise HwgenError(f"quantization format must be one of {', '.join(QUANT_FORMATS)} "
+                         f"(got {quant_format!r})")
 
 
 def _quantize(model_path: Path, calibration, work: Path, per_channel: bool, symmetric: bool,
-              activation_type: str) -> tuple[onnx.ModelProto, int]:
-    """→ (QDQ model, calibration samples); leaves work/float.onnx (the prepared float model)."""
-    _check_options(activation_type)
+              activation_type: str, quant_format: str = "qdq",
+              op_types: list[str] | None = None) -> tuple[onnx.ModelProto, int]:
+    """→ (quantized model, calibration samples); leaves work/float.onnx (the prepared float
+    model)."""
+    _check_options(activation_type, quant_format)
     graph, model = _load_float(model_path)
     inp = graph.inputs[0]
     x, _ = _calibration_array(calibration, inp.name, inp.shape)
     return _run_ort(model, x, work, str(model_path), per_channel, symmetric,
-                    activation_type), x.shape[0]
+                    activation_type, quant_format, op_types), x.shape[0]
 
 
 def quantize(model_path, calibration, out_path, per_channel: bool = False,
-             symmetric: bool = False, activation_type: str = "uint8") -> Path:
-    """Quantize the float ONNX model at ``model_path`` with onnxruntime (QDQ format),
-    calibrated on ``calibration`` (a .npy/.npz path or an array, batch axis first); write it
-    atomically to ``out_path`` and return that path."""
+             symmetric: bool = False, activation_type: str = "uint8",
+             quant_format: str = "qdq", op_types: list[str] | None = None) -> Path:
+    """Quantize the float ONNX model at ``model_path`` with onnxruntime (QDQ format, or
+    ``quant_format="qoperator"``: onnxruntime's QLinear ops), calibrated on ``calibration``
+    (a .npy/.npz path or an array, batch axis first); write it atomically to ``out_path``
+    and return that path. ``op_types``: onnxruntime's ``op_types_to_quantize`` (its default:
+    every op its quantizer has a rule for)."""
     model_path = Path(model_path)
     out = check_writable_file(out_path)
     with tempfile.TemporaryDirectory(prefix="hwgen-quantize-") as tmp:
         qmodel, _ = _quantize(model_path, calibration, Path(tmp), per_channel, symmetric,
-                              activation_type)
+                              activation_type, quant_format, op_types)
     write_atomic(out, qmodel.SerializeToString())
     return out
 

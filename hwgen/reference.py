@@ -63,18 +63,18 @@ class LayerReport:
     note: str = ""              # why no layer is compared (the model cannot be run so)
 
 
-def _views(ig: IntGraph, views: dict, onnx_names: set[str]) -> dict[str, tuple[str, object]]:
-    """Per layer output tensor, the ONNX tensor compared with it: the last one in walk order
-    holding its integers (a clamp folded into the layer makes a later QuantizeLinear the one
-    with the layer's values), else the last holding its dequantized floats."""
-    best: dict[str, tuple[str, object]] = {}
+def _views(ig: IntGraph, views: dict, onnx_names: set[str]) -> dict[str, list[tuple]]:
+    """Per layer output tensor, the ONNX tensors holding it, best first: the last ones in
+    walk order holding its integers (a clamp folded into the layer makes a later
+    QuantizeLinear the one with the layer's values), then the last holding its dequantized
+    floats."""
+    found: dict[str, list[tuple[str, object]]] = {}
     for name, v in views.items():
-        if name not in onnx_names:
-            continue
-        old = best.get(v.tensor)
-        if old is None or isinstance(v, Int) or not isinstance(old[1], Int):
-            best[v.tensor] = (name, v)
-    return best
+        if name in onnx_names:
+            found.setdefault(v.tensor, []).append((name, v))
+    return {t: [c for c in reversed(cands) if isinstance(c[1], Int)]
+            + [c for c in reversed(cands) if not isinstance(c[1], Int)]
+            for t, cands in found.items()}
 
 
 def layer_agreement(model, ig: IntGraph, views: dict, values: dict[str, np.ndarray],
@@ -82,23 +82,29 @@ def layer_agreement(model, ig: IntGraph, views: dict, values: dict[str, np.ndarr
     """Every layer output of ``ig`` against onnxruntime on ``model`` run with the ONNX tensors
     holding them added as graph outputs. ``views``: the walk's ONNX tensors of integer tensors
     (``ImportReport.views``); ``values``: the golden model's tensors ([N, elements], stream
-    order) for float inputs ``x`` [N, ...]."""
+    order) for float inputs ``x`` [N, ...]. Of a layer's ONNX tensors the best one with as
+    many elements as the layer output is compared (an ``Expand`` that its readers broadcast
+    anyway stands for its input, but its tensor is larger)."""
     import onnxruntime as ort
 
     proto = onnx.load(str(model))
     produced = {o for n in proto.graph.node for o in n.output if o}
-    chosen = _views(ig, views, produced)
-    rows = []
+    found = _views(ig, views, produced)
+    rows, cands = [], {}
     for op in ig.ops:
         t = op.output
-        if t not in chosen:
+        fits = [c for c in found.get(t, ())
+                if ig.tensors[t].size == int(np.prod(c[1].shape, dtype=np.int64))]
+        if t not in found:
             rows.append(LayerAgreement(op.name, t, "", note="no ONNX tensor of the model "
                                                             "holds this layer's output"))
-        elif ig.tensors[t].size != int(np.prod(chosen[t][1].shape, dtype=np.int64)):
-            rows.append(LayerAgreement(op.name, t, chosen[t][0], note="element counts differ"))
+        elif not fits:
+            rows.append(LayerAgreement(op.name, t, found[t][0][0],
+                                       note="element counts differ"))
         else:
-            rows.append(LayerAgreement(op.name, t, chosen[t][0]))
-    names = sorted({r.onnx_tensor for r in rows if not r.note})
+            rows.append(LayerAgreement(op.name, t, fits[0][0]))
+            cands[t] = fits
+    names = sorted({c[0] for fits in cands.values() for c in fits})
     have = {o.name for o in proto.graph.output}
     proto.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in have)
     try:
@@ -107,12 +113,23 @@ def layer_agreement(model, ig: IntGraph, views: dict, values: dict[str, np.ndarr
         in_name = sess.get_inputs()[0].name
         n = sess.get_inputs()[0].shape[0]
         step = LAYER_CHUNK if not isinstance(n, int) or n <= 0 else max(1, LAYER_CHUNK // n) * n
+        chosen: dict[str, tuple] = {}
         for k in range(0, x.shape[0], step):
             got = dict(zip(names, run_outputs(sess, in_name, names, x[k:k + step])))
             for r in rows:
-                if not r.note:
-                    _add(r, ig, chosen[r.tensor][1], got[r.onnx_tensor],
-                         values[r.tensor][k:k + step])
+                if r.note:
+                    continue
+                if r.tensor not in chosen:   # the first whose tensor has the layer's size
+                    size = ig.tensors[r.tensor].size
+                    fit = [c for c in cands[r.tensor]
+                           if got[c[0]].size == size * got[c[0]].shape[0]]
+                    if not fit:
+                        r.note = "element counts differ"
+                        continue
+                    chosen[r.tensor] = fit[0]
+                    r.onnx_tensor = fit[0][0]
+                name, view = chosen[r.tensor]
+                _add(r, ig, view, got[name], values[r.tensor][k:k + step])
     except HwgenError:
         raise
     except Exception as e:  # noqa: BLE001 - onnxruntime's refusal, in one line

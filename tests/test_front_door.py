@@ -249,6 +249,22 @@ def test_quantize_api_matches_command(files, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+def test_quantize_qoperator_format(files, tmp_path):
+    """``--qoperator`` / ``quant_format="qoperator"``: onnxruntime's QLinear ops, the same
+    bytes from the command and the API, and a model hwgen maps."""
+    model, cal, x = files("cnn")
+    a = quantize(model, cal, tmp_path / "a.onnx", quant_format="qoperator")
+    p = cli("quantize", model, "--calibration", cal, "-o", tmp_path / "b.onnx", "--qoperator")
+    assert_ok(p)
+    assert "QOperator" in p.stdout
+    assert a.read_bytes() == (tmp_path / "b.onnx").read_bytes()
+    ops = {n.op_type for n in onnx.load(str(a)).graph.node}
+    assert "QLinearConv" in ops
+    check_report(hwgen.verify(a, x, COUNT, **SIM))
+    with pytest.raises(HwgenError, match="quantization format must be one of"):
+        quantize(model, cal, tmp_path / "c.onnx", quant_format="qop")
+
+
 def test_quantize_overwrites_atomically(files, tmp_path):
     model, cal, _ = files("mlp")
     out = tmp_path / "q.onnx"
