@@ -75,9 +75,11 @@ def read_folding(path) -> dict[str, Folding]:
         raise HwgenError(f'{p}: expected an object {{"layer": {{"pe": P, "simd": S}}, ...}}')
     out = {}
     for name, f in doc.items():
-        if not isinstance(f, dict) or set(f) - {"pe", "simd"} or not all(
-                isinstance(v, int) and not isinstance(v, bool) for v in f.values()):
-            raise HwgenError(f'{p}: layer {name}: expected {{"pe": int, "simd": int}}, got {f!r}')
+        if not isinstance(f, dict) or set(f) - {"pe", "simd", "spram"} or not all(
+                isinstance(v, int) and not isinstance(v, bool) for k, v in f.items()
+                if k != "spram") or not isinstance(f.get("spram", False), bool):
+            raise HwgenError(f'{p}: layer {name}: expected {{"pe": int, "simd": int}} '
+                             f'(and "spram": true|false), got {f!r}')
         out[name] = Folding(**f)
     return out
 
