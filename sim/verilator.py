@@ -226,6 +226,7 @@ def run_verilator(verilog: str, top: str, job: StreamJob,
         "n_out_beats": job.n_out_beats,
         "stall_in": job.stall_in, "stall_out": job.stall_out, "seed": job.seed,
         "max_cycles": max_cycles, "extra_cycles": EXTRA_CYCLES,
+        "load_beats": list(job.load_beats),
     }))
     added_path = BENCH_PATH not in sys.path  # the runner passes sys.path as PYTHONPATH
     if added_path:
@@ -256,4 +257,5 @@ def run_verilator(verilog: str, top: str, job: StreamJob,
     return StreamResult(
         out_beats=[int(b, 16) for b in res["out_beats"]],
         out_last=[bool(x) for x in res["out_last"]],
-        in_times=res["in_times"], out_times=res["out_times"], cycles=res["cycles"])
+        in_times=res["in_times"], out_times=res["out_times"], cycles=res["cycles"],
+        load_cycles=res.get("load_cycles", 0))

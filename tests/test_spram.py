@@ -5,7 +5,10 @@ refusal of frames before the load ends, the resource model and the device-aware 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from dataclasses import field, make_dataclass
 
 import numpy as np
@@ -15,14 +18,15 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
-from conftest import EXAMPLES
+from conftest import EXAMPLES, run_hwgen
 
-from hwgen import api
+from hwgen import api, design
 from hwgen.assemble import build_top, to_verilog
 from hwgen.blockcache import params_digest
 from hwgen.boards.devices import SPRAM, by_name
 from hwgen.boards.fold import fold_for_device, resolve_target
 from hwgen.boards.synth import synthesize
+from hwgen.dataflow import golden
 from hwgen.dataflow.golden import run_graph
 from hwgen.dataflow.importer import load_model, to_int_graph
 from hwgen.dataflow.lower import Folding, lower
@@ -33,6 +37,7 @@ from hwgen.sim.amaranth_sim import run_amaranth
 from hwgen.sim.base import StreamJob
 from hwgen.sim.native import run_native
 from hwgen.sim.packing import beats_to_frames, frames_to_beats
+from hwgen.sim.verilator import setup_verilator
 
 MLP = EXAMPLES / "digits_mlp_qdq.onnx"
 #: every layer in SPRAM: two lanes per row (fc1), one column (fc0), four columns (fc2)
@@ -276,3 +281,43 @@ def test_loaded_memory_maps_to_spram(tmp_path):
     text = strip_load_init(rtlil.convert(_Loaded(wide), name="wide", emit_src=False))
     res = synthesize(verilog._convert_rtlil_text(text), "wide", "ice40", cache_dir=tmp_path)
     assert (res.spram, res.bram) == (wide.tiles, 0) == (2, 0)
+
+
+# ------------------------------------------------------------------------- cocotb benches
+
+@pytest.fixture(scope="module")
+def spram_folder(tmp_path_factory):
+    d = tmp_path_factory.mktemp("spram")
+    fold = d / "fold.json"
+    fold.write_text(json.dumps({n: f.as_dict() for n, f in FOLD.items()}))
+    api.compile(MLP, d / "design", fold=str(fold), device="ice40-up5k", jobs=1)
+    return d / "design"
+
+
+def test_spram_rtl_equals_golden_cocotb_verilator(spram_folder):
+    x = np.load(EXAMPLES / "digits_test.npz")
+    x = x[x.files[0]][:2]
+    r = api.simulate(spram_folder, x, simulator="cocotb", jobs=1)
+    _, ig, _ = design.load(spram_folder)
+    want = golden.run(ig, r.inputs_int)[ig.output].reshape(2, -1)
+    assert np.array_equal(r.outputs_int, want)
+
+
+@pytest.mark.slow
+def test_exported_testbench_loads_the_weights_verilator(spram_folder, tmp_path):
+    tb = tmp_path / "tb"
+    p = run_hwgen("testbench", spram_folder, "-o", tb, "--input",
+                  EXAMPLES / "digits_test.npz", "--count", 2)
+    assert p.returncode == 0, p.stderr
+    cfg = json.loads((tb / "testbench.json").read_text())
+    words = [ln for ln in (tb / cfg["weight_load"]).read_text().splitlines()
+             if not ln.startswith("#")]
+    man = json.loads((spram_folder / "manifest.json").read_text())
+    assert len(words) == man["ports"]["weight_load"]["words"]
+    setup_verilator()
+    env = {**os.environ, "MAKEFLAGS": "OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0"}
+    r = subprocess.run([sys.executable, str(tb / "run.py")], capture_output=True, text=True,
+                       cwd=tb.parent, timeout=900, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"weight load: {len(words)} words" in r.stdout + r.stderr
+    assert "TESTS=1 PASS=1 FAIL=0" in r.stdout + r.stderr
