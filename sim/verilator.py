@@ -139,7 +139,12 @@ def cache_key(verilog: str, top: str) -> str:
     return hashlib.sha256(json.dumps([
         verilog, top, version, BENCH_VERSION, BUILD_ARGS, make_fixes,
         cocotb.__version__, str(cocotb_tools.config.libs_dir),  # the binary links to these
-    ]).encode()).hexdigest()[:24]
+    ] + _wload_ports(verilog)).encode()).hexdigest()[:24]
+
+
+def _wload_ports(verilog: str) -> list[str]:
+    """The weight-load ports the bench drives, where the design has them."""
+    return ["s_wload_*"] if "s_wload_tdata" in verilog else []
 
 
 def _build(verilog: str, top: str, root: Path) -> Path:
@@ -165,7 +170,7 @@ def _build(verilog: str, top: str, root: Path) -> Path:
         # that and make just those public.
         (tmp / "ports.vlt").write_text("`verilator_config\n" + "".join(
             f'public_flat_rw -module "{top}" -var "{var}"\n'
-            for var in ("clk", "rst", "s_axis_*", "m_axis_*")))
+            for var in ("clk", "rst", "s_axis_*", "m_axis_*", *_wload_ports(verilog))))
         try:
             with _extra_makeflags(make_fixes):
                 _runner().build(
