@@ -6,9 +6,9 @@ Per design and board: the interval (cycles per frame of the bottleneck), the dev
 (the model's multiply–accumulates ÷ the device's multiplier lanes), their ratio, the MAC
 utilisation (busy dot-product multiplier-cycles ÷ (those multipliers × the interval)), the
 estimated use of each resource kind against the budget's limit, and the folding (PE/SIMD of
-every multiplying layer, in order; ``--layers`` adds one line per layer with its
-utilisation; ``s``: the layer's weights in SPRAM). Nothing is simulated or synthesized: the figures are the estimates
-``hwgen inspect`` prints.
+every multiplying layer, in order, ``s`` marking weights in SPRAM; ``--layers`` adds one line
+per layer with its utilisation). Nothing is simulated or synthesized: the figures are the
+estimates ``hwgen inspect`` prints.
 """
 from __future__ import annotations
 

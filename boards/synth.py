@@ -1,11 +1,12 @@
 """Synthesis and place-and-route with the open-source flow: YoWASP Yosys and nextpnr.
 
-``synthesize(verilog, top, family)`` runs Yosys (``synth_ecp5``, or ``synth_ice40 -dsp -spram``) and
-returns a :class:`SynthResult`: the cells by type, the usual resource counts, Yosys's warnings
-and the memories it turned into registers. ``place_and_route(synth, device, freq_mhz)`` runs
-nextpnr on its netlist and returns a :class:`PnrResult`: fmax per clock, utilization per bel
-type and the critical path. ``timing_wrapper(verilog, top)`` makes a measurement top for a core
-whose ports outnumber any package's pins (an hwgen core's stream ports are hundreds of bits
+``synthesize(verilog, top, family)`` runs Yosys (``synth_ecp5``, or
+``synth_ice40 -dsp -spram``) and returns a :class:`SynthResult`: the cells by type, the usual
+resource counts, Yosys's warnings and the memories it turned into registers.
+``place_and_route(synth, device, freq_mhz)`` runs nextpnr on its netlist and returns a
+:class:`PnrResult`: fmax per clock, utilization per bel type and the critical path.
+``timing_wrapper(verilog, top)`` makes a measurement top for a core whose ports outnumber
+any package's pins (an hwgen core's stream ports are hundreds of bits
 wide at high parallelism).
 
 Both steps are deterministic and cached by content hash under ``$HWGEN_CACHE/synth`` (else

@@ -62,7 +62,6 @@ from hwgen.rtl_templates.pipeline import (
 )
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
 from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline, passes_through
-from hwgen.rtl_templates.spram import LOAD_BITS, LoadLayout, load_words, loaded_memory
 from hwgen.rtl_templates.resources import (
     EXACT_COLUMN_BITS,
     Mul,
@@ -73,6 +72,7 @@ from hwgen.rtl_templates.resources import (
     rom_live,
     unsigned_muls,
 )
+from hwgen.rtl_templates.spram import LOAD_BITS, LoadLayout, load_words, loaded_memory
 from hwgen.rtl_templates.words import lanes, pack_word
 from hwgen.rtl_templates.xnor_mvau import (
     check_sign_requant,
