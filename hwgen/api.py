@@ -155,6 +155,10 @@ def fold_design(ig, model_name: str, fold, folding, target_cycles, target, *,
         return dfg, fit
     if target_cycles is not None and target_cycles < 1:
         raise HwgenError(f"target cycles must be at least 1 (got {target_cycles})")
+    spram = sorted(n for n, f in (folding or {}).items() if f.spram)
+    if spram and not target.device.spram_blocks:
+        raise HwgenError(f"{fold}: layer {spram[0]}: \"spram\": true needs a device with SPRAM "
+                         f"(ice40-up5k), not {target.device.id}")
     cycles = DEFAULT_TARGET_CYCLES if target_cycles is None else target_cycles
     try:
         dfg = lower(ig, folding, cycles, partial=partial, sources=sources)

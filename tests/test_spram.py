@@ -321,3 +321,14 @@ def test_exported_testbench_loads_the_weights_verilator(spram_folder, tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert f"weight load: {len(words)} words" in r.stdout + r.stderr
     assert "TESTS=1 PASS=1 FAIL=0" in r.stdout + r.stderr
+
+
+def test_spram_on_a_device_without_it_is_refused_in_one_line(tmp_path):
+    fold = tmp_path / "fold.json"
+    fold.write_text(json.dumps({"fc1": {"pe": 1, "simd": 1, "spram": True}}))
+    p = run_hwgen("compile", MLP, "-o", tmp_path / "d", "--fold", fold, "--device", "ecp5-85f")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "layer fc1" in p.stderr and "SPRAM" in p.stderr and "ecp5-85f" in p.stderr
+    fold.write_text(json.dumps({"fc1": {"pe": 1, "simd": 1, "spram": 1}}))
+    p = run_hwgen("compile", MLP, "-o", tmp_path / "d", "--fold", fold, "--device", "ice40-up5k")
+    assert p.returncode == 2 and "spram" in p.stderr and p.stderr.count("\n") == 1, p.stderr
