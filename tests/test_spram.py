@@ -192,6 +192,7 @@ def test_compiled_folder_streams_the_load_amaranth(tmp_path):
     x = x[x.files[0]][:2]
     r = api.verify(MLP, x, simulator="amaranth", fold=str(fold), device="ice40-up5k", jobs=1)
     assert r.rtl_equals_golden
+    assert r.sim.load_cycles == m["ports"]["weight_load"]["words"]   # reported apart
 
 
 # ------------------------------------------------------------------------- no SPRAM
@@ -332,3 +333,8 @@ def test_spram_on_a_device_without_it_is_refused_in_one_line(tmp_path):
     fold.write_text(json.dumps({"fc1": {"pe": 1, "simd": 1, "spram": 1}}))
     p = run_hwgen("compile", MLP, "-o", tmp_path / "d", "--fold", fold, "--device", "ice40-up5k")
     assert p.returncode == 2 and "spram" in p.stderr and p.stderr.count("\n") == 1, p.stderr
+    fold.write_text(json.dumps({"/pool1/MaxPool": {"pe": 1, "simd": 1, "spram": True}}))
+    p = run_hwgen("compile", EXAMPLES / "digits_cnn_qdq.onnx", "-o", tmp_path / "d", "--fold",
+                  fold, "--device", "ice40-up5k")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "layer /pool1/MaxPool" in p.stderr and "matrix layers" in p.stderr
