@@ -6,9 +6,9 @@ Per design and board: the interval (cycles per frame of the bottleneck), the dev
 (the model's multiply–accumulates ÷ the device's multiplier lanes), their ratio, the MAC
 utilisation (busy dot-product multiplier-cycles ÷ (those multipliers × the interval)), the
 estimated use of each resource kind against the budget's limit, and the folding (PE/SIMD of
-every multiplying layer, in order; ``--layers`` adds one line per layer with its
-utilisation). Nothing is simulated or synthesized: the figures are the estimates
-``hwgen inspect`` prints.
+every multiplying layer, in order, ``s`` marking weights in SPRAM; ``--layers`` adds one line
+per layer with its utilisation). Nothing is simulated or synthesized: the figures are the
+estimates ``hwgen inspect`` prints.
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import argparse
 import time
 from pathlib import Path
 
-from hwgen.boards.devices import KINDS
 from hwgen.boards.fold import DEFAULT_BUDGET, fold_for_device, resolve_target
 from hwgen.dataflow.importer import load_model, to_int_graph
 
@@ -37,7 +36,8 @@ DESIGNS = [
     ("finn/cnv-w1a1.onnx", (ULX,)),
     ("finn/cnv-w2a2.onnx", (ULX,)),
 ]
-SHORT = {"logic cells": "LC", "flip-flops": "FF", "DSP tiles": "DSP", "block RAM tiles": "BRAM"}
+SHORT = {"logic cells": "LC", "flip-flops": "FF", "DSP tiles": "DSP", "block RAM tiles": "BRAM",
+         "SPRAM tiles": "SPRAM"}
 
 
 def row(model: str, board: str, budget: float, layers: bool) -> list[str]:
@@ -47,8 +47,9 @@ def row(model: str, board: str, budget: float, layers: bool) -> list[str]:
     dt = time.perf_counter() - t0
     ratio = f"{rep.interval / rep.bound:.2f}x" if rep.bound else "-"
     util = rep.mac_utilisation
-    use = " ".join(f"{SHORT[k]} {rep.use[k]:,}/{rep.limit[k]:,}" for k in KINDS)
-    folds = " ".join(f"{fold[n].pe}/{fold[n].simd}" for n in rep.layer_macs)
+    use = " ".join(f"{SHORT[k]} {rep.use[k]:,}/{rep.limit[k]:,}" for k in rep.device.kinds)
+    folds = " ".join(f"{fold[n].pe}/{fold[n].simd}{'s' if fold[n].spram else ''}"
+                     for n in rep.layer_macs)
     lines = [f"{model:40} {board:10} {rep.interval:>9,} {rep.bound or 0:>8,} {ratio:>6} "
              f"{'-' if util is None else f'{100 * util:.0f} %':>5} "
              f"{'fits' if rep.fits else 'OVER':4} {use}  [{dt:.1f} s]",

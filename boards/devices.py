@@ -27,8 +27,10 @@ Block RAM geometry: iCE40 SB_RAM40_4K (4 kbit: 256×16, 512×8, 1024×4, 2048×2
 DP16KD (18 kbit: 16384×1, 8192×2, 4096×4, 2048×9, 1024×18, 512×36 as pseudo dual port).
 Distributed RAM: ECP5 TRELLIS_DPR16X4 (16×4 bits in a slice's LUTs); iCE40 has none.
 UltraPlus SPRAM: 4 SB_SPRAM256KA of 16384×16 (256 kbit each), single port, not initialized
-by the bitstream and not inferred by Yosys from a plain memory: listed in the budget but not
-used by hwgen's blocks today.
+by the bitstream. hwgen puts weight memories there that are loaded after reset from the
+weight-load stream (``rtl_templates/spram.py``); the device-aware folding moves the largest
+ones there when block RAM runs out, and counts the tiles as the resource kind
+``SPRAM tiles`` (:attr:`Device.kinds`, only on a device that has them).
 
 ``memory_bits`` is what holds hwgen's weights and buffers: block RAM (EBR) plus, on the
 UltraPlus, SPRAM. SPRAM is not initialized by the bitstream, so constant weights need EBR
@@ -52,6 +54,8 @@ KBIT = 1024
 MBIT = 1024 * KBIT
 #: the resource kinds a design's fit is judged on, in this order
 KINDS = ("logic cells", "flip-flops", "DSP tiles", "block RAM tiles")
+#: the resource kind of iCE40 UltraPlus SPRAM tiles (after :data:`KINDS` on such a device)
+SPRAM = "SPRAM tiles"
 
 _ICE40_BRAM = ("256×16", "512×8", "1024×4", "2048×2")
 _ECP5_BRAM = ("16384×1", "8192×2", "4096×4", "2048×9", "1024×18", "512×36 (pseudo dual port)")
@@ -121,10 +125,17 @@ class Device:
         """Hard multipliers the tools can use at once (DSP tiles × lanes per tile)."""
         return self.multipliers * self.lanes_per_dsp
 
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The resource kinds a design's fit on this device is judged on: :data:`KINDS`,
+        and :data:`SPRAM` where the device has SPRAM."""
+        return KINDS + ((SPRAM,) if self.spram_blocks else ())
+
     def capacity(self) -> dict[str, int]:
-        """What the device has, per resource kind (:data:`KINDS`)."""
+        """What the device has, per resource kind (:attr:`kinds`)."""
         return {"logic cells": self.luts, "flip-flops": self.ffs,
-                "DSP tiles": self.multipliers, "block RAM tiles": self.bram_blocks}
+                "DSP tiles": self.multipliers, "block RAM tiles": self.bram_blocks} | (
+            {SPRAM: self.spram_blocks} if self.spram_blocks else {})
 
     def soft_multiplier_cells(self, multiplies: dict | None) -> int:
         """Logic cells of the products an estimate puts in DSP tiles, on a device without
@@ -137,7 +148,7 @@ class Device:
     def usage(self, res, soft_cells: int = 0) -> dict[str, int]:
         """What an estimate of this device's family (``res``: a dict as
         :meth:`Resources.as_dict` gives, or :class:`Resources`) takes of the device, per
-        resource kind (:data:`KINDS`). ``soft_cells``: :meth:`soft_multiplier_cells` of its
+        resource kind (:attr:`kinds`). ``soft_cells``: :meth:`soft_multiplier_cells` of its
         products (a device without DSP tiles builds them of logic)."""
         if not isinstance(res, dict):
             res = res.as_dict()
@@ -147,7 +158,8 @@ class Device:
         if self.family == "ice40":      # a logic cell holds one LUT4 and one flip-flop
             cells = max(cells, ff)
         return {"logic cells": int(cells), "flip-flops": ff, "DSP tiles": dsp,
-                "block RAM tiles": int(round(res.get("bram", 0)))}
+                "block RAM tiles": int(round(res.get("bram", 0)))} | (
+            {SPRAM: int(round(res.get("spram", 0)))} if self.spram_blocks else {})
 
     def limits(self, budget: float) -> dict[str, int]:
         """The most of each resource kind a design may take at ``budget`` (a fraction)."""

@@ -22,6 +22,11 @@ The search (:func:`fold_for_device`):
    FIFOs included) and checked again; if the plumbing tips it over, the next candidate is
    taken.
 
+On a device with SPRAM (iCE40 UltraPlus), when the ops' block RAM tiles exceed their limit
+at a candidate, the weight memories that free the most block RAM tiles move into SPRAM, one
+by one, while the SPRAM tiles stay within their limit (:meth:`FoldSearch.move_to_spram`; the
+design then loads them after reset, ``rtl_templates/spram.py``).
+
 A model that does not fit at the slowest candidate (every op at its cheapest folding) is
 refused (:class:`DoesNotFit`) naming the resource, what it needs, what the budget allows and
 the op that takes most of it.
@@ -36,7 +41,7 @@ import math
 from dataclasses import dataclass, field
 
 from hwgen.boards.boards import DEFAULT_BOARD, Board, board_by_name
-from hwgen.boards.devices import KINDS, Device, by_name, check_memory
+from hwgen.boards.devices import SPRAM, Device, by_name, check_memory
 from hwgen.dataflow.intgraph import IntGraph
 from hwgen.dataflow.lower import (
     DataflowGraph,
@@ -100,6 +105,7 @@ class OpUse:
     use: dict[str, int]              # the device's resource kinds
     multiplies: dict = field(default_factory=dict)
     memory_bits: int = 0
+    loads: bool = False              # its weights are loaded after reset (SPRAM)
 
 
 @dataclass
@@ -145,7 +151,7 @@ class FitReport:
 
     @property
     def over(self) -> list[str]:
-        return [k for k in KINDS if self.use[k] > self.limit[k]]
+        return [k for k in self.device.kinds if self.use[k] > self.limit[k]]
 
     @property
     def fits(self) -> bool:
@@ -158,7 +164,7 @@ class FitReport:
     def summary(self) -> str:
         """One line: the target, the interval and its bound, the use of each kind."""
         bound = f"bound {self.bound:,}" if self.bound else "no hard multipliers"
-        use = ", ".join(f"{self.use[k]:,}/{self.limit[k]:,} {k}" for k in KINDS)
+        use = ", ".join(f"{self.use[k]:,}/{self.limit[k]:,} {k}" for k in self.device.kinds)
         fit = "fits" if self.fits else "DOES NOT FIT (" + "; ".join(self.shortfalls()) + ")"
         return (f"{self.target.describe()}: interval {self.interval:,} cycles ({bound}, "
                 f"floor {self.floor:,}), {fit}: {use}")
@@ -218,11 +224,11 @@ class FoldSearch:
         self.macs = sum(op_macs(ig, op) for op in ig.ops)
 
     # ----------------------------------------------------------------- per op, per folding
-    def op_use(self, op, o: tuple[int, int]) -> OpUse | None:
-        key = (op.name, *o)
+    def op_use(self, op, o: tuple[int, int], spram: bool = False) -> OpUse | None:
+        key = (op.name, *o, spram)
         if key not in self._cache:
             try:
-                blocks = lower_op(self.ig, op, Folding(*o))
+                blocks = lower_op(self.ig, op, Folding(*o, spram=spram))
             except (HwgenError, ValueError):
                 self._cache[key] = None
             else:
@@ -233,11 +239,13 @@ class FoldSearch:
                 soft = self.device.soft_multiplier_cells(muls)
                 self._cache[key] = OpUse(max(c.cycles for c in costs), res, soft,
                                          self.device.usage(res, soft), muls,
-                                         sum(c.memory_bits for c in costs))
+                                         sum(c.memory_bits for c in costs),
+                                         any(getattr(b.params, "spram", False)
+                                             for b in blocks))
         return self._cache[key]
 
     def weight(self, u: OpUse) -> float:
-        return sum(u.use[k] / self.limit[k] for k in KINDS if self.limit[k] > 0)
+        return sum(u.use[k] / self.limit[k] for k in self.device.kinds if self.limit[k] > 0)
 
     def choose_op(self, op, t: int) -> tuple[tuple[int, int], OpUse] | None:
         """The cheapest of the least parallel foldings of ``op`` meeting ``t`` cycles."""
@@ -267,14 +275,44 @@ class FoldSearch:
                 return None
             fold[op.name] = Folding(*got[0])
             uses[op.name] = got[1]
+        if self.device.spram_blocks:
+            self.move_to_spram(fold, uses)
         return fold, uses
+
+    def move_to_spram(self, fold: dict[str, Folding], uses: dict[str, OpUse]) -> None:
+        """While block RAM is over its limit, move the weight memory that frees the most
+        block RAM tiles into SPRAM (loaded after reset), as long as the SPRAM tiles stay
+        within theirs (``fold`` and ``uses`` updated in place)."""
+        bram = "block RAM tiles"
+        if self.total_use(uses)[bram] <= self.limit[bram]:
+            return
+        moves = []
+        for op in self.ops:
+            if op.name not in uses:
+                continue
+            f = fold[op.name]
+            u = self.op_use(op, (f.pe, f.simd), spram=True)
+            if u is None or not u.loads:
+                continue
+            saved = uses[op.name].use[bram] - u.use[bram]
+            if saved > 0:
+                moves.append((-saved, u.use[SPRAM], op.name, u))
+        for _, _, name, u in sorted(moves, key=lambda mv: mv[:3]):
+            trial = dict(uses, **{name: u})
+            use = self.total_use(trial)
+            if use[SPRAM] > self.limit[SPRAM]:
+                continue
+            uses[name] = u
+            fold[name] = Folding(fold[name].pe, fold[name].simd, spram=True)
+            if use[bram] <= self.limit[bram]:
+                return
 
     def total_use(self, uses: dict[str, OpUse]) -> dict[str, int]:
         res = total(u.res for u in uses.values())
         return self.device.usage(res, sum(u.soft for u in uses.values()))
 
     def fits(self, use: dict[str, int]) -> bool:
-        return all(use[k] <= self.limit[k] for k in KINDS)
+        return all(use[k] <= self.limit[k] for k in self.device.kinds)
 
     # --------------------------------------------------------------------------- search
     def candidates(self) -> list[int]:
@@ -286,7 +324,7 @@ class FoldSearch:
 
     def largest(self, uses: dict[str, OpUse]) -> dict[str, str]:
         out = {}
-        for k in KINDS:
+        for k in self.device.kinds:
             top = max(uses.items(), key=lambda nu: (nu[1].use[k], nu[0]), default=None)
             if top is not None and top[1].use[k] > 0:
                 out[k] = top[0]
@@ -317,7 +355,7 @@ def report(dfg: DataflowGraph, ig: IntGraph, target: Target, method: str,
     est = dfg.estimate()
     layers = _layer_use(dfg, target.device)
     largest = {}
-    for k in KINDS:
+    for k in target.device.kinds:
         top = max(layers.items(), key=lambda nu: (nu[1][k], nu[0]), default=None)
         if top is not None and top[1][k] > 0:
             largest[k] = top[0]
@@ -380,7 +418,7 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
         use = _dfg_use(dfg, target.device)
         if s.fits(use):
             return fold, dfg, report(dfg, ig, target, "device search", evaluated)
-        over = max(use[k] / max(s.limit[k], 1) for k in KINDS)
+        over = max(use[k] / max(s.limit[k], 1) for k in s.device.kinds)
         if best is None or over < best[0]:
             best = (over, fold, dfg, use)
     _, fold, dfg, use = best
@@ -393,14 +431,14 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
 def _refusal(s: FoldSearch, uses: dict[str, OpUse] | None, use: dict[str, int],
              target: Target, what: str, layers: dict[str, dict[str, int]] | None = None,
              how: str = "even fully folded") -> DoesNotFit:
-    kind = next(k for k in KINDS if use[k] > s.limit[k])
+    kind = next(k for k in s.device.kinds if use[k] > s.limit[k])
     if layers is None:
         layers = {n: u.use for n, u in (uses or {}).items()}
     top, top_use = max(layers.items(), key=lambda nu: (nu[1][kind], nu[0]))
     top = ("the FIFOs, forks and width converters between layers take" if top == "(plumbing)"
            else f"layer {top} alone takes")
     cap = s.device.capacity()[kind]
-    others = [f"{use[k]:,} {k} (of {s.limit[k]:,})" for k in KINDS
+    others = [f"{use[k]:,} {k} (of {s.limit[k]:,})" for k in s.device.kinds
               if k != kind and use[k] > s.limit[k]]
     also = f"; also {', '.join(others)}" if others else ""
     return DoesNotFit(

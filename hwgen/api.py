@@ -20,6 +20,7 @@ from hwgen.dataflow.importer import load_model, to_int_graph, walk
 from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, DataflowGraph, Folding, lower
 from hwgen.dataflow.operators import is_float_model
 from hwgen.dataflow.ops_qonnx import is_qonnx_model, qonnx_reference
+from hwgen.dataflow.weight_load import loaders
 from hwgen.errors import HwgenError
 from hwgen.io import (
     DESIGN_NPZ,
@@ -75,9 +76,11 @@ def read_folding(path) -> dict[str, Folding]:
         raise HwgenError(f'{p}: expected an object {{"layer": {{"pe": P, "simd": S}}, ...}}')
     out = {}
     for name, f in doc.items():
-        if not isinstance(f, dict) or set(f) - {"pe", "simd"} or not all(
-                isinstance(v, int) and not isinstance(v, bool) for v in f.values()):
-            raise HwgenError(f'{p}: layer {name}: expected {{"pe": int, "simd": int}}, got {f!r}')
+        if not isinstance(f, dict) or set(f) - {"pe", "simd", "spram"} or not all(
+                isinstance(v, int) and not isinstance(v, bool) for k, v in f.items()
+                if k != "spram") or not isinstance(f.get("spram", False), bool):
+            raise HwgenError(f'{p}: layer {name}: expected {{"pe": int, "simd": int}} '
+                             f'(and "spram": true|false), got {f!r}')
         out[name] = Folding(**f)
     return out
 
@@ -153,11 +156,20 @@ def fold_design(ig, model_name: str, fold, folding, target_cycles, target, *,
         return dfg, fit
     if target_cycles is not None and target_cycles < 1:
         raise HwgenError(f"target cycles must be at least 1 (got {target_cycles})")
+    spram = sorted(n for n, f in (folding or {}).items() if f.spram)
+    if spram and not target.device.spram_blocks:
+        raise HwgenError(f"{fold}: layer {spram[0]}: \"spram\": true needs a device with SPRAM "
+                         f"(ice40-up5k), not {target.device.id}")
     cycles = DEFAULT_TARGET_CYCLES if target_cycles is None else target_cycles
     try:
         dfg = lower(ig, folding, cycles, partial=partial, sources=sources)
     except HwgenError as e:
         raise HwgenError(f"{fold}: {e}" if isinstance(fold, (str, Path)) else str(e)) from None
+    loaded = {b.layer for b in loaders(dfg)}
+    if [n for n in spram if n not in loaded]:
+        raise HwgenError(f"{fold}: layer {next(n for n in spram if n not in loaded)}: "
+                         f"\"spram\": true applies to matrix layers (fully connected and "
+                         f"non-depthwise convolutions) only")
     method = (f"fold file {Path(fold).name}" if isinstance(fold, (str, Path))
               else "fold" if folding else "")
     if folding is None or set(folding) != {op.name for op in ig.ops}:
@@ -231,6 +243,9 @@ class SimulationResult:
     jobs: int = 1                # workers that ran the chunks
     wave: Path | None = None     # the waveform file written
     batch: Batch | None = field(default=None, repr=False)
+    #: cycles of the weight load after reset, before frame 0 (weights in SPRAM; 0 without):
+    #: a one-off, outside ``latency`` and the frame cycles
+    load_cycles: int = 0
 
 
 def _frames(manifest: dict, x: np.ndarray, source: str) -> np.ndarray:
@@ -303,7 +318,8 @@ def _result(batch: Batch, xq: np.ndarray, simulator: str, wave) -> SimulationRes
     return SimulationResult(outputs.reshape(out_shape), y, xq, latency, interval,
                             sum(r.cycles for r in batch.results), simulator, frame_cycles,
                             len(batch.ranges[0]), batch.jobs,
-                            wave.path if wave is not None else None, batch)
+                            wave.path if wave is not None else None, batch,
+                            batch.results[0].load_cycles if batch.results else 0)
 
 
 # -------------------------------------------------------------------------------- verify

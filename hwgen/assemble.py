@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass
 
 from amaranth.back import rtlil, verilog
-from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
+from amaranth.hdl import Cat, ClockSignal, Instance, Module, ResetSignal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -34,6 +34,7 @@ from hwgen.dataflow.lower import DataflowGraph
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.axis_top import AxisTop
 from hwgen.rtl_templates.block import block_spec
+from hwgen.rtl_templates.spram import strip_load_init
 
 
 def _ports(comp, name: str, n: int) -> list:
@@ -56,8 +57,13 @@ class _Wired(wiring.Component):
             for s, port in zip(b.inputs, _ports(c, "i", len(b.inputs))):
                 consumers[s] = port
         self._producers, self._consumers = producers, consumers
-        super().__init__({"i": In(consumers[dfg.in_stream].signature.flip()),
-                          "o": Out(producers[dfg.out_stream].signature)})
+        # blocks with memories loaded after reset, in the weight-load chain's order
+        self.loaders = [c for c in parts if "wl_i" in c.signature.members]
+        members = {"i": In(consumers[dfg.in_stream].signature.flip()),
+                   "o": Out(producers[dfg.out_stream].signature)}
+        if self.loaders:
+            members.update(wl=In(self.loaders[0].wl_i.signature.flip()), loaded=Out(1))
+        super().__init__(members)
 
     def stream_port(self, s: str):
         """The stream interface carrying stream ``s`` (its producer's port; the consumer's
@@ -72,6 +78,14 @@ class _Wired(wiring.Component):
                 wiring.connect(m, self._producers[s], wiring.flipped(self.o))
             else:
                 wiring.connect(m, self._producers[s], self._consumers[s])
+        if self.loaders:
+            # the weight-load stream through every loader in turn; what the last one passes
+            # on is dropped
+            wiring.connect(m, wiring.flipped(self.wl), self.loaders[0].wl_i)
+            for a, b in zip(self.loaders, self.loaders[1:]):
+                wiring.connect(m, a.wl_o, b.wl_i)
+            m.d.comb += [self.loaders[-1].wl_o.ready.eq(1),
+                         self.loaded.eq(Cat(c.loaded for c in self.loaders).all())]
 
 
 class Dataflow(_Wired):
@@ -161,6 +175,7 @@ class Tap:
 
 _AXIS_PORTS = ("s_axis_tdata", "s_axis_tvalid", "s_axis_tready", "s_axis_tlast",
                "m_axis_tdata", "m_axis_tvalid", "m_axis_tready", "m_axis_tlast")
+_WLOAD_PORTS = ("s_wload_tdata", "s_wload_tvalid", "s_wload_tready")
 
 
 class ObservedTop(wiring.Component):
@@ -173,7 +188,8 @@ class ObservedTop(wiring.Component):
         core = self.top.inner
         self.taps = [Tap(s, ident, len(core.stream_port(s).payload))
                      for s, ident in stream_idents(dfg).items()]
-        members = {p: self.top.signature.members[p] for p in _AXIS_PORTS}
+        self.ports = _AXIS_PORTS + (_WLOAD_PORTS if self.top.loads else ())
+        members = {p: self.top.signature.members[p] for p in self.ports}
         for t in self.taps:
             members[f"{t.ident}__valid"] = Out(1)
             members[f"{t.ident}__ready"] = Out(1)
@@ -183,7 +199,7 @@ class ObservedTop(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.design = top = self.top
-        for p in _AXIS_PORTS:
+        for p in self.ports:
             if self.signature.members[p].flow == In:
                 m.d.comb += getattr(top, p).eq(getattr(self, p))
             else:
@@ -213,7 +229,7 @@ def block_rtlil(kind: str, params, module: str) -> str:
     """The RTLIL of one block, as module ``module`` (its submodules ``module.<name>``), not
     marked as a top module."""
     comp = block_spec(kind).component(params)
-    text = rtlil.convert(comp, name=module, emit_src=False)
+    text = strip_load_init(rtlil.convert(comp, name=module, emit_src=False))
     return text.replace(f"attribute \\top 1\nmodule \\{module}\n", f"module \\{module}\n", 1)
 
 
@@ -331,7 +347,8 @@ def whole_verilog(dfg: DataflowGraph, name: str) -> tuple[str, AxisTop]:
     """The Verilog of :func:`build_top`'s design converted as one Amaranth design (slower
     than :func:`to_verilog`; the same hardware cycle for cycle), and its top component."""
     top = build_top(dfg)
-    return verilog.convert(top, name=name, emit_src=False), top
+    text = strip_load_init(rtlil.convert(top, name=name, emit_src=False))
+    return verilog._convert_rtlil_text(text), top
 
 
 def to_verilog(dfg: DataflowGraph, name: str, jobs: int | None = None, cache: bool = True,

@@ -198,6 +198,8 @@ def _sim_args(p):
 
 
 def _print_timing(r, est: dict):
+    if r.load_cycles:
+        print(f"weight load: {r.load_cycles} cycles after reset (SPRAM), before the first frame")
     print(f"latency: {r.latency} cycles (first input beat to last output beat of one frame)")
     if r.interval is not None:
         print(f"interval: {r.interval:.1f} cycles per frame in steady state "

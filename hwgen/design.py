@@ -24,6 +24,7 @@ from hwgen.dataflow.intgraph import IntGraph, PreOp, QTensor, Window
 from hwgen.dataflow.lower import DataflowGraph, Folding, lower
 from hwgen.dataflow.operators import op_class
 from hwgen.dataflow.values import channel_last_order
+from hwgen.dataflow.weight_load import load_manifest
 from hwgen.errors import HwgenError
 from hwgen.io import DESIGN_NPZ, MANIFEST, plain_file_name
 from hwgen.rtl_templates.axis_top import axis_width
@@ -257,8 +258,10 @@ def _check_manifest(m):
         for k in ("pe", "simd"):
             # a layer name may hold dots ("/net/net.0/Gemm"): no dotted path through it
             _at(m["folding"][name], k, int, _pos, "an integer ≥ 1", f"folding.{name}")
-        if set(m["folding"][name]) != {"pe", "simd"}:
-            raise _Bad(f"folding.{name} must hold exactly pe and simd")
+        if "spram" in m["folding"][name]:
+            _at(m["folding"][name], "spram", bool, within=f"folding.{name}")
+        if set(m["folding"][name]) - {"spram"} != {"pe", "simd"}:
+            raise _Bad(f"folding.{name} must hold exactly pe and simd (and spram)")
     ig = _at(m, "integer_graph", dict)
     for key in ("input", "output", "onnx_input", "onnx_output"):
         _at(ig, key, str, within="integer_graph")
@@ -401,13 +404,13 @@ def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
             "output": {"tdata": "m_axis_tdata", "bits": out_width, "tvalid": "m_axis_tvalid",
                        "tready": "m_axis_tready",
                        "tlast": "m_axis_tlast (high on the last beat of each frame)"},
-        },
+        } | ({"weight_load": load} if (load := load_manifest(dfg)) else {}),
         "input": tensor_json(dfg.input, ig.onnx_input, onnx_in_shape, dfg.in_per_beat,
                              ig.input_order),
         "output": dict(tensor_json(dfg.output, ig.onnx_output, onnx_out_shape,
                                    dfg.out_per_beat, ig.output_order),
                        dequantized=ig.output_dequantized),
-        "folding": {name: {"pe": f.pe, "simd": f.simd} for name, f in dfg.folding.items()},
+        "folding": {name: f.as_dict() for name, f in dfg.folding.items()},
         "layers": layers,
         "streams": {n: {"type": st.qtype.name, "elements_per_beat": st.per_beat,
                         "elements_per_frame": st.elements, "bits": st.width}

@@ -53,6 +53,8 @@ def summary_rows(rep) -> list[tuple[str, str]]:
     if rep.float_top1_agreement is not None:
         rows.append(("RTL vs float model: top-1 agreement",
                      f"{100 * rep.float_top1_agreement:.2f} %"))
+    if rep.sim.load_cycles:
+        rows.append(("weight load (SPRAM, once after reset)", f"{rep.sim.load_cycles} cycles"))
     rows.append(("latency", f"{rep.sim.latency} cycles"))
     if rep.sim.interval is not None:
         rows.append(("interval", f"{rep.sim.interval:.1f} cycles/frame (estimate "

@@ -22,6 +22,7 @@ from amaranth.back import verilog
 from hwgen import design
 from hwgen.assemble import Tap, build_observed, build_top, stream_idents, to_verilog, whole_verilog
 from hwgen.dataflow.lower import DataflowGraph, lower
+from hwgen.dataflow.weight_load import load_image
 from hwgen.errors import HwgenError
 from hwgen.io import DESIGN_NPZ, check_writable_file
 from hwgen.progress import QUIET, Progress
@@ -174,6 +175,9 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
     elif simulator != "amaranth":
         text = (out_dir / manifest["verilog"]).read_text()
 
+    # the weight-load image, streamed before each chunk's frames (each chunk starts from reset)
+    load = load_image(dfg or lower(ig, folding)) if any(
+        f.spram for f in folding.values()) else []
     tmp_wave = None
     job_list = []
     for k, r in enumerate(ranges):
@@ -195,7 +199,7 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
             beats, last, m * mo["beats_per_frame"], stall, stall, chunk_seed(seed, k),
             max_cycles=int((est["latency_cycles"] + (m + 2) * est["cycles_per_frame"])
                            * 4 / max(0.05, (1 - stall) ** 2) + 10000),
-            taps=[(t.ident, t.bits) for t in taps], wave=w))
+            taps=[(t.ident, t.bits) for t in taps], wave=w, load_beats=load))
 
     if jobs is None and simulator == "verilator":
         workers = max(1, workers // native_threads(text))  # a threaded model's threads count

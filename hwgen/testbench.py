@@ -18,6 +18,8 @@ import numpy as np
 
 from hwgen import design
 from hwgen.dataflow import golden
+from hwgen.dataflow.lower import lower
+from hwgen.dataflow.weight_load import load_image
 from hwgen.errors import HwgenError
 from hwgen.io import atomic_dir, check_input_shape, check_no_nan, check_output_path, read_input
 from hwgen.sim import packing
@@ -29,6 +31,7 @@ TB_JSON = "testbench.json"
 TB_FORMAT = "hwgen-testbench"
 INPUT_BEATS = "input_beats.hex"
 EXPECTED_BEATS = "expected_beats.hex"
+WEIGHT_LOAD = "weight_load.hex"
 #: frames of random inputs when no input file is given
 DEFAULT_FRAMES = 8
 #: the folder of the cocotb test and run.py templates (the ``hwgen.sim`` package)
@@ -122,7 +125,7 @@ def export(design_dir, target, x=None, count: int | None = None, seed: int = 0,
         raise HwgenError(f"{d}: design folder not found")
     if not d.is_dir():
         raise HwgenError(f"{d}: is not a folder (give the folder 'hwgen compile' wrote)")
-    manifest, ig, _ = design.load(d)
+    manifest, ig, folding = design.load(d)
     t = _check_target(target, d)
     xq = _inputs(manifest, ig, x, count, seed)
     tin, tout = ig.tensors[ig.input], ig.tensors[ig.output]
@@ -130,6 +133,8 @@ def export(design_dir, target, x=None, count: int | None = None, seed: int = 0,
     y = golden.run(ig, xq, [ig.output])[ig.output].reshape(xq.shape[0], -1)
     in_beats, in_last = frames_to_beats(xq, tin.qtype, mi["elements_per_beat"])
     out_beats, out_last = frames_to_beats(y, tout.qtype, mo["elements_per_beat"])
+    # a design with weights in SPRAM: the words loaded after reset, before the frames
+    load = load_image(lower(ig, folding)) if "weight_load" in manifest["ports"] else []
     top, vname = manifest["top"], manifest["verilog"]
     module = f"test_{top}"
     est = manifest["estimate"]
@@ -144,6 +149,7 @@ def export(design_dir, target, x=None, count: int | None = None, seed: int = 0,
         "frames": n,
         "input_beats": INPUT_BEATS,
         "expected_beats": EXPECTED_BEATS,
+        "weight_load": WEIGHT_LOAD if load else None,
         "input": {"port_bits": ports["input"]["bits"], "element_bits": tin.qtype.bits,
                   "signed": tin.qtype.signed, "elements_per_beat": mi["elements_per_beat"],
                   "beats_per_frame": mi["beats_per_frame"]},
@@ -168,11 +174,14 @@ def export(design_dir, target, x=None, count: int | None = None, seed: int = 0,
                                    f"beats (golden model)"),
         TB_JSON: json.dumps(doc, indent=2) + "\n",
     }
+    if load:
+        files[WEIGHT_LOAD] = (f"# {len(load)} words of the weight-load stream (s_wload_tdata, "
+                              f"16 bits), in order\n" + "".join(f"{w:04x}\n" for w in load))
     old = set()
     if t.is_dir():
         try:
             prev = json.loads((t / TB_JSON).read_text())
-            old = {TB_JSON, "Makefile", "run.py", INPUT_BEATS, EXPECTED_BEATS,
+            old = {TB_JSON, "Makefile", "run.py", INPUT_BEATS, EXPECTED_BEATS, WEIGHT_LOAD,
                    str(prev.get("verilog")), f"{prev.get('test_module')}.py"}
         except (OSError, ValueError, AttributeError):
             old = set()

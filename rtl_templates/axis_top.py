@@ -7,6 +7,11 @@ Ports (Verilog names): ``clk``; ``rst`` (synchronous, active high);
 beat sits in bits ``[k*bits, (k+1)*bits)``, two's complement if its type is signed.
 ``m_axis_tlast`` marks the last beat of each output frame. ``s_axis_tlast`` is accepted and
 ignored: frames are delimited by their beat count, which the manifest states.
+
+A design with memories loaded after reset (``rtl_templates/spram.py``; its inner component has
+the stream ``wl`` and the flag ``loaded``) also has the weight-load input
+``s_wload_tdata`` (16 bits)/``s_wload_tvalid``/``s_wload_tready``, and holds
+``s_axis_tready`` low until every memory is loaded.
 """
 from __future__ import annotations
 
@@ -54,19 +59,30 @@ class AxisTop(wiring.Component):
             "s_axis_tready": Out(1), "s_axis_tlast": In(1),
             "m_axis_tdata": Out(self.out_width), "m_axis_tvalid": Out(1),
             "m_axis_tready": In(1), "m_axis_tlast": Out(1),
-        })
+        } | ({"s_wload_tdata": In(len(inner.wl.payload)), "s_wload_tvalid": In(1),
+              "s_wload_tready": Out(1)} if self.loads else {}))
+
+    @property
+    def loads(self) -> bool:
+        """The design has a weight-load input."""
+        return "wl" in self.inner.signature.members
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.core = core = self.inner
         m.d.comb += [
             core.i.payload.eq(self.s_axis_tdata[:self.in_bits]),
-            core.i.valid.eq(self.s_axis_tvalid),
-            self.s_axis_tready.eq(core.i.ready),
+            core.i.valid.eq(self.s_axis_tvalid & core.loaded if self.loads
+                            else self.s_axis_tvalid),
+            self.s_axis_tready.eq(core.i.ready & core.loaded if self.loads else core.i.ready),
             self.m_axis_tdata.eq(core.o.payload),
             self.m_axis_tvalid.eq(core.o.valid),
             core.o.ready.eq(self.m_axis_tready),
         ]
+        if self.loads:
+            m.d.comb += [core.wl.payload.eq(self.s_wload_tdata),
+                         core.wl.valid.eq(self.s_wload_tvalid),
+                         self.s_wload_tready.eq(core.wl.ready)]
         beat = Signal(range(max(self.out_beats, 2)))
         last = beat == self.out_beats - 1
         m.d.comb += self.m_axis_tlast.eq(last)

@@ -37,7 +37,7 @@ Bipolar values (``rtl_templates/xnor_mvau.py``)
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from amaranth.hdl import Module, Mux, Signal, signed, unsigned
@@ -72,6 +72,7 @@ from hwgen.rtl_templates.resources import (
     rom_live,
     unsigned_muls,
 )
+from hwgen.rtl_templates.spram import LOAD_BITS, LoadLayout, load_words, loaded_memory
 from hwgen.rtl_templates.words import lanes, pack_word
 from hwgen.rtl_templates.xnor_mvau import (
     check_sign_requant,
@@ -110,6 +111,8 @@ class MVAUParams:
     pe: int = 1
     simd: int = 1
     vectors: int = 1         # input vectors per frame (output pixels of a convolution)
+    #: the weights live in SPRAM, loaded from the weight-load stream (``rtl_templates/spram.py``)
+    spram: bool = field(default=False, metadata={"digest": "omit_default"})
 
     def __post_init__(self):
         mh, mw = self.weights.shape
@@ -178,6 +181,29 @@ class MVAUParams:
         lo, hi = dot_range(self.weights, self.in_type.lo, self.in_type.hi)
         b = self.bias.astype(np.int64)
         return passes_through(self.requant, int((lo + b).min()), int((hi + b).max()))
+
+    def weight_words(self) -> list[int]:
+        """The weight memory's words in address order (neuron fold, synapse fold): lane
+        ``pe·SIMD + s`` in bits ``[lane·w_bits, (lane+1)·w_bits)``."""
+        words = []
+        for nf in range(self.nf):
+            for sf in range(self.sf):
+                blk = self.weights[nf * self.pe:(nf + 1) * self.pe,
+                                   sf * self.simd:(sf + 1) * self.simd]
+                if self.w_bits == 1:  # ±1 weights: bit 1 = +1
+                    blk = blk > 0
+                words.append(pack_word(blk.reshape(-1), self.w_bits))
+        return words
+
+    @property
+    def load_layout(self) -> LoadLayout | None:
+        """Where the weights sit in SPRAM (None: a ROM)."""
+        return LoadLayout(self.pe * self.simd * self.w_bits, self.nf * self.sf) \
+            if self.spram else None
+
+    def load_words(self) -> list[int]:
+        """The weight-load stream's beats for this block (empty without SPRAM)."""
+        return load_words(self.load_layout, self.weight_words()) if self.spram else []
 
     def mult_per_channel(self) -> list[int]:
         m = list(self.requant.mult)
@@ -315,6 +341,14 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     wmem = res.memory(w_live, NF * SF, family, rom=True, plain=True, logic_width=w_distinct)
     pmem = res.memory(p_live, NF, family, rom=True, plain=True, logic_width=p_distinct)
     w_reg = w_live if wmem.bram else w_distinct
+    if p.spram and family == "ice40":   # SPRAM tiles, their load counters and lane select
+        L = p.load_layout
+        lane_bits = L.pack.bit_length() - 1
+        count = counter_bits(L.rows) + counter_bits(L.columns)
+        wmem = res.Resources(spram=L.tiles, ff=count + 1 + lane_bits,
+                             lut4=2 * count + L.columns + L.width * (L.pack - 1),
+                             carry=count)
+        w_reg = PE * SIMD * wb
     p_reg = p_live if pmem.bram else p_distinct
     parts = {"mem_w": wmem, "mem_p": pmem, "fifo": res.fifo(PE * ob, depth, family)}
     if NF > 1:
@@ -363,10 +397,14 @@ class MVAU(wiring.Component):
 
     def __init__(self, p: MVAUParams):
         self.p = p
-        super().__init__({
+        members = {
             "i": In(stream.Signature(unsigned(p.simd * p.in_type.bits))),
             "o": Out(stream.Signature(unsigned(p.pe * p.out_type.bits))),
-        })
+        }
+        if p.spram:     # the weight-load stream through the block, and its weights' state
+            members.update(wl_i=In(stream.Signature(unsigned(LOAD_BITS))),
+                           wl_o=Out(stream.Signature(unsigned(LOAD_BITS))), loaded=Out(1))
+        super().__init__(members)
 
     def elaborate(self, platform):
         p = self.p
@@ -378,16 +416,15 @@ class MVAU(wiring.Component):
         mult_w = rq.mult_bits
 
         # --- memories -------------------------------------------------------------
-        wwords = []
-        for nf in range(NF):
-            for sf in range(SF):
-                blk = p.weights[nf * PE:(nf + 1) * PE, sf * SIMD:(sf + 1) * SIMD]
-                if wb == 1:  # ±1 weights: bit 1 = +1
-                    blk = blk > 0
-                wwords.append(pack_word(blk.reshape(-1), wb))  # lane pe*SIMD + s
-        m.submodules.wmem = wmem = Memory(shape=unsigned(PE * SIMD * wb), depth=NF * SF,
-                                          init=wwords)
-        w_rd = wmem.read_port()
+        if p.spram:
+            w_addr, w_data, loaded = loaded_memory(m, "wmem", p.load_layout, self.wl_i,
+                                                   self.wl_o)
+            m.d.comb += self.loaded.eq(loaded)
+        else:
+            m.submodules.wmem = wmem = Memory(shape=unsigned(PE * SIMD * wb), depth=NF * SF,
+                                              init=p.weight_words())
+            w_rd = wmem.read_port()
+            w_addr, w_data, loaded = w_rd.addr, w_rd.data, None
 
         mults = p.mult_per_channel()
         pwords = []
@@ -417,12 +454,14 @@ class MVAU(wiring.Component):
         first_nf = Signal(init=1)
         room = out.room
         can_issue = Signal()
-        m.d.comb += [
-            can_issue.eq((~first_nf | self.i.valid) & (~last_sf | room)),
-            self.i.ready.eq(first_nf & (~last_sf | room)),
-        ]
+        # with SPRAM weights: nothing is taken or issued before they are loaded
+        issue = (~first_nf | self.i.valid) & (~last_sf | room)
+        take = first_nf & (~last_sf | room)
+        if loaded is not None:
+            issue, take = issue & loaded, take & loaded
+        m.d.comb += [can_issue.eq(issue), self.i.ready.eq(take)]
         _, waddr = rom_counter(m, NF * SF, can_issue, "widx")
-        m.d.comb += w_rd.addr.eq(waddr)
+        m.d.comb += w_addr.eq(waddr)
         if NF > 1:
             m.d.comb += [
                 ib_rd.addr.eq(sf),
@@ -452,7 +491,7 @@ class MVAU(wiring.Component):
 
         # --- stage 1b: operands registered (memory outputs are slow) ----------------------
         x1 = reg(m, x_word, unsigned(SIMD * ib), "x1")
-        w1 = reg(m, w_rd.data, unsigned(PE * SIMD * wb), "w1")
+        w1 = reg(m, w_data, unsigned(PE * SIMD * wb), "w1")
         xs = lanes(x1, SIMD, ib, p.in_type.signed)
 
         # --- stage 1c: products (or ±1 terms) registered; then the adder tree -------------

@@ -223,14 +223,16 @@ class Resources:
     """What one block (or a design) takes of one FPGA family: LUT4 cells (ECP5 ``LUT4``,
     iCE40 ``SB_LUT4``), flip-flops, carry cells (ECP5 ``CCU2C``, two LUTs' worth each; iCE40
     ``SB_CARRY``), DSP tiles, block RAM tiles (ECP5 ``DP16KD``, iCE40 ``SB_RAM40_4K``) and
-    distributed RAM cells (ECP5 ``TRELLIS_DPR16X4``). The parts of an estimate may hold
-    fractions; :meth:`rounded` gives the whole cells a block reports."""
+    distributed RAM cells (ECP5 ``TRELLIS_DPR16X4``) and iCE40 UltraPlus SPRAM tiles
+    (``SB_SPRAM256KA``: weights loaded after reset, ``rtl_templates/spram.py``). The parts of an
+    estimate may hold fractions; :meth:`rounded` gives the whole cells a block reports."""
     lut4: float = 0
     ff: float = 0
     carry: float = 0
     dsp: float = 0
     bram: float = 0
     dram: float = 0
+    spram: float = 0
 
     def __add__(self, other: Resources) -> Resources:
         return Resources(*(getattr(self, f.name) + getattr(other, f.name)
@@ -245,7 +247,10 @@ class Resources:
         return Resources(*(max(0, int(round(getattr(self, f.name)))) for f in fields(self)))
 
     def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The figures by name; ``spram`` only where there is any (a design without loaded
+        memories reports what it did before SPRAM was modelled)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name != "spram" or self.spram}
 
 
 def total(parts) -> Resources:
@@ -504,7 +509,7 @@ def fitted(parts: dict[str, Resources], fit: dict[str, dict[str, float]] | None
         out = out + Resources(lut4=r.lut4 * fit.get("lut4", {}).get(name, 1.0),
                               ff=r.ff * fit.get("ff", {}).get(name, 1.0),
                               carry=r.carry * fit.get("carry", {}).get(name, 1.0),
-                              dsp=r.dsp, bram=r.bram, dram=r.dram)
+                              dsp=r.dsp, bram=r.bram, dram=r.dram, spram=r.spram)
     return out
 
 

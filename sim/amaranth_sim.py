@@ -33,6 +33,19 @@ def run_amaranth(top, job: StreamJob) -> StreamResult:
     tap_signals = [sig for t in tapped for sig in t]
 
     async def bench(ctx):
+        if job.load_beats:      # the weight load: one beat offered per cycle until taken
+            ctx.set(top.s_wload_tvalid, 1)
+            for word in job.load_beats:
+                ctx.set(top.s_wload_tdata, word)
+                while True:
+                    _, _, took = await ctx.tick().sample(top.s_wload_tready)
+                    res.load_cycles += 1
+                    if took:
+                        break
+                    if res.load_cycles > limit:
+                        raise SimTimeout(f"the weight load stopped after {res.load_cycles} "
+                                         f"cycles", res)
+            ctx.set(top.s_wload_tvalid, 0)
         rng = random.Random(job.seed)
         k, offering, cycle = 0, False, 0
         stop_at = EXTRA_CYCLES if job.n_out_beats == 0 else None

@@ -50,6 +50,10 @@ class StreamJob:
     # them is recorded (StreamResult.taps)
     taps: list[tuple[str, int]] = field(default_factory=list)
     wave: Wave | None = None
+    # the weight-load stream's beats (16 bits each), sent on s_wload_* after reset and before
+    # the first input beat, without stalls; the job's cycles count from the cycle after the
+    # last of them (StreamResult.load_cycles: the cycles the load took)
+    load_beats: list[int] = field(default_factory=list)
 
     def check(self) -> None:
         """A job a bench can run: one last flag per input beat, every beat within its width."""
@@ -69,6 +73,7 @@ class StreamResult:
     cycles: int = 0                                      # cycles simulated in total
     # per tapped stream of the job: (cycle of each transfer, its payload)
     taps: list[tuple[list[int], list[int]]] = field(default_factory=list)
+    load_cycles: int = 0                                 # cycles of the weight load before
 
 
 class SimTimeout(RuntimeError):

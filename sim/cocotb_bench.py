@@ -20,6 +20,10 @@ Stall randomness (one ``random.Random(seed)`` stream), per cycle in this order: 
 beat is on the bus and beats remain, one draw decides whether to offer the next beat
 (stall if ``< stall_in``); then one draw decides ``m_axis_tready`` (low if ``< stall_out``).
 A probability of 0 consumes no draws.
+
+Weight load (``load_beats``, a design with the ``s_wload_*`` input): after reset the words
+are offered one per cycle until each is taken, before the stream loop; ``load_cycles`` counts
+those cycles, and the stream loop's cycles count from the cycle after.
 """
 from __future__ import annotations
 
@@ -94,6 +98,8 @@ async def stream(dut):
     dut.s_axis_tdata.value = 0
     dut.s_axis_tlast.value = 0
     dut.m_axis_tready.value = 0
+    if job.get("load_beats"):
+        dut.s_wload_tvalid.value = 0
     Clock(dut.clk, 10, unit="ns").start(start_high=False)
     edge = RisingEdge(dut.clk)
     for _ in range(RESET_CYCLES):
@@ -108,6 +114,23 @@ async def stream(dut):
     get_m_valid, _ = _accessors(dut.m_axis_tvalid)
     get_m_last, _ = _accessors(dut.m_axis_tlast)
     _, set_m_ready = _accessors(dut.m_axis_tready)
+
+    load_cycles = 0
+    if job.get("load_beats"):
+        _, set_w_data = _accessors(dut.s_wload_tdata)
+        _, set_w_valid = _accessors(dut.s_wload_tvalid)
+        get_w_ready, _ = _accessors(dut.s_wload_tready)
+        set_w_valid(1)
+        for word in job["load_beats"]:
+            set_w_data(word)
+            while True:
+                await edge
+                load_cycles += 1
+                if get_w_ready():
+                    break
+                if load_cycles >= max_cycles:
+                    raise RuntimeError(f"the weight load stopped after {load_cycles} cycles")
+        set_w_valid(0)
 
     in_times: list[int] = []
     out_beats: list[int] = []
@@ -171,6 +194,7 @@ async def stream(dut):
         "out_last": out_last,
         "in_times": in_times,
         "out_times": out_times,
+        "load_cycles": load_cycles,
     }
     path = os.environ["HWGEN_VL_RESULT"]
     with open(path + ".tmp", "w") as f:

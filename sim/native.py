@@ -78,8 +78,8 @@ __all__ = ["run_native", "build_native", "native_is_built", "missing_fst_headers
            "NATIVE_BENCH_VERSION"]
 
 # Bump when the build recipe changes in a way that matters (the bench source is hashed).
-NATIVE_BENCH_VERSION = "2"
-FORMAT_VERSION = 2
+NATIVE_BENCH_VERSION = "3"
+FORMAT_VERSION = 3
 #: waveform kinds: the Verilator option and the bench's define
 WAVES = {"vcd": ("--trace", "HWGEN_WAVE_VCD"), "fst": ("--trace-fst", "HWGEN_WAVE_FST")}
 #: Verilog size from which the model is built with ``--threads`` (see the module notes)
@@ -108,7 +108,9 @@ def native_threads(verilog: str) -> int:
 
 _PORTS = ("s_axis_tdata", "s_axis_tvalid", "s_axis_tready", "s_axis_tlast",
           "m_axis_tdata", "m_axis_tvalid", "m_axis_tready", "m_axis_tlast")
-_OUTPUTS = {"s_axis_tready", "m_axis_tdata", "m_axis_tvalid", "m_axis_tlast"}
+_OUTPUTS = {"s_axis_tready", "m_axis_tdata", "m_axis_tvalid", "m_axis_tlast", "s_wload_tready"}
+#: the weight-load input of a design with memories loaded after reset
+_WLOAD = ("s_wload_tdata", "s_wload_tvalid", "s_wload_tready")
 
 
 def port_widths(verilog: str, top: str, job: StreamJob) -> dict[str, int]:
@@ -119,11 +121,13 @@ def port_widths(verilog: str, top: str, job: StreamJob) -> dict[str, int]:
     widths["s_axis_tdata"], widths["m_axis_tdata"] = job.in_width, job.out_width
     m = re.search(rf"\bmodule\s+{re.escape(top)}\s*[(#;](.*?)\bendmodule\b", verilog, re.S)
     body = m.group(1) if m else ""
-    for name in _PORTS:
+    for name in _PORTS + _WLOAD:
         d = re.search(rf"\b(?:input|output)\s+(?:wire\s+|reg\s+|logic\s+)?"
                       rf"(?:\[\s*(\d+)\s*:\s*(\d+)\s*\]\s*)?{name}\s*[;,)]", body)
         if d:
             widths[name] = abs(int(d.group(1)) - int(d.group(2))) + 1 if d.group(1) else 1
+        elif name in _WLOAD:    # a design without the weight-load input
+            break
     return widths
 
 
@@ -136,8 +140,9 @@ def wrapper(verilog: str, top: str, job: StreamJob) -> str:
         return (f"{'output' if p in _OUTPUTS else 'input'} "
                 f"{f'[{w - 1}:0] ' if w > 1 else ''}{p}")
 
-    ports = ["input clk", "input rst_d"] + [decl(p) for p in _PORTS]
-    conns = [f".{p}({p})" for p in _PORTS]
+    ports_of = _PORTS + tuple(p for p in _WLOAD if p in widths)
+    ports = ["input clk", "input rst_d"] + [decl(p) for p in ports_of]
+    conns = [f".{p}({p})" for p in ports_of]
     if job.taps:
         k, bits = len(job.taps), sum(b for _, b in job.taps)
         ports += [f"output [{k - 1}:0] hwgen_taps_valid", f"output [{k - 1}:0] hwgen_taps_ready",
@@ -259,6 +264,8 @@ def _write_job(path: Path, job: StreamJob, max_cycles: int) -> None:
         path = os.fsencode(w.path) if w else b""
         f.write(struct.pack("<QQI", w.from_in_beat if w else 0, w.to_out_beat if w else 0,
                             len(path)) + path)
+        f.write(struct.pack("<Q", len(job.load_beats)))
+        f.write(np.asarray(job.load_beats, dtype="<u4").tobytes())
 
 
 def _words_to_ints(words: np.ndarray, n: int) -> list[int]:
@@ -293,10 +300,11 @@ def _read_result(path: Path, tap_bits: list[int]) -> dict:
     raw = path.read_bytes()
     if raw[:4] != b"HWGR":
         raise RuntimeError(f"{path}: not a result of the native bench")
-    version, status, out_words, cycles, n_in, n_out = struct.unpack_from("<IIIQQQ", raw, 4)
+    version, status, out_words, cycles, n_in, n_out, load_cycles = struct.unpack_from(
+        "<IIIQQQQ", raw, 4)
     if version != FORMAT_VERSION:
         raise RuntimeError(f"{path}: result format {version}, expected {FORMAT_VERSION}")
-    pos = 4 + struct.calcsize("<IIIQQQ")
+    pos = 4 + struct.calcsize("<IIIQQQQ")
     in_times = np.frombuffer(raw, "<u8", n_in, pos).tolist()
     pos += 8 * n_in
     out_times = np.frombuffer(raw, "<u8", n_out, pos).tolist()
@@ -307,7 +315,8 @@ def _read_result(path: Path, tap_bits: list[int]) -> dict:
     pos += n_out
     return {"status": _STATUS[status], "cycles": cycles, "in_times": in_times,
             "out_times": out_times, "out_beats": _words_to_ints(words, out_words),
-            "out_last": last, "taps": _read_taps(raw, pos, tap_bits)}
+            "out_last": last, "taps": _read_taps(raw, pos, tap_bits),
+            "load_cycles": load_cycles}
 
 
 @functools.lru_cache(maxsize=1)
@@ -393,7 +402,8 @@ def run_native(verilog: str, top: str, job: StreamJob,
             shutil.rmtree(run_dir, ignore_errors=True)
     result = StreamResult(out_beats=res["out_beats"], out_last=res["out_last"],
                           in_times=res["in_times"], out_times=res["out_times"],
-                          cycles=res["cycles"], taps=res["taps"])
+                          cycles=res["cycles"], taps=res["taps"],
+                          load_cycles=res["load_cycles"])
     check_status(top, job, max_cycles, res["status"], len(res["out_beats"]),
                  len(res["in_times"]), res["cycles"], result)
     return result

@@ -14,9 +14,11 @@
 // Job file (little endian): "HWGJ", u32 version, u32 in_words, u32 n_key, u64 n_in,
 // u64 n_out, f64 stall_in, f64 stall_out, u64 max_cycles, u64 extra_cycles,
 // u32 key[n_key], u32 beats[n_in * in_words], u8 last[n_in],
-// u32 n_taps, u32 tap_bits[n_taps], u64 wave_from, u64 wave_to, u32 n_path, char path[n_path].
+// u32 n_taps, u32 tap_bits[n_taps], u64 wave_from, u64 wave_to, u32 n_path, char path[n_path],
+// u64 n_load, u32 load[n_load].
 // Result file: "HWGR", u32 version, u32 status (0 ok, 1 timeout, 2 extra beat),
-// u32 out_words, u64 cycles, u64 n_in_times, u64 n_out_got, u64 in_times[n_in_times],
+// u32 out_words, u64 cycles, u64 n_in_times, u64 n_out_got, u64 load_cycles,
+// u64 in_times[n_in_times],
 // u64 out_times[n_out_got], u32 beats[n_out_got * out_words], u8 last[n_out_got],
 // u32 n_taps, then per tap: u64 n_beats, u64 times[n_beats], u32 words[n_beats * words(tap)].
 //
@@ -24,6 +26,10 @@
 // hwgen_taps_valid, hwgen_taps_ready (one bit per tapped stream) and hwgen_taps_payload
 // (the streams' payloads side by side, tap_bits[k] bits each, in order); every transfer on
 // a tapped stream (valid & ready at an edge) is recorded with its cycle.
+// Weight load (a design with memories loaded after reset has the ports s_wload_tdata,
+// s_wload_tvalid, s_wload_tready): after reset the load words are offered one per cycle
+// until each is taken, before the stream loop; load_cycles counts those cycles, and the
+// stream loop's cycles count from the cycle after.
 // Waveforms (built with HWGEN_WAVE_VCD or HWGEN_WAVE_FST defined, and verilator --trace or
 // --trace-fst): dumped to `path` from the cycle in which input beat `wave_from` is next to
 // be transferred up to and including the cycle that transfers output beat `wave_to` - 1
@@ -53,7 +59,7 @@ double sc_time_stamp() { return 0; }
 
 namespace {
 
-constexpr uint32_t FORMAT_VERSION = 2;
+constexpr uint32_t FORMAT_VERSION = 3;
 constexpr int RESET_CYCLES = 4;  // as sim/cocotb_bench.py
 
 // ---- CPython's random.Random: MT19937 (_randommodule.c) ----------------------------------
@@ -212,6 +218,39 @@ template <class Top> struct TapReader {
     }
 };
 
+// ---- the weight load: present only in a design with memories loaded after reset --------
+template <class T, class = void> struct HasWload : std::false_type {};
+template <class T>
+struct HasWload<T, std::void_t<decltype(std::declval<T&>().s_wload_tdata)>> : std::true_type {};
+
+// offer the words one per cycle until each is taken; the cycles it took (stops after
+// max_cycles: then `done` is false)
+template <class Top>
+uint64_t load_words(Top& top, const std::vector<uint32_t>& words, uint64_t max_cycles,
+                    bool& done) {
+    uint64_t cycles = 0;
+    done = true;
+    if constexpr (HasWload<Top>::value) {
+        size_t k = 0;
+        while (k < words.size()) {
+            if (cycles >= max_cycles) { done = false; break; }
+            top.s_wload_tdata = words[k];
+            top.s_wload_tvalid = 1;
+            top.eval();
+            const bool took = top.s_wload_tready;
+            top.clk = 1;
+            top.eval();
+            top.clk = 0;
+            cycles++;
+            if (took) k++;
+        }
+        top.s_wload_tvalid = 0;
+    } else {
+        (void)top; (void)words; (void)max_cycles;
+    }
+    return cycles;
+}
+
 // ---- files -------------------------------------------------------------------------------
 [[noreturn]] void die(const std::string& msg) {
     std::fprintf(stderr, "hwgen native bench: %s\n", msg.c_str());
@@ -307,6 +346,9 @@ int main(int argc, char** argv) {
     const uint64_t wave_from = in.val<uint64_t>(), wave_to = in.val<uint64_t>();
     std::string wave_path(in.val<uint32_t>(), '\0');
     in.raw(wave_path.data(), wave_path.size());
+    std::vector<uint32_t> load(in.val<uint64_t>());
+    in.raw(load.data(), 4 * load.size());
+    if (!load.empty() && !HasWload<Vtop>::value) die("the job loads weights the design lacks a port for");
 #if defined(HWGEN_WAVE_VCD) || defined(HWGEN_WAVE_FST)
     std::unique_ptr<WaveFile> wave;
     bool waving = false, waved = false;
@@ -338,6 +380,9 @@ int main(int argc, char** argv) {
         top->eval();
     }
 
+    bool loaded = true;
+    const uint64_t load_cycles = load_words(*top, load, max_cycles, loaded);
+
     // ---- the stream loop (mirrors sim/cocotb_bench.py statement by statement)
     std::vector<uint64_t> in_times, out_times;
     std::vector<uint32_t> out_beats;
@@ -353,7 +398,7 @@ int main(int argc, char** argv) {
     uint32_t status = 1;  // timeout
     uint64_t cycle = 0;
     uint32_t word[OW];
-    while (true) {
+    while (loaded) {
 #if defined(HWGEN_WAVE_VCD) || defined(HWGEN_WAVE_FST)
         if (!waving && !waved && wave_to && i >= wave_from) {
             wave = std::make_unique<WaveFile>();
@@ -435,6 +480,7 @@ int main(int argc, char** argv) {
     out.val<uint64_t>(cycle);
     out.val<uint64_t>(in_times.size());
     out.val<uint64_t>(out_times.size());
+    out.val<uint64_t>(load_cycles);
     out.raw(in_times.data(), 8 * in_times.size());
     out.raw(out_times.data(), 8 * out_times.size());
     out.raw(out_beats.data(), 4 * out_beats.size());

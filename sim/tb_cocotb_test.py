@@ -11,6 +11,10 @@ Cycle discipline (the same on every simulator): inputs are written just after a 
 clock edge, then ``ReadOnly`` shows the settled values the next rising edge samples; a
 transfer happens at that edge when valid and ready are both high.
 
+A design whose weights live in SPRAM (``testbench.json``'s ``weight_load`` names a file of
+16-bit words, one per line) is loaded first: after reset every word is offered on
+``s_wload`` until taken; the design refuses frames until then.
+
 Environment: ``TB_STALL`` (probability in [0, 1) that the source holds ``tvalid`` low or
 the sink ``tready`` low in a cycle; default from ``testbench.json``), ``TB_SEED`` (the
 stall pattern's seed).
@@ -84,10 +88,27 @@ async def stream(dut):
     dut.s_axis_tdata.value = 0
     dut.s_axis_tlast.value = 0
     dut.m_axis_tready.value = 0
+    if cfg.get("weight_load"):
+        dut.s_wload_tvalid.value = 0
     Clock(dut.clk, 10, unit="ns").start(start_high=False)
     for _ in range(RESET_CYCLES):
         await FallingEdge(dut.clk)
     dut.rst.value = 0
+    if cfg.get("weight_load"):
+        words = [int(ln.split("#", 1)[0], 16) for ln in
+                 (HERE / cfg["weight_load"]).read_text().splitlines()
+                 if ln.split("#", 1)[0].strip()]
+        k = 0
+        while k < len(words):
+            await FallingEdge(dut.clk)
+            dut.s_wload_tdata.value = words[k]
+            dut.s_wload_tvalid.value = 1
+            await ReadOnly()
+            if int(dut.s_wload_tready.value):
+                k += 1
+        await FallingEdge(dut.clk)
+        dut.s_wload_tvalid.value = 0
+        dut._log.info("weight load: %d words", len(words))
 
     got: list[tuple[int, int]] = []
     i, offering, cycle, stop_at, surplus = 0, False, 0, None, None

@@ -143,7 +143,12 @@ def cache_key(verilog: str, top: str) -> str:
     return hashlib.sha256(json.dumps([
         verilog, top, version, BENCH_VERSION, BUILD_ARGS, make_fixes,
         cocotb.__version__, str(cocotb_tools.config.libs_dir),  # the binary links to these
-    ]).encode()).hexdigest()[:24]
+    ] + _wload_ports(verilog)).encode()).hexdigest()[:24]
+
+
+def _wload_ports(verilog: str) -> list[str]:
+    """The weight-load ports the bench drives, where the design has them."""
+    return ["s_wload_*"] if "s_wload_tdata" in verilog else []
 
 
 def _build(verilog: str, top: str, root: Path) -> Path:
@@ -169,7 +174,7 @@ def _build(verilog: str, top: str, root: Path) -> Path:
         # that and make just those public.
         (tmp / "ports.vlt").write_text("`verilator_config\n" + "".join(
             f'public_flat_rw -module "{top}" -var "{var}"\n'
-            for var in ("clk", "rst", "s_axis_*", "m_axis_*")))
+            for var in ("clk", "rst", "s_axis_*", "m_axis_*", *_wload_ports(verilog))))
         try:
             with _extra_makeflags(make_fixes):
                 _runner().build(
@@ -230,6 +235,7 @@ def run_verilator(verilog: str, top: str, job: StreamJob,
         "n_out_beats": job.n_out_beats,
         "stall_in": job.stall_in, "stall_out": job.stall_out, "seed": job.seed,
         "max_cycles": max_cycles, "extra_cycles": EXTRA_CYCLES,
+        "load_beats": list(job.load_beats),
     }))
     added_path = BENCH_PATH not in sys.path  # the runner passes sys.path as PYTHONPATH
     if added_path:
@@ -260,4 +266,5 @@ def run_verilator(verilog: str, top: str, job: StreamJob,
     return StreamResult(
         out_beats=[int(b, 16) for b in res["out_beats"]],
         out_last=[bool(x) for x in res["out_last"]],
-        in_times=res["in_times"], out_times=res["out_times"], cycles=res["cycles"])
+        in_times=res["in_times"], out_times=res["out_times"], cycles=res["cycles"],
+        load_cycles=res.get("load_cycles", 0))
