@@ -271,7 +271,11 @@ def make_add_requant(a: Quantized, b: Quantized, y: Quantized, *, lo: int | None
     common = dict(za=za, zb=zb, zy=zy, lo=lo, hi=hi, a_type=a.qtype, b_type=b.qtype,
                   out_type=out_type, pe=pe, semantics=semantics, neg_a=neg_a, neg_b=neg_b)
     if semantics == "ort":
-        ra, rb = f32(sa32 / sy32), f32(sb32 / sy32)       # IEEE float32 divisions
+        with np.errstate(over="ignore"):
+            ra, rb = f32(sa32 / sy32), f32(sb32 / sy32)   # IEEE float32 divisions
+        if not (np.isfinite(ra) and np.isfinite(rb)):
+            raise ValueError(f"input scales {a.scale:g}, {b.scale:g} out of proportion to the "
+                             f"output scale {y.scale:g} (their ratio overflows float32)")
         fa, fb = Fraction(float(ra)), Fraction(float(rb))
         inner = _f32(fa * za + _f32(fb * zb))             # fma(rA, za, rB*zb)
         fixed = _f32(zy - inner)

@@ -173,3 +173,18 @@ def test_float_weights_too_small_for_a_scale(tmp_path):
     p = hwgen("inspect", model, cwd=tmp_path)
     assert p.returncode == 0 and p.stderr == "", p.stderr
     assert "weight 'fc1.weight': its largest magnitude" in p.stdout, p.stdout
+
+
+def test_add_input_scale_out_of_proportion(tmp_path):
+    """A residual Add whose input scale is 3.4e38: the ratio of its input and output scales
+    overflowed float32 and the exact fraction of infinity raised OverflowError (a traceback
+    in inspect)."""
+    m = onnx.load(EXAMPLES / "digits_resnet_qdq.onnx")
+    t = next(t for t in m.graph.initializer if t.name == "/block_b/Conv_output_0_scale")
+    t.CopyFrom(numpy_helper.from_array(np.array(3.4e38, np.float32), t.name))
+    model = save(m, tmp_path / "m.onnx")
+    p = hwgen("inspect", model, cwd=tmp_path)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert "(their ratio overflows float32)" in p.stdout, p.stdout
+    one_line(hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path), "out of proportion")
+    assert not (tmp_path / "out").exists()
