@@ -31,12 +31,12 @@ script).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import logging
 import sys
 import tempfile
 import warnings
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +52,16 @@ except ImportError:  # pragma: no cover - optional dependency
 from hwgen.quantize import quantize
 
 HERE = Path(__file__).resolve().parent
+
+
+def _module(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+MM = _module(HERE.parent / "mlperf_tiny" / "make_models.py")   # the dynamo exporter, npz writer
 SEED = 0
 N_CALIB, N_TEST = 64, 16
 
@@ -185,23 +195,6 @@ def _export_ts(model: nn.Module, shape, out: str, path: Path, opset: int | None)
     onnx.save(m, str(path))
 
 
-def _export_dynamo(model: nn.Module, shape, out: str, path: Path) -> None:
-    batch = torch.export.Dim("N", min=1, max=1024)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        prog = torch.onnx.export(model, (torch.zeros((2,) + tuple(shape)),), dynamo=True,
-                                 input_names=["input"], output_names=[out],
-                                 dynamic_shapes=({0: batch},), verbose=False)
-    m = prog.model_proto
-    # its nodes carry the Python stack trace (absolute paths, line numbers) of the code that
-    # made them: drop it, so the files neither leak paths nor change with this script's lines
-    for node in m.graph.node:
-        del node.metadata_props[:]
-        node.doc_string = ""
-    onnx.checker.check_model(m, full_check=True)
-    onnx.save(m, str(path))
-
-
 def _seeded_weights(model: nn.Module, gen: torch.Generator) -> None:
     """He-normal weights (the signal keeps its spread through the layers, so the outputs,
     ArgMax's among them, vary with the input), small biases, random BatchNorm statistics."""
@@ -220,17 +213,6 @@ def _seeded_weights(model: nn.Module, gen: torch.Generator) -> None:
 
 def inputs(shape, n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-1, 1, (n,) + tuple(shape)).astype(np.float32)
-
-
-def _save_npz(path: Path, **arrays: np.ndarray) -> None:
-    """Like np.savez_compressed, with a fixed zip timestamp (reruns give identical bytes)."""
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, arr in arrays.items():
-            buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
-            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, buf.getvalue())
 
 
 def _default_op_types() -> list[str]:
@@ -254,7 +236,7 @@ def build(name: str, out: Path) -> list[Path]:
             if exporter == "ts":
                 _export_ts(model, shape, out_name, f_path, opset)
             else:
-                _export_dynamo(model, shape, out_name, f_path)
+                MM.export_dynamo(model, shape, out_name, f_path)
             fm = onnx.load(str(f_path))
             ops = sorted({n.op_type for n in fm.graph.node})
             opset = next(o.version for o in fm.opset_import if o.domain in ("", "ai.onnx"))
@@ -265,7 +247,7 @@ def build(name: str, out: Path) -> list[Path]:
                 print(f"    wrote {q_path.name} ({q_path.stat().st_size} bytes)")
                 written.append(q_path)
     npz = out / f"{name}_test.npz"
-    _save_npz(npz, input=x_te)
+    MM.save_npz_deterministic(npz, input=x_te)
     written.append(npz)
     return written
 
