@@ -29,6 +29,7 @@ import numpy as np
 import onnx
 import pytest
 
+from hwgen.dataflow import golden
 from hwgen.rtl_templates import block as block_registry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,3 +109,21 @@ def corrupt_fc1_golden(monkeypatch) -> None:
 
     monkeypatch.setitem(block_registry._BLOCKS, "mvau",
                         dataclasses.replace(spec, golden=corrupt))
+
+
+def golden_vs_onnxruntime(ig, model: Path, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(|golden − onnxruntime| per output element in output quantization steps, golden
+    outputs) of integer graph ``ig`` imported from ``model`` on float inputs ``x`` [N, ...]
+    (onnxruntime on one thread)."""
+    import onnxruntime as ort
+
+    n = x.shape[0]
+    xq = ig.quantize_input(x.reshape(n, -1))
+    y = ig.from_stream(golden.run(ig, xq, [ig.output])[ig.output].reshape(n, -1))
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {sess.get_inputs()[0].name: x})[0].reshape(n, -1)
+    ref = ig.tensors[ig.output].quantize(ref) if ig.output_dequantized else \
+        ref.astype(np.int64)
+    return np.abs(ref - y), y

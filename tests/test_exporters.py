@@ -18,9 +18,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from conftest import golden_vs_onnxruntime
 
 import hwgen
-from hwgen.dataflow import golden
 from hwgen.dataflow.importer import load_model, to_int_graph
 from hwgen.dataflow.intgraph import canonical_close
 
@@ -115,15 +115,7 @@ def test_canonical_is_not_vacuous():
 
 def golden_vs_ort(path: Path, x: np.ndarray) -> np.ndarray:
     """|golden − onnxruntime| per output element, in output quantization steps."""
-    ig = int_graph(path)
-    n = x.shape[0]
-    xq = ig.quantize_input(x.reshape(n, -1))
-    y = ig.from_stream(golden.run(ig, xq)[ig.output].reshape(n, -1))
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    ref = sess.run(None, {sess.get_inputs()[0].name: x})[0].reshape(n, -1)
-    return np.abs(ig.tensors[ig.output].quantize(ref) - y)
+    return golden_vs_onnxruntime(int_graph(path), path, x)[0]
 
 
 @pytest.mark.parametrize("form", ["ts", "dynamo"])

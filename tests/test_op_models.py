@@ -41,6 +41,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from conftest import golden_vs_onnxruntime
 from onnx import numpy_helper
 
 import hwgen
@@ -250,17 +251,7 @@ def test_file_covers_its_operators(name):
 
 def golden_vs_ort(name: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(|golden − onnxruntime| per output element in output steps, golden outputs)."""
-    ig = int_graph(name)
-    n = x.shape[0]
-    xq = ig.quantize_input(x.reshape(n, -1))
-    y = ig.from_stream(golden.run(ig, xq)[ig.output].reshape(n, -1))
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    sess = ort.InferenceSession(str(path(name)), so, providers=["CPUExecutionProvider"])
-    ref = sess.run(None, {sess.get_inputs()[0].name: x})[0].reshape(n, -1)
-    ref = ig.tensors[ig.output].quantize(ref) if ig.output_dequantized else \
-        ref.astype(np.int64)
-    return np.abs(ref - y), y
+    return golden_vs_onnxruntime(int_graph(name), path(name), x)
 
 
 @pytest.mark.parametrize("name", FILES)
