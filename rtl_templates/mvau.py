@@ -28,6 +28,13 @@ The pipeline never stalls. Instead a credit counter lets a step that completes a
 issue only while the output FIFO is sure to have room, so back-pressure stops the issue stage
 and nothing is lost. ``valid`` on the output comes from the FIFO and never depends on ``ready``.
 
+Multiplier lanes in logic (``MVAUParams.lut_lanes``)
+    The last ``lut_lanes`` of the PE×SIMD products (lane ``pe*SIMD + s``) are built of logic
+    cells (:func:`~rtl_templates.lutmul.lut_mul`, Booth partial products and an adder tree)
+    instead of hard multiplier tiles: a device offers more multiplier lanes than DSP tiles.
+    Their product arrives when the tiles' does (a shorter one is delayed; a longer one,
+    weights wider than 8 bits, delays every lane by :func:`lut_extra_stages`).
+
 Bipolar values (``rtl_templates/xnor_mvau.py``)
     Weights that are all ±1 are stored as one bit each; bipolar inputs travel as one bit each.
     The dot products then need no multiplier: XNOR-popcount when both are ±1, a sign select
@@ -49,6 +56,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.lutmul import lut_mul, lut_mul_parts, lut_mul_stages
 from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
@@ -85,11 +93,27 @@ from hwgen.rtl_templates.xnor_mvau import (
 BASE_DEPTH = 5
 
 
+#: registers from the operands to a hard multiplier lane's product (its operand registers,
+#: the product), which one more register (the term) takes so the multiplier's registers can
+#: sit next to it
+PROD_STAGES = 2
+
+
+def lut_extra_stages(p: MVAUParams) -> int:
+    """Stages a product in logic takes beyond a hard multiplier lane's (0 up to 8-bit
+    weights): every lane is delayed by as many."""
+    if not p.lut_lanes:
+        return 0
+    return max(0, lut_mul_stages(p.w_bits) - PROD_STAGES)
+
+
 def operand_stages(p: MVAUParams) -> int:
     """Registers between the memories and the dot products' register: the operands, the
-    products (with a hard multiplier: its operand registers, the product, and one more so
-    the multiplier's registers can sit next to it), the adder tree's inner stages."""
-    return (4 if p.datapath == "mul" else 2) + tree_stages(p.simd)
+    products (:data:`PROD_STAGES` + 2 with multipliers, :func:`lut_extra_stages` more
+    with lanes in logic), the adder tree's inner stages."""
+    if p.datapath == "mul":
+        return 2 + PROD_STAGES + lut_extra_stages(p) + tree_stages(p.simd)
+    return 2 + tree_stages(p.simd)
 
 
 def pipeline_depth(p: MVAUParams) -> int:
@@ -110,6 +134,7 @@ class MVAUParams:
     pe: int = 1
     simd: int = 1
     vectors: int = 1         # input vectors per frame (output pixels of a convolution)
+    lut_lanes: int = 0       # products built of logic cells instead of DSP tiles (the last)
 
     def __post_init__(self):
         mh, mw = self.weights.shape
@@ -123,6 +148,11 @@ class MVAUParams:
             raise ValueError("requantizer multipliers must be per tensor or per output channel")
         if is_bipolar(self.out_type):
             check_sign_requant(self.requant)
+        if not 0 <= self.lut_lanes <= self.pe * self.simd:
+            raise ValueError(f"lut_lanes={self.lut_lanes} is not within the {self.pe}×"
+                             f"{self.simd} products")
+        if self.lut_lanes and self.datapath != "mul":
+            raise ValueError("lut_lanes needs a datapath of multipliers")
 
     @property
     def mh(self) -> int:
@@ -234,13 +264,14 @@ def cost(p: MVAUParams) -> Cost:
     steps = p.nf * p.sf
     # ±1 operands need no multiplier; a bipolar output is a sign test, not a requantizer
     n_dot = p.pe * p.simd if p.datapath == "mul" else 0
+    n_hard = n_dot - p.lut_lanes
     rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, is_bipolar(p.out_type),
                                           p.sf, p.identity)
     dot = Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True,
               y_bits=min(p.in_type.bits + p.w_bits, p.acc_bits))
-    muls = add_muls({dot: n_dot},
+    muls = add_muls({dot: n_hard},
                     unsigned_muls(rq_tiles))
-    live = p.weight_lanes[2] if n_dot else 0
+    live = max(0, p.weight_lanes[2] - p.lut_lanes) if n_dot else 0
     soft = add_muls({dot: live}, unsigned_muls(rq_tiles) if p.param_columns[2] else {})
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls, soft)
     return Cost(
@@ -332,9 +363,15 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         dot = Mul(ib, p.in_type.signed, wb, True, y_bits=min(tw, A))
         zero, const, _ = p.weight_lanes
         # products in logic by a constant weight are folded: by zero nothing is left
-        lanes = PE * SIMD - (zero if res.dsp_tiles(dot, family) == 0 else 0)
-        ff += SIMD * ib + w_reg + 2 * lanes * tw
+        hard = PE * SIMD - p.lut_lanes
+        lanes = hard - (zero if res.dsp_tiles(dot, family) == 0 else 0)
+        extra = lut_extra_stages(p)
+        ff += SIMD * ib + w_reg + (2 + extra) * lanes * tw
         terms = res.Resources()
+        if p.lut_lanes:     # the lanes in logic, each delayed to the tiles' term stage
+            pad = PROD_STAGES + extra - lut_mul_stages(wb)
+            parts["lut_mul"] = (lut_mul_parts(ib, wb, family)
+                                + res.Resources(ff=(pad + 1) * tw)) * p.lut_lanes
     elif p.datapath == "xnor":
         tw = 1
         ff += PE * SIMD
@@ -469,9 +506,8 @@ class MVAU(wiring.Component):
             elif p.datapath == "bipolar_in":
                 terms = [select_term(x1[s], wl[s].as_signed()) for s in range(SIMD)]
             else:   # each hard multiplier with operand and product registers of its own
-                terms = [reg(m, reg(m, xs[s], xs[s].shape(), f"xt_{pe}_{s}")
-                             * reg(m, wl[s].as_signed(), signed(wb), f"wt_{pe}_{s}"),
-                             signed(ib + wb + 1), f"prod_{pe}_{s}") for s in range(SIMD)]
+                terms = [self._product(m, pe * SIMD + s, xs[s], wl[s].as_signed(),
+                                       f"{pe}_{s}") for s in range(SIMD)]
             terms = [reg(m, t, t.shape(), f"term_{pe}_{s}") for s, t in enumerate(terms)]
             dots.append(tree_sum(m, terms, f"dot_{pe}"))
         extra = operand_stages(p)
@@ -504,6 +540,22 @@ class MVAU(wiring.Component):
                               sign=is_bipolar(p.out_type), spacing=SF, identity=p.identity)
         out.write(rqp.data, rqp.valid)
         return m
+
+    def _product(self, m: Module, lane: int, x, w, name: str):
+        """Lane ``lane``'s product ``x × w``, one stage before its term register: in a hard
+        multiplier tile (operand registers, product), or of logic for the last
+        ``lut_lanes`` lanes (:func:`~rtl_templates.lutmul.lut_mul`); both delayed to
+        :data:`PROD_STAGES` + :func:`lut_extra_stages` registers after the operands."""
+        p = self.p
+        extra = lut_extra_stages(p)
+        tw = signed(p.in_type.bits + p.w_bits + 1)
+        if lane >= p.pe * p.simd - p.lut_lanes:
+            prod = lut_mul(m, x, w, f"lmul_{name}")[:tw.width].as_signed()
+            return delay(m, prod, PROD_STAGES + extra - lut_mul_stages(p.w_bits),
+                         f"lmul_{name}_d")
+        prod = reg(m, reg(m, x, x.shape(), f"xt_{name}") * reg(m, w, w.shape(), f"wt_{name}"),
+                   tw, f"prod_{name}")
+        return delay(m, prod, extra, f"prod_{name}_d")
 
 
 # ---------------------------------------------------------------------------- registration

@@ -1,0 +1,149 @@
+"""Multiplier lanes built of logic (rtl_templates/lutmul.py) in the matrix–vector unit.
+
+An MVAU with ``lut_lanes`` of its PE×SIMD products in logic must be bit-exact against the
+golden function (``np.array_equal``), keep the cost model's interval and latency exactly,
+survive random stalls, and leave those products out of the DSP tiles (no ``*`` in their
+Verilog); with ``lut_lanes=0`` nothing changes (byte-identical Verilog).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from amaranth.back import verilog
+from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.sim import Simulator
+from test_mvau import Cfg, _check_cycles, _check_outputs, _job, _top, random_frames
+
+from hwgen.rtl_templates.lutmul import lut_mul, lut_mul_stages
+from hwgen.rtl_templates.mvau import cost, golden, pipeline_depth
+from hwgen.rtl_templates.quant import INT8, UINT8
+from hwgen.rtl_templates.resources import dsp_tiles
+from hwgen.sim.amaranth_sim import run_amaranth
+from hwgen.sim.verilator import run_verilator
+
+
+@pytest.mark.parametrize("x_signed", [False, True])
+@pytest.mark.parametrize("xb,wb", [(8, 8), (4, 3), (8, 9), (3, 2), (5, 16)])
+def test_lut_mul_exact_every_pair(xb: int, wb: int, x_signed: bool):
+    """Every operand pair (sampled for wide ones) against the integer product, the result
+    after exactly lut_mul_stages registers."""
+    rng = np.random.default_rng(xb * 100 + wb)
+    xs = np.arange(-(1 << (xb - 1)), 1 << (xb - 1)) if x_signed else np.arange(1 << xb)
+    ws = np.arange(-(1 << (wb - 1)), 1 << (wb - 1))
+    pairs = [(int(a), int(b)) for a in xs for b in ws]
+    if len(pairs) > 3000:
+        pairs = [pairs[k] for k in rng.choice(len(pairs), 3000, replace=False)]
+        pairs += [(int(xs[0]), int(ws[0])), (int(xs[-1]), int(ws[0])),
+                  (int(xs[0]), int(ws[-1])), (int(xs[-1]), int(ws[-1]))]
+    m = Module()
+    x = Signal(signed(xb) if x_signed else unsigned(xb))
+    w = Signal(signed(wb))
+    p = Signal(signed(xb + wb + 1))
+    m.d.comb += p.eq(lut_mul(m, x, w, "t")[:xb + wb + 1].as_signed())
+    stages = lut_mul_stages(wb)
+    got = []
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+
+    async def bench(ctx):
+        for k in range(len(pairs) + stages):
+            if k < len(pairs):
+                ctx.set(x, pairs[k][0])
+                ctx.set(w, pairs[k][1])
+            if k >= stages:
+                got.append(ctx.get(p))
+            await ctx.tick()
+    sim.add_testbench(bench)
+    sim.run()
+    want = [a * b for a, b in pairs]
+    assert got == want
+
+
+LUT_GRID = [
+    (Cfg(8, 8, 2, 4, UINT8, INT8, ties=True), 3),
+    (Cfg(16, 12, 4, 3, INT8, UINT8, per_channel=True, relu=True), 12),    # all lanes
+    (Cfg(10, 32, 5, 8, UINT8, UINT8, weight_zp=True), 17),                # 9-bit weights
+    (Cfg(3, 5, 3, 1, UINT8, UINT8, relu=True), 1),
+]
+
+
+def _lut(cfg: Cfg, n: int):
+    return dataclasses.replace(cfg.params, lut_lanes=n)
+
+
+def _id(c):
+    return f"{c[0].id}-lut{c[1]}"
+
+
+@pytest.mark.parametrize("case", LUT_GRID, ids=[_id(c) for c in LUT_GRID])
+def test_lut_lanes_golden_and_cycles_amaranth(case):
+    cfg, n = case
+    p = _lut(cfg, n)
+    if cfg.weight_zp:       # 9-bit weights: the products in logic take one stage more
+        assert p.w_bits == 9 and pipeline_depth(p) == pipeline_depth(cfg.params) + 1
+    x = random_frames(p, 8, seed=2)
+    res = run_amaranth(_top(p), _job(p, x))
+    _check_outputs(p, x, res)
+    _check_cycles(p, x, res)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_lut_lanes_stalls_amaranth(seed: int):
+    cfg, n = LUT_GRID[2]
+    p = _lut(cfg, n)
+    x = random_frames(p, 6, seed=seed)
+    _check_outputs(p, x, run_amaranth(_top(p), _job(p, x, stall_in=0.3, stall_out=0.3,
+                                                     seed=seed)))
+
+
+def test_lut_lanes_golden_verilator():
+    cfg, n = LUT_GRID[1]
+    p = _lut(cfg, n)
+    x = random_frames(p, 8, seed=2)
+    res = run_verilator(verilog.convert(_top(p), name="mvau_top", emit_src=False), "mvau_top",
+                        _job(p, x))
+    _check_outputs(p, x, res)
+    _check_cycles(p, x, res)
+
+
+def test_lut_lanes_take_no_tiles():
+    """The products in logic leave the DSP tiles (the model) and write no ``*`` (the RTL):
+    a unit with every lane in logic has only its requantizer's multiplications."""
+    cfg, _ = LUT_GRID[1]
+    base = cfg.params
+    full = _lut(cfg, base.pe * base.simd)
+    c0, c1 = cost(base), cost(full)
+    lanes = base.pe * base.simd
+    dot = [m for m in c0.multiplies if m.b_signed]
+    assert len(dot) == 1 and c0.multiplies[dot[0]] == lanes
+    assert not any(m.b_signed for m in c1.multiplies)
+    assert c0.resources("ecp5").dsp - c1.resources("ecp5").dsp == lanes * dsp_tiles(dot[0],
+                                                                                    "ecp5")
+    assert c1.resources("ecp5").lut4 + 2 * c1.resources("ecp5").carry > \
+        c0.resources("ecp5").lut4 + 2 * c0.resources("ecp5").carry
+    # the RTL: as many $mul cells fewer as lanes moved
+    v0 = verilog.convert(_top(base), name="mvau_top", emit_src=False)
+    v1 = verilog.convert(_top(full), name="mvau_top", emit_src=False)
+    assert v0.count(" * ") - v1.count(" * ") == lanes
+    assert pipeline_depth(full) == pipeline_depth(base)       # 8-bit weights: same depth
+
+
+def test_lut_lanes_zero_is_the_plain_unit():
+    cfg, _ = LUT_GRID[0]
+    p = cfg.params
+    assert verilog.convert(_top(p), name="t", emit_src=False) == \
+        verilog.convert(_top(_lut(cfg, 0)), name="t", emit_src=False)
+
+
+def test_lut_lanes_rejected_out_of_range():
+    cfg, _ = LUT_GRID[0]
+    with pytest.raises(ValueError, match="lut_lanes"):
+        _lut(cfg, cfg.pe * cfg.simd + 1)
+
+
+def test_golden_unchanged_by_lut_lanes():
+    cfg, n = LUT_GRID[0]
+    x = random_frames(cfg.params, 4, seed=3)
+    assert np.array_equal(golden(cfg.params, x), golden(_lut(cfg, n), x))
