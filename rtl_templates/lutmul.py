@@ -65,10 +65,10 @@ def lut_mul(m: Module, x, w, name: str):
 def lut_mul_parts(x_bits: int, w_bits: int, family: str) -> res.Resources:
     """Structural logic of one :func:`lut_mul` (its flip-flops included, not the caller's
     product register): per Booth digit its decode, the multiplexer of ``x`` and ``2x`` and
-    the negation; the adder tree."""
+    the negation (a carry chain and a multiplexer of the two); the adder tree."""
     n = booth_digits(w_bits)
     ppw = x_bits + 2
-    out = (res.Resources(lut4=3) + res.mux(ppw, family) + res.sub(ppw, family)) * n
+    out = (res.Resources(lut4=3) + res.mux(ppw, family) * 2 + res.sub(ppw, family)) * n
     ff = n * ppw
     w, k = ppw, n
     for ops, gw in tree_sum_groups(n, ppw + 2):

@@ -317,18 +317,20 @@ RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
         "carry": {"acc": 0.822, "ctl": 0.668, "fifo": 0.692, "rq_front": 1.124, "rq_lanes": 6.766,
                   "rq_prod": 0.483, "rq_r24": 1.301, "rq_seq": 0.972,
                   "rq_sign": 0.542, "rq_tail": 0.31, "terms": 0.922,
-                  "tree": 0.911, "1": 0},
+                  "tree": 0.911, "1": 0, "lut_mul": 0.87},
+        "ff": {"lut_mul": 0.85},
     },
     "ice40": {
         "lut4": {"acc": 0.991, "ctl": 0.969, "fifo": 0.938, "mem_i": 0.959, "mem_p": 1.006,
                  "mem_w": 0.896, "mul_logic": 0.792, "rq_front": 0.958,
                  "rq_lanes": 24.327, "rq_prod": 0.563, "rq_r24": 0.788,
                  "rq_seq": 0.687, "rq_sign": 1.003, "rq_tail": 0.281,
-                 "terms": 0.995, "tree": 1.011, "1": 0},
+                 "terms": 0.995, "tree": 1.011, "1": 0, "lut_mul": 0.59},
         "carry": {"acc": 0.922, "ctl": 0.884, "fifo": 0.838, "mul_logic": 0.814, "rq_front": 1,
                   "rq_lanes": 10.244, "rq_prod": 0.476, "rq_r24": 1.284,
                   "rq_seq": 1.023, "rq_sign": 0.792, "rq_tail": 0.238,
-                  "terms": 0.948, "tree": 0.899, "1": 0},
+                  "terms": 0.948, "tree": 0.899, "1": 0, "lut_mul": 0.84},
+        "ff": {"lut_mul": 0.875},
     },
 })
 

@@ -17,7 +17,7 @@ from amaranth.sim import Simulator
 from test_mvau import Cfg, _check_cycles, _check_outputs, _job, _top, random_frames
 
 from hwgen.rtl_templates.lutmul import lut_mul, lut_mul_stages
-from hwgen.rtl_templates.mvau import cost, golden, pipeline_depth
+from hwgen.rtl_templates.mvau import MVAU, cost, golden, pipeline_depth
 from hwgen.rtl_templates.quant import INT8, UINT8
 from hwgen.rtl_templates.resources import dsp_tiles
 from hwgen.sim.amaranth_sim import run_amaranth
@@ -147,3 +147,18 @@ def test_golden_unchanged_by_lut_lanes():
     cfg, n = LUT_GRID[0]
     x = random_frames(cfg.params, 4, seed=3)
     assert np.array_equal(golden(cfg.params, x), golden(_lut(cfg, n), x))
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("family", ["ecp5", "ice40"])
+def test_lut_lanes_estimate_against_yosys(family):
+    """A unit with its products in logic: Yosys puts only the requantizer's products in DSP
+    tiles (as estimated) and the LUT4s and flip-flops are within 15 % of the estimate."""
+    from hwgen.boards.synth import synthesize
+
+    p = dataclasses.replace(Cfg(8, 24, 2, 6, INT8, INT8).params, lut_lanes=12)
+    est = cost(p).resources(family)
+    res = synthesize(verilog.convert(MVAU(p), name="m", emit_src=False), "m", family)
+    assert est.dsp == res.dsp == 2
+    assert abs(est.lut4 / res.lut4 - 1) <= 0.15, (est.lut4, res.lut4)
+    assert abs(est.ff / res.ff - 1) <= 0.15, (est.ff, res.ff)
