@@ -6,8 +6,9 @@ Per design and board: the interval (cycles per frame of the bottleneck), the dev
 (the model's multiply–accumulates ÷ the device's multiplier lanes), their ratio, the MAC
 utilisation (busy dot-product multiplier-cycles ÷ (those multipliers × the interval)), the
 estimated use of each resource kind against the budget's limit, and the folding (PE/SIMD of
-every multiplying layer, in order; ``--layers`` adds one line per layer with its
-utilisation). Nothing is simulated or synthesized: the figures are the estimates
+every multiplying layer, in order, ``+LN``: N of its products built of logic cells;
+``--layers`` adds one line per layer with its utilisation). The bound counts the DSP tiles'
+lanes only: products in logic cells can take a design below it (ratio under 1). Nothing is simulated or synthesized: the figures are the estimates
 ``hwgen inspect`` prints.
 """
 from __future__ import annotations
@@ -48,7 +49,9 @@ def row(model: str, board: str, budget: float, layers: bool) -> list[str]:
     ratio = f"{rep.interval / rep.bound:.2f}x" if rep.bound else "-"
     util = rep.mac_utilisation
     use = " ".join(f"{SHORT[k]} {rep.use[k]:,}/{rep.limit[k]:,}" for k in KINDS)
-    folds = " ".join(f"{fold[n].pe}/{fold[n].simd}" for n in rep.layer_macs)
+    folds = " ".join(f"{fold[n].pe}/{fold[n].simd}"
+                     + (f"+L{fold[n].lut_lanes}" if fold[n].lut_lanes else "")
+                     for n in rep.layer_macs)
     lines = [f"{model:40} {board:10} {rep.interval:>9,} {rep.bound or 0:>8,} {ratio:>6} "
              f"{'-' if util is None else f'{100 * util:.0f} %':>5} "
              f"{'fits' if rep.fits else 'OVER':4} {use}  [{dt:.1f} s]",

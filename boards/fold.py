@@ -15,7 +15,9 @@ The search (:func:`fold_for_device`):
    resource model (:meth:`rtl_templates.cost.Cost.resources` of the device's family) of the
    blocks it lowers to on its own (:func:`dataflow.lower.lower_op`: its compute blocks and
    input FIFOs), computed once per folding and cached.
-3. The ops' uses are summed and checked against the budget (a fraction of each kind of the
+3. When the DSP tiles are over the budget, products move into logic cells
+   (:func:`boards.lut_lanes.spill`: the fewest that bring the tiles within it). The ops'
+   uses are summed and checked against the budget (a fraction of each kind of the
    device: :meth:`devices.Device.limits`). Feasibility grows with ``T``, so a binary search
    over the candidates finds the smallest feasible one.
 4. The whole graph is lowered at that folding (plumbing, forks, width converters and join
@@ -27,8 +29,9 @@ refused (:class:`DoesNotFit`) naming the resource, what it needs, what the budge
 the op that takes most of it.
 
 The interval bound of a device is the model's multiply–accumulates per frame divided by the
-multipliers the device offers (:attr:`devices.Device.multiplier_lanes`); the floor is the
-fastest any folding reaches (the slowest op at its most parallel folding).
+multipliers the device offers (:attr:`devices.Device.multiplier_lanes`; products built of
+logic cells can take a design below it); the floor is the fastest any folding reaches (the
+slowest op at its most parallel folding).
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from dataclasses import dataclass, field
 
 from hwgen.boards.boards import DEFAULT_BOARD, Board, board_by_name
 from hwgen.boards.devices import KINDS, Device, by_name, check_memory
+from hwgen.boards.lut_lanes import spill
 from hwgen.dataflow.intgraph import IntGraph
 from hwgen.dataflow.lower import (
     DataflowGraph,
@@ -267,7 +271,7 @@ class FoldSearch:
                 return None
             fold[op.name] = Folding(*got[0])
             uses[op.name] = got[1]
-        return fold, uses
+        return spill(self, fold, uses)
 
     def total_use(self, uses: dict[str, OpUse]) -> dict[str, int]:
         res = total(u.res for u in uses.values())

@@ -141,7 +141,7 @@ class Conv:
             b.add(Block(self.name, "vvau", p, [windows], [out], self.name, nodes))
         else:
             p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
-                           f.simd, oh * ow)
+                           f.simd, oh * ow, lut_lanes=f.lut_lanes)
             b.add(Block(self.name, "mvau", p, [windows], [out], self.name, nodes))
         return out
 

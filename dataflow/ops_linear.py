@@ -86,7 +86,7 @@ class MatVec:
     def lower(self, b: Builder, ig: IntGraph, f: Folding) -> str:
         tin, tout = ig.tensors[self.input], ig.tensors[self.output]
         p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
-                       f.simd)
+                       f.simd, lut_lanes=f.lut_lanes)
         # an MVAU that replays its input (several neuron folds) reads one whole vector early
         src, _ = b.read(self.input, f.simd, p.sf + FIFO_MARGIN if p.nf > 1 else FIFO_MARGIN)
         out = b.stream(short_name(self.output), tout.qtype, f.pe, tout.size)

@@ -75,9 +75,10 @@ def read_folding(path) -> dict[str, Folding]:
         raise HwgenError(f'{p}: expected an object {{"layer": {{"pe": P, "simd": S}}, ...}}')
     out = {}
     for name, f in doc.items():
-        if not isinstance(f, dict) or set(f) - {"pe", "simd"} or not all(
+        if not isinstance(f, dict) or set(f) - {"pe", "simd", "lut_lanes"} or not all(
                 isinstance(v, int) and not isinstance(v, bool) for v in f.values()):
-            raise HwgenError(f'{p}: layer {name}: expected {{"pe": int, "simd": int}}, got {f!r}')
+            raise HwgenError(f'{p}: layer {name}: expected {{"pe": int, "simd": int}} '
+                             f'(and "lut_lanes": int), got {f!r}')
         out[name] = Folding(**f)
     return out
 

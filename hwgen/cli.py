@@ -151,7 +151,8 @@ def _force_arg(p):
 
 def _fold_args(p):
     p.add_argument("--fold", metavar="FOLD.json",
-                   help='per-layer folding: {"layer": {"pe": P, "simd": S}, ...}')
+                   help='per-layer folding: {"layer": {"pe": P, "simd": S}, ...} (a matrix '
+                        'unit may add "lut_lanes": N, products built of logic cells)')
     p.add_argument("--target-cycles", type=int, metavar="N",
                    help="fold every layer (not fixed by --fold) to at most N cycles per "
                         "frame instead of searching for the device (with --fold: default "

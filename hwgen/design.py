@@ -257,8 +257,11 @@ def _check_manifest(m):
         for k in ("pe", "simd"):
             # a layer name may hold dots ("/net/net.0/Gemm"): no dotted path through it
             _at(m["folding"][name], k, int, _pos, "an integer ≥ 1", f"folding.{name}")
-        if set(m["folding"][name]) != {"pe", "simd"}:
-            raise _Bad(f"folding.{name} must hold exactly pe and simd")
+        if not {"pe", "simd"} <= set(m["folding"][name]) <= {"pe", "simd", "lut_lanes"}:
+            raise _Bad(f"folding.{name} must hold pe and simd (and lut_lanes)")
+        if "lut_lanes" in m["folding"][name]:
+            _at(m["folding"][name], "lut_lanes", int, _pos, "an integer ≥ 1",
+                f"folding.{name}")
     ig = _at(m, "integer_graph", dict)
     for key in ("input", "output", "onnx_input", "onnx_output"):
         _at(ig, key, str, within="integer_graph")
@@ -407,7 +410,7 @@ def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
         "output": dict(tensor_json(dfg.output, ig.onnx_output, onnx_out_shape,
                                    dfg.out_per_beat, ig.output_order),
                        dequantized=ig.output_dequantized),
-        "folding": {name: {"pe": f.pe, "simd": f.simd} for name, f in dfg.folding.items()},
+        "folding": {name: f.as_dict() for name, f in dfg.folding.items()},
         "layers": layers,
         "streams": {n: {"type": st.qtype.name, "elements_per_beat": st.per_beat,
                         "elements_per_frame": st.elements, "bits": st.width}
