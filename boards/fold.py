@@ -59,10 +59,12 @@ DEFAULT_BUDGET = 0.85
 
 @dataclass(frozen=True)
 class Target:
-    """What to fold for: a device (on a board, or bare) and the share of it to fill."""
+    """What to fold for: a device (on a board, or bare) and the share of it to fill;
+    ``logic_lanes``: products may be built of logic cells beyond the DSP tiles."""
     device: Device
     board: Board | None = None
     budget: float = DEFAULT_BUDGET
+    logic_lanes: bool = True
 
     @property
     def label(self) -> str:
@@ -271,7 +273,7 @@ class FoldSearch:
                 return None
             fold[op.name] = Folding(*got[0])
             uses[op.name] = got[1]
-        return spill(self, fold, uses)
+        return spill(self, fold, uses) if self.target.logic_lanes else (fold, uses)
 
     def total_use(self, uses: dict[str, OpUse]) -> dict[str, int]:
         res = total(u.res for u in uses.values())

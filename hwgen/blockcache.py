@@ -65,6 +65,9 @@ def _feed(h, obj) -> None:
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         h.update(f"dc:{type(obj).__module__}.{type(obj).__qualname__}(".encode())
         for f in dataclasses.fields(obj):
+            # a field added to a block later, at its default: the module keeps its name
+            if f.metadata.get("digest_omit_default") and getattr(obj, f.name) == f.default:
+                continue
             h.update(f"{f.name}=".encode())
             _feed(h, getattr(obj, f.name))
         h.update(b");")

@@ -44,7 +44,7 @@ Bipolar values (``rtl_templates/xnor_mvau.py``)
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from amaranth.hdl import Module, Mux, Signal, signed, unsigned
@@ -134,7 +134,8 @@ class MVAUParams:
     pe: int = 1
     simd: int = 1
     vectors: int = 1         # input vectors per frame (output pixels of a convolution)
-    lut_lanes: int = 0       # products built of logic cells instead of DSP tiles (the last)
+    # products built of logic cells instead of DSP tiles (the last lanes)
+    lut_lanes: int = field(default=0, metadata={"digest_omit_default": True})
 
     def __post_init__(self):
         mh, mw = self.weights.shape
