@@ -18,8 +18,10 @@ The search (:func:`fold_for_device`):
 3. When the DSP tiles are over the budget, products move into logic cells
    (:func:`boards.lut_lanes.spill`: the fewest that bring the tiles within it). The ops'
    uses are summed and checked against the budget (a fraction of each kind of the
-   device: :meth:`devices.Device.limits`). Feasibility grows with ``T``, so a binary search
-   over the candidates finds the smallest feasible one.
+   device: :meth:`devices.Device.limits`). Feasibility mostly grows with ``T``: a binary
+   search over the candidates finds a feasible one, and the candidates below it are then
+   tried in order (an op's cheapest folding may trade one kind of resource for another from
+   one candidate to the next, so a shorter interval can fit where a longer one does not).
 4. The whole graph is lowered at that folding (plumbing, forks, width converters and join
    FIFOs included) and checked again; if the plumbing tips it over, the next candidate is
    taken.
@@ -375,6 +377,9 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
             hi = mid
         else:
             lo = mid + 1
+    # feasibility is not monotone in the interval (each op's cheapest folding changes kind
+    # of resource from one candidate to the next): a shorter candidate may fit after all
+    hi = next(k for k in range(hi + 1) if k == hi or feasible(cands[k])[0])
     # the whole graph, plumbing included; a step slower while the plumbing tips it over
     best = None
     for k in range(hi, len(cands)):
