@@ -20,8 +20,9 @@ The search (:func:`fold_for_device`):
    uses are summed and checked against the budget (a fraction of each kind of the
    device: :meth:`devices.Device.limits`). Feasibility mostly grows with ``T``: a binary
    search over the candidates finds a feasible one, and the candidates below it are then
-   tried in order (an op's cheapest folding may trade one kind of resource for another from
-   one candidate to the next, so a shorter interval can fit where a longer one does not).
+   tried downwards until :data:`SCAN_MISSES` in a row do not fit (an op's cheapest folding
+   may trade one kind of resource for another from one candidate to the next, so a shorter
+   interval can fit where a longer one does not).
 4. The whole graph is lowered at that folding (plumbing, forks, width converters and join
    FIFOs included) and checked again; if the plumbing tips it over, the next candidate is
    taken.
@@ -57,6 +58,8 @@ from hwgen.rtl_templates.resources import Resources, add_muls, total
 
 #: the share of each resource kind a design may take unless told (``--budget``)
 DEFAULT_BUDGET = 0.85
+#: infeasible candidates in a row that end the search below the binary search's answer
+SCAN_MISSES = 4
 
 
 @dataclass(frozen=True)
@@ -378,8 +381,15 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
         else:
             lo = mid + 1
     # feasibility is not monotone in the interval (each op's cheapest folding changes kind
-    # of resource from one candidate to the next): a shorter candidate may fit after all
-    hi = next(k for k in range(hi + 1) if k == hi or feasible(cands[k])[0])
+    # of resource from one candidate to the next): shorter candidates may fit after all,
+    # tried downwards until SCAN_MISSES in a row do not
+    misses, k = 0, hi - 1
+    while k >= 0 and misses < SCAN_MISSES:
+        if feasible(cands[k])[0]:
+            hi, misses = k, 0
+        else:
+            misses += 1
+        k -= 1
     # the whole graph, plumbing included; a step slower while the plumbing tips it over
     best = None
     for k in range(hi, len(cands)):

@@ -218,6 +218,9 @@ class MVAUParams:
     def weight_columns(self) -> tuple[int, int]:
         """(non-constant, distinct non-constant) bit columns of the weight memory (words
         (nf, sf), lanes (pe, s)): what of it the tools keep (:func:`resources.rom_live`)."""
+        return _per_folding(self, "columns", self._weight_columns)
+
+    def _weight_columns(self) -> tuple[int, int]:
         w = np.asarray(self.weights > 0 if self.w_bits == 1 else self.weights)
         v = w.reshape(self.nf, self.pe, self.sf, self.simd)
         if w.size * self.w_bits > EXACT_COLUMN_BITS:     # per lane (pe, s): its range
@@ -230,6 +233,9 @@ class MVAUParams:
         """Lanes (pe, s) of the weight memory whose weights are all zero, all one other
         value, or not all equal: a product by a constant lane is folded by the tools where
         the product is logic (not a DSP tile), by zero it is nothing."""
+        return _per_folding(self, "lanes", self._weight_lanes)
+
+    def _weight_lanes(self) -> tuple[int, int, int]:
         v = np.asarray(self.weights).reshape(self.nf, self.pe, self.sf, self.simd)
         lo, hi = v.min(axis=(0, 2)), v.max(axis=(0, 2))
         const = lo == hi
@@ -244,6 +250,21 @@ class MVAUParams:
         return param_live(np.asarray(self.bias, dtype=np.int64).reshape(shape),
                           np.asarray(self.mult_per_channel(), dtype=np.int64).reshape(shape),
                           self.acc_bits, self.requant.mult_bits)
+
+
+#: figures of a weight matrix at one PE/SIMD, shared by the units that differ only in
+#: other parameters (a folding search prices one folding with several ``lut_lanes``)
+_FOLDING_MEMO: dict[tuple, tuple] = {}
+
+
+def _per_folding(p: MVAUParams, what: str, compute):
+    key = (id(p.weights), p.pe, p.simd, what)
+    hit = _FOLDING_MEMO.get(key)
+    if hit is None or hit[0] is not p.weights:     # the entry holds the array: ids stay
+        if len(_FOLDING_MEMO) >= 4096:
+            _FOLDING_MEMO.clear()
+        hit = _FOLDING_MEMO[key] = (p.weights, compute())
+    return hit[1]
 
 
 # ---------------------------------------------------------------------------- golden
