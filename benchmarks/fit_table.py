@@ -9,8 +9,8 @@ estimated use of each resource kind against the budget's limit, and the folding 
 every multiplying layer, in order, ``+LN``: N of its products built of logic cells;
 ``--layers`` adds one line per layer with its utilisation). The bound counts the DSP tiles'
 lanes only: products in logic cells can take a design below it (ratio under 1);
-``--dsp-only`` keeps every product in a DSP tile. Nothing is simulated or synthesized: the figures are the estimates
-``hwgen inspect`` prints.
+``--dsp-only`` keeps every product in a DSP tile. Nothing is simulated or synthesized: the
+figures are the estimates ``hwgen inspect`` prints.
 """
 from __future__ import annotations
 

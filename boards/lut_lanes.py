@@ -30,14 +30,14 @@ def spill(search, fold: dict[str, Folding], uses: dict) -> tuple[dict[str, Foldi
 
     def hard(op):
         f = fold[op.name]
-        return f.pe * f.simd - f.lut_lanes
+        return op_lanes(op, f) - f.lut_lanes
 
     ops = [op for op in search.ops if op.name in uses and op_lanes(op, fold[op.name])]
     for op in sorted(ops, key=lambda op: (-hard(op), op.name)):
         if excess <= 0:
             break
         f, u0 = fold[op.name], uses[op.name]
-        n = f.pe * f.simd
+        n = op_lanes(op, f)
         if hard(op) <= 0:
             continue
         u_all = search.op_use(op, (f.pe, f.simd, n))

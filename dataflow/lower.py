@@ -187,9 +187,10 @@ def choose_folding(ig: IntGraph, requested: dict[str, Folding] | None = None,
             if f.simd not in simds:
                 raise HwgenError(f"layer {op.name}: SIMD={f.simd} must be one of "
                                  f"{', '.join(map(str, simds))}")
-            if not 0 <= f.lut_lanes <= f.pe * f.simd:
+            if not 0 <= f.lut_lanes <= op_lanes(op, f):
                 raise HwgenError(f"layer {op.name}: lut_lanes={f.lut_lanes} must be within "
-                                 f"its PE·SIMD = {f.pe * f.simd} products")
+                                 f"its {op_lanes(op, f)} products at PE={f.pe}, "
+                                 f"SIMD={f.simd}")
             out[op.name] = f
             continue
         if target_cycles is None:
@@ -299,11 +300,12 @@ def lower_op(ig: IntGraph, op, f: Folding) -> list[Block]:
 
 
 def check_lut_lanes(op, f: Folding, blocks) -> None:
-    """A folding with ``lut_lanes`` is for an op that lowers to a matrix unit taking them."""
+    """A folding with ``lut_lanes`` is for an op that lowers to a matrix or vector unit
+    taking them."""
     if f.lut_lanes and not any(getattr(b.params, "lut_lanes", 0) == f.lut_lanes
                                for b in blocks if b.layer == op.name):
         raise HwgenError(f"layer {op.name}: lut_lanes={f.lut_lanes}, but it has no "
-                         f"matrix unit of multipliers to build them in logic")
+                         f"unit of multipliers to build them in logic")
 
 
 def op_macs(ig: IntGraph, op) -> int:

@@ -45,6 +45,7 @@ from hwgen.dataflow.values import (
     channel_last_order,
     map_shape,
 )
+from hwgen.errors import HwgenError
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.mvau import MVAUParams
 from hwgen.rtl_templates.quant import Requant
@@ -135,14 +136,17 @@ class Conv:
                                        window_par=f.simd * f.pe if dw_par else f.simd,
                                        depthwise_pe=f.pe if dw_par else 0)
         out = b.stream(short_name(self.output), tout.qtype, f.pe * self.multiplier, tout.size)
-        if self.depthwise:
-            p = VVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
-                           oh * ow, self.multiplier, f.simd)
-            b.add(Block(self.name, "vvau", p, [windows], [out], self.name, nodes))
-        else:
-            p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
-                           f.simd, oh * ow, lut_lanes=f.lut_lanes)
-            b.add(Block(self.name, "mvau", p, [windows], [out], self.name, nodes))
+        try:
+            if self.depthwise:
+                p = VVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype,
+                               f.pe, oh * ow, self.multiplier, f.simd, lut_lanes=f.lut_lanes)
+            else:
+                p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype,
+                               f.pe, f.simd, oh * ow, lut_lanes=f.lut_lanes)
+        except ValueError as e:     # a folding the unit cannot take (products in logic)
+            raise HwgenError(f"layer {self.name}: {e}") from None
+        kind = "vvau" if self.depthwise else "mvau"
+        b.add(Block(self.name, kind, p, [windows], [out], self.name, nodes))
         return out
 
 

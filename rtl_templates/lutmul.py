@@ -14,7 +14,8 @@ a registered adder tree, one carry chain per stage:
 
 :func:`lut_mul_stages` counts the stages; the product is exact (signed, ``len(x) + w_bits +
 1`` bits hold it). Up to 8-bit ``w`` (four digits) it is as deep as a hard multiplier with
-its operand registers: two stages, then the caller's register. :func:`lut_mul_parts` is its structure in the resource model's terms.
+its operand registers: two stages, then the caller's register. :func:`lut_mul_parts` is its
+structure in the resource model's terms.
 """
 from __future__ import annotations
 

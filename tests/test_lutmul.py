@@ -8,18 +8,25 @@ Verilog); with ``lut_lanes=0`` nothing changes (byte-identical Verilog).
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
+import test_vvau as tv
 from amaranth.back import verilog
 from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.sim import Simulator
+from test_digits_e2e import EX, MODELS, TEST_SET, _check
 from test_mvau import Cfg, _check_cycles, _check_outputs, _job, _top, random_frames
+from test_vvau import GRID
 
+import hwgen
+from hwgen.boards.synth import synthesize
 from hwgen.rtl_templates.lutmul import lut_mul, lut_mul_stages
 from hwgen.rtl_templates.mvau import MVAU, cost, golden, pipeline_depth
 from hwgen.rtl_templates.quant import INT8, UINT8
 from hwgen.rtl_templates.resources import dsp_tiles
+from hwgen.rtl_templates.vvau import cost as vcost
 from hwgen.sim.amaranth_sim import run_amaranth
 from hwgen.sim.verilator import run_verilator
 
@@ -154,8 +161,6 @@ def test_golden_unchanged_by_lut_lanes():
 def test_lut_lanes_estimate_against_yosys(family):
     """A unit with its products in logic: Yosys puts only the requantizer's products in DSP
     tiles (as estimated) and the LUT4s and flip-flops are within 15 % of the estimate."""
-    from hwgen.boards.synth import synthesize
-
     p = dataclasses.replace(Cfg(8, 24, 2, 6, INT8, INT8).params, lut_lanes=12)
     est = cost(p).resources(family)
     res = synthesize(verilog.convert(MVAU(p), name="m", emit_src=False), "m", family)
@@ -169,11 +174,6 @@ def test_digits_mlp_with_lut_lanes_verilator(tmp_path):
     ``lut_lanes``, verified in Verilator (RTL == golden on every image, the measured interval
     and latency those of the estimate), read back from its folder (the manifest keeps the
     folding), with as many DSP tiles fewer as products moved."""
-    import json
-
-    import hwgen
-    from test_digits_e2e import EX, MODELS, TEST_SET, _check
-
     fold = {"fc0": {"pe": 4, "simd": 8, "lut_lanes": 20},
             "fc1": {"pe": 4, "simd": 4, "lut_lanes": 16},
             "fc2": {"pe": 2, "simd": 4}}
@@ -192,3 +192,39 @@ def test_digits_mlp_with_lut_lanes_verilator(tmp_path):
     res = hwgen.simulate(out, x, simulator="verilator", stall=0.3, seed=3)
     assert np.array_equal(res.outputs_int, hwgen.simulate(out, x, simulator="verilator")
                           .outputs_int)
+
+
+class _VCfg:
+    """A vector-unit configuration of tests/test_vvau.py with products in logic."""
+
+    def __init__(self, cfg, n: int):
+        self.cfg = cfg
+        self.params = dataclasses.replace(cfg.params, lut_lanes=n)
+
+    def frames(self, n: int, seed: int):
+        return self.cfg.frames(n, seed)
+
+
+def _vgrid():
+    return [(GRID[10], 3), (GRID[13], 72), (GRID[15], 20)]
+
+
+@pytest.mark.parametrize("k", range(3))
+def test_vvau_lut_lanes_golden_and_cycles_amaranth(k: int):
+    """The depthwise unit with some (or all) of its products in logic: RTL == golden, the
+    cost model's interval and latency, fewer DSP tiles by as many products."""
+    cfg, n = _vgrid()[k]
+    vc = _VCfg(cfg, n)
+    x = cfg.frames(4, seed=1)
+    run = tv._run(vc, x)
+    tv._check_outputs(vc, x, run)
+    tv._check_cycles(vc, x, run)
+    assert vcost(cfg.params).resources("ecp5").dsp - vcost(vc.params).resources("ecp5").dsp \
+        == n
+
+
+def test_vvau_lut_lanes_need_narrow_weights():
+    cfg = GRID[3]                       # 9-bit weights (a weight zero point)
+    assert cfg.params.w_bits == 9
+    with pytest.raises(ValueError, match="at most 8 bits"):
+        dataclasses.replace(cfg.params, lut_lanes=1)
