@@ -19,6 +19,7 @@ structure in the resource model's terms.
 """
 from __future__ import annotations
 
+import numpy as np
 from amaranth.hdl import Const, Module, Mux, signed
 
 from hwgen.rtl_templates import resources as res
@@ -61,6 +62,27 @@ def lut_mul(m: Module, x, w, name: str):
         pp = reg(m, Mux(neg, -mag, mag), signed(ppw), f"{name}_pp{i}")
         pps.append(pp << (2 * i))
     return tree_sum(m, pps, f"{name}_t")
+
+
+def const_lanes(lo, hi, lut_lanes: int) -> tuple[int, int]:
+    """(all-zero, constant non-zero) among the last ``lut_lanes`` lanes, given each lane's
+    smallest and largest weight (``lo``, ``hi``, flat in lane order): the tools fold a
+    product by a constant weight (a zero one is nothing)."""
+    lo = np.asarray(lo).reshape(-1)[len(np.asarray(lo).reshape(-1)) - lut_lanes:]
+    hi = np.asarray(hi).reshape(-1)[len(np.asarray(hi).reshape(-1)) - lut_lanes:]
+    const = lo == hi
+    zero = int((const & (lo == 0)).sum())
+    return zero, int(const.sum()) - zero
+
+
+def lut_mul_const_parts(x_bits: int, w_bits: int, family: str) -> res.Resources:
+    """What is left of one :func:`lut_mul` by a constant weight (Yosys folds the digits'
+    decode and multiplexers): the sums of its non-zero partial products and their
+    registers."""
+    n = booth_digits(w_bits)
+    ppw = x_bits + 2
+    return res.add(ppw + 2, family) * max(0, n - 1) + res.Resources(
+        lut4=2 * n, ff=(n // 2) * (ppw + 3))
 
 
 def lut_mul_parts(x_bits: int, w_bits: int, family: str) -> res.Resources:

@@ -56,7 +56,13 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.lutmul import lut_mul, lut_mul_parts, lut_mul_stages
+from hwgen.rtl_templates.lutmul import (
+    const_lanes,
+    lut_mul,
+    lut_mul_const_parts,
+    lut_mul_parts,
+    lut_mul_stages,
+)
 from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
@@ -394,8 +400,12 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         terms = res.Resources()
         if p.lut_lanes:     # the lanes in logic, each delayed to the tiles' term stage
             pad = PROD_STAGES + extra - lut_mul_stages(wb)
-            parts["lut_mul"] = (lut_mul_parts(ib, wb, family)
-                                + res.Resources(ff=(pad + 1) * tw)) * p.lut_lanes
+            v = np.asarray(p.weights).reshape(NF, PE, SF, SIMD)
+            l_zero, l_const = const_lanes(v.min(axis=(0, 2)), v.max(axis=(0, 2)), p.lut_lanes)
+            live = p.lut_lanes - l_zero - l_const
+            regs = res.Resources(ff=(pad + 1) * tw)
+            parts["lut_mul"] = (lut_mul_parts(ib, wb, family) + regs) * live
+            parts["lut_mul_const"] = (lut_mul_const_parts(ib, wb, family) + regs) * l_const
     elif p.datapath == "xnor":
         tw = 1
         ff += PE * SIMD

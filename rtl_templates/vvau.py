@@ -60,7 +60,13 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.lutmul import lut_mul, lut_mul_parts, lut_mul_stages
+from hwgen.rtl_templates.lutmul import (
+    const_lanes,
+    lut_mul,
+    lut_mul_const_parts,
+    lut_mul_parts,
+    lut_mul_stages,
+)
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
     delay,
@@ -325,8 +331,12 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
     }
     if p.lut_lanes:     # each delayed to the tiles' product stage, then one register
         pad = LUT_PROD_STAGES - lut_mul_stages(wb)
-        parts["lut_mul"] = (lut_mul_parts(ib, wb, family)
-                            + res.Resources(ff=(pad + 1) * (ib + wb))) * p.lut_lanes
+        v = np.asarray(p.weights).reshape(NB, L, K, S)
+        l_zero, l_const = const_lanes(v.min(axis=(0, 2)), v.max(axis=(0, 2)), p.lut_lanes)
+        live = p.lut_lanes - l_zero - l_const
+        regs = res.Resources(ff=(pad + 1) * (ib + wb))
+        parts["lut_mul"] = (lut_mul_parts(ib, wb, family) + regs) * live
+        parts["lut_mul_const"] = (lut_mul_const_parts(ib, wb, family) + regs) * l_const
     if S > 1:
         tw = ib + wb + 1
         tree = res.Resources()

@@ -26,6 +26,7 @@ from hwgen.rtl_templates.lutmul import lut_mul, lut_mul_stages
 from hwgen.rtl_templates.mvau import MVAU, cost, golden, pipeline_depth
 from hwgen.rtl_templates.quant import INT8, UINT8
 from hwgen.rtl_templates.resources import dsp_tiles
+from hwgen.rtl_templates.vvau import VVAU
 from hwgen.rtl_templates.vvau import cost as vcost
 from hwgen.sim.amaranth_sim import run_amaranth
 from hwgen.sim.verilator import run_verilator
@@ -228,3 +229,17 @@ def test_vvau_lut_lanes_need_narrow_weights():
     assert cfg.params.w_bits == 9
     with pytest.raises(ValueError, match="at most 8 bits"):
         dataclasses.replace(cfg.params, lut_lanes=1)
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("family", ["ecp5", "ice40"])
+def test_vvau_lut_lanes_estimate_against_yosys(family):
+    """The vector unit with its products in logic (one lane of constant weights, one whose
+    weights vary): the tiles as estimated, LUT4 and flip-flops within 15 %."""
+    for cfg, n in ((GRID[7], 4), (GRID[13], 72)):
+        p = dataclasses.replace(cfg.params, lut_lanes=n)
+        est = vcost(p).resources(family)
+        res = synthesize(verilog.convert(VVAU(p), name="v", emit_src=False), "v", family)
+        assert est.dsp == res.dsp
+        assert abs(est.lut4 / res.lut4 - 1) <= 0.15, (cfg.id, est.lut4, res.lut4)
+        assert abs(est.ff / res.ff - 1) <= 0.15, (cfg.id, est.ff, res.ff)
