@@ -596,7 +596,8 @@ class MVAU(wiring.Component):
 
 def manifest(p: MVAUParams) -> dict:
     return {"matrix": {"rows_mh": p.mh, "cols_mw": p.mw}, "vectors_per_frame": p.vectors,
-            "folding": {"pe": p.pe, "simd": p.simd},
+            "folding": {"pe": p.pe, "simd": p.simd,
+                        **({"lut_lanes": p.lut_lanes} if p.lut_lanes else {})},
             "types": {"input": p.in_type.name, "output": p.out_type.name,
                       "weight_bits": p.w_bits, "accumulator_bits": p.acc_bits,
                       "multiplier_bits": p.requant.mult_bits, "shift": p.requant.shift,

@@ -488,6 +488,8 @@ class VVAU(wiring.Component):
 
 def manifest(p: VVAUParams) -> dict:
     fold = {"pe": p.pe, "simd": p.simd} if p.simd > 1 else {"pe": p.pe}
+    if p.lut_lanes:
+        fold["lut_lanes"] = p.lut_lanes
     if p.multiplier == 1:
         return {"folding": fold}
     return {"folding": fold, "channel_multiplier": p.multiplier}
