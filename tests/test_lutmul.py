@@ -22,6 +22,7 @@ from test_vvau import GRID
 
 import hwgen
 from hwgen.boards.synth import synthesize
+from hwgen.errors import HwgenError
 from hwgen.rtl_templates.lutmul import lut_mul, lut_mul_stages
 from hwgen.rtl_templates.mvau import MVAU, cost, golden, pipeline_depth
 from hwgen.rtl_templates.quant import INT8, UINT8
@@ -243,3 +244,17 @@ def test_vvau_lut_lanes_estimate_against_yosys(family):
         assert est.dsp == res.dsp
         assert abs(est.lut4 / res.lut4 - 1) <= 0.15, (cfg.id, est.lut4, res.lut4)
         assert abs(est.ff / res.ff - 1) <= 0.15, (cfg.id, est.ff, res.ff)
+
+
+@pytest.mark.parametrize("model,fold,msg", [
+    ("digits_mlp_qdq.onnx", {"fc0": {"pe": 4, "simd": 8, "lut_lanes": 99}},
+     "lut_lanes=99 must be within its 32 products"),
+    ("digits_cnn_qdq.onnx", {"/pool1/MaxPool": {"pe": 8, "simd": 1, "lut_lanes": 1}},
+     "must be within its 0 products"),
+])
+def test_fold_file_lut_lanes_refused_in_one_line(tmp_path, model, fold, msg):
+    path = tmp_path / "fold.json"
+    path.write_text(json.dumps(fold))
+    with pytest.raises(HwgenError, match=msg) as e:
+        hwgen.compile(EX / model, tmp_path / "d", fold=path)
+    assert "\n" not in str(e.value) and not (tmp_path / "d").exists()
