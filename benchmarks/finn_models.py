@@ -50,7 +50,7 @@ def run(name: str, count: int, rtl: bool, target_cycles: int) -> None:
     ig = to_int_graph(load_model(path))
     t_imp = time.perf_counter() - t0
     kinds = [type(op).__name__ for op in ig.ops]
-    y = ig.from_stream(golden.run(ig, ig.quantize_input(x.reshape(n, -1)))[ig.output]
+    y = ig.from_stream(golden.run(ig, ig.quantize_input(x.reshape(n, -1)), [ig.output])[ig.output]
                        .reshape(n, -1))
     t0 = time.perf_counter()
     ref = qonnx_reference(path, x).reshape(n, -1)

@@ -13,7 +13,7 @@ values. The importer evaluates that staircase with onnxruntime itself — a mode
 DequantizeLinear, the BatchNormalization with the node's own constants and the
 QuantizeLinear, fed every input value in every channel — and fits integers ``mult``,
 ``offset`` per channel with ``clamp(floor((x·mult + offset) / 2**shift))`` equal to it on every
-value (:func:`rtl_templates.affine.fit_channel`). A channel that no such pair reproduces (a
+value (:func:`rtl_templates.affine.fit_channels`). A channel that no such pair reproduces (a
 float rounding in onnxruntime's path that breaks the staircase) takes the rounded real
 affine map instead, which differs from onnxruntime by at most one step at those values.
 """
@@ -33,7 +33,7 @@ from hwgen.dataflow.ops_linear import Linear
 from hwgen.dataflow.ops_qdq import clamp_bounds, close, closed_nodes
 from hwgen.dataflow.ops_table import MAX_TABLE_BITS, all_values, np_type, ort_eval, scalar_init
 from hwgen.dataflow.values import Const, Deq, DeqConst, Int, Pending, channel_last_order
-from hwgen.rtl_templates.affine import AffineParams, fit_channel
+from hwgen.rtl_templates.affine import AffineParams, fit_channels
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.quant import UINT8
 
@@ -144,12 +144,12 @@ class Normalized(Pending):
         b = (h - t.zero_point * float(np.float32(t.scale)) * g) / float(s) + zp
         amax = max(float(np.max(np.abs(a))), 2.0 ** -30)
         shift = max(0, MULT_BITS - 1 - int(np.floor(np.log2(amax))))
+        guesses = [int(round(a[ch] * 2.0 ** shift)) for ch in range(c)]
+        fits = fit_channels(values, table, qtype.lo, qtype.hi, shift, guesses)
         mult, offset = [], []
-        for ch in range(c):
-            guess = int(round(a[ch] * 2.0 ** shift))
-            fit = fit_channel(values, table[:, ch], qtype.lo, qtype.hi, shift, guess)
+        for ch, fit in enumerate(fits):
             if fit is None:
-                fit = guess, int(np.floor((b[ch] + 0.5) * 2.0 ** shift))
+                fit = guesses[ch], int(np.floor((b[ch] + 0.5) * 2.0 ** shift))
             mult.append(int(fit[0]))
             offset.append(int(fit[1]))
         out = ctx.new_tensor(name, self.x.shape, qtype, s, zp)

@@ -47,10 +47,11 @@ from hwgen.dataflow.values import (
 )
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.block import FoldSpace, divisors
+from hwgen.rtl_templates.fifo import FIFOParams
 from hwgen.rtl_templates.mvau import MVAUParams
 from hwgen.rtl_templates.quant import Requant
 from hwgen.rtl_templates.swg import SWGParams
-from hwgen.rtl_templates.swg_par import SWGParParams, frame_cycles
+from hwgen.rtl_templates.swg_par import SWGParParams, frame_cycles, longest_gap
 from hwgen.rtl_templates.vvau import VVAUParams
 
 
@@ -131,27 +132,32 @@ class Conv:
         nodes = tuple(self.nodes)
         oh, ow = self.window.out_hw
         dw_par = self.depthwise and f.simd > 1
+        try:
+            if self.depthwise:
+                kind = "vvau"
+                p = VVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype,
+                               f.pe, oh * ow, self.multiplier, f.simd, lut_lanes=f.lut_lanes)
+                cycles = p.pixels * p.kernel_beats * p.nb
+            else:
+                kind = "mvau"
+                p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype,
+                               f.pe, f.simd, oh * ow, lut_lanes=f.lut_lanes)
+                cycles = p.nf * p.sf * p.vectors
+        except ValueError as e:     # a folding the unit cannot take (products in logic)
+            raise HwgenError(f"layer {self.name}: {e}") from None
         windows = add_window_generator(b, ig, self, self.pad(ig), self.in_per_beat(f),
                                        self.depthwise,
                                        window_par=f.simd * f.pe if dw_par else f.simd,
-                                       depthwise_pe=f.pe if dw_par else 0)
+                                       depthwise_pe=f.pe if dw_par else 0,
+                                       consumer_cycles=cycles)
         out = b.stream(short_name(self.output), tout.qtype, f.pe * self.multiplier, tout.size)
-        try:
-            if self.depthwise:
-                p = VVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype,
-                               f.pe, oh * ow, self.multiplier, f.simd, lut_lanes=f.lut_lanes)
-            else:
-                p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype,
-                               f.pe, f.simd, oh * ow, lut_lanes=f.lut_lanes)
-        except ValueError as e:     # a folding the unit cannot take (products in logic)
-            raise HwgenError(f"layer {self.name}: {e}") from None
-        kind = "vvau" if self.depthwise else "mvau"
         b.add(Block(self.name, kind, p, [windows], [out], self.name, nodes))
         return out
 
 
 def add_window_generator(b: Builder, ig: IntGraph, op, pad_value: int, per_beat: int,
-                         depthwise: bool, window_par: int = 0, depthwise_pe: int = 0) -> str:
+                         depthwise: bool, window_par: int = 0, depthwise_pe: int = 0,
+                         consumer_cycles: int = 0) -> str:
     """The sliding-window stage of a windowed op (convolution, pooling): the generator block
     reading ``op.input`` through a FIFO of one input row, and its window stream (returned);
     a 1×1 window with stride 1 and no pads needs no generator (the input read through a
@@ -160,7 +166,12 @@ def add_window_generator(b: Builder, ig: IntGraph, op, pad_value: int, per_beat:
     many window elements per beat (its input one pixel per beat, ``per_beat`` = C). A
     ``depthwise_pe`` (a depthwise op reading several kernel positions per beat): the
     window-parallel generator in depthwise order, ``window_par`` elements per beat in channel
-    blocks of ``depthwise_pe``."""
+    blocks of ``depthwise_pe``.
+    ``consumer_cycles``: cycles per frame of the unit reading the windows. When it is slower
+    than the window-parallel generator, a FIFO between them holds the windows that keep it
+    busy through the generator's longest run of steps without a window (the next frame's
+    first rows; :func:`rtl_templates.swg_par.longest_gap`), so the unit's own cycles are
+    the pair's interval."""
     tin = ig.tensors[op.input]
     win = op.window
     c, h, w = win.in_shape
@@ -183,6 +194,17 @@ def add_window_generator(b: Builder, ig: IntGraph, op, pad_value: int, per_beat:
     windows = b.stream(f"{short_name(op.output)}_win", tin.qtype, out_per_beat,
                        oh * ow * win.kernel[0] * win.kernel[1] * c)
     b.add(Block(f"{op.name}_swg", kind, sp, [src], [windows], op.name, tuple(op.nodes)))
+    if kind == "swg_par" and consumer_cycles > frame_cycles(sp):
+        s = b.streams[windows]
+        # beats the consumer takes during the gap, at its pace
+        need = -(-longest_gap(sp) * s.beats // consumer_cycles)
+        if need > 1:
+            buffered = b.stream(f"{short_name(op.output)}_winq", s.qtype, s.per_beat,
+                                s.elements)
+            b.add(Block(f"fifo_{short_name(op.output)}_win", "fifo",
+                        FIFOParams(s.width, need + FIFO_MARGIN, s.beats), [windows],
+                        [buffered], op.name, tuple(op.nodes)))
+            windows = buffered
     return windows
 
 

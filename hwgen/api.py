@@ -414,7 +414,10 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
                                  f"chunk's: {counts}")
             raise batch.timeout
         sim = _result(batch, xq, simulator, wave)
-        values = golden.run(ig, sim.inputs_int)
+        # only what is compared: the output, or with ``layers`` each layer's output
+        wanted = [ig.output] + ([op.output for op in ig.ops if op.output != ig.output]
+                                if layers else [])
+        values = golden.run(ig, sim.inputs_int, wanted)
         gold = values[ig.output].reshape(sim.outputs_int.shape)
         bad = int(np.sum(np.any(gold != sim.outputs_int, axis=1)))
 

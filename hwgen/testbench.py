@@ -127,7 +127,7 @@ def export(design_dir, target, x=None, count: int | None = None, seed: int = 0,
     xq = _inputs(manifest, ig, x, count, seed)
     tin, tout = ig.tensors[ig.input], ig.tensors[ig.output]
     mi, mo, ports = manifest["input"], manifest["output"], manifest["ports"]
-    y = golden.run(ig, xq)[ig.output].reshape(xq.shape[0], -1)
+    y = golden.run(ig, xq, [ig.output])[ig.output].reshape(xq.shape[0], -1)
     in_beats, in_last = frames_to_beats(xq, tin.qtype, mi["elements_per_beat"])
     out_beats, out_last = frames_to_beats(y, tout.qtype, mo["elements_per_beat"])
     top, vname = manifest["top"], manifest["verilog"]

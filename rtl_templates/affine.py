@@ -5,7 +5,7 @@ quantized tensors).
 The owner chooses integer ``mult`` (signed) and ``offset`` per channel; ``floor`` of a
 fixed-point affine map, with the rounding's half folded into ``offset``, represents every
 monotone staircase that onnxruntime's float32 arithmetic makes of one channel (see
-:func:`fit_channel`, which finds constants reproducing a given table exactly when they exist).
+:func:`fit_channels`, which finds constants reproducing a given table exactly when they exist).
 
 Stream contract
     ``i``: channel-last elements of ``in_type``, ``pe`` per beat (``pe`` divides
@@ -106,39 +106,62 @@ def golden(p: AffineParams, x: np.ndarray) -> np.ndarray:
 def fit_channel(values: np.ndarray, table: np.ndarray, lo: int, hi: int, shift: int,
                 guess: int) -> tuple[int, int] | None:
     """Integers (mult, offset) with ``clamp(floor((v·mult + offset) / 2**shift), lo, hi) ==
-    table`` for every input value ``v`` (numpy arrays), or None if there are none.
+    table`` for every input value ``v`` (numpy arrays), or None if there are none (one
+    channel of :func:`fit_channels`)."""
+    fits = fit_channels(values, np.asarray(table).reshape(-1, 1), lo, hi, shift, [guess])
+    return fits[0]
+
+
+def fit_channels(values: np.ndarray, tables: np.ndarray, lo: int, hi: int, shift: int,
+                 guesses) -> list[tuple[int, int] | None]:
+    """Per channel ``c`` (column of ``tables`` [values, channels]), integers (mult, offset)
+    with ``clamp(floor((v·mult + offset) / 2**shift), lo, hi) == tables[:, c]`` for every
+    input value ``v``, or None if there are none.
 
     For a fixed ``mult`` the offsets that work form an interval (from the lower and upper
     edge of every entry's step); its emptiness, ``g(mult) = max_v(L_v - v·mult) - min_v(U_v
-    - v·mult)``, is convex in ``mult``, so a ternary search around ``guess`` finds the best
-    multiplier."""
-    v = np.asarray(values, dtype=np.int64)
-    t = np.asarray(table, dtype=np.int64)
+    - v·mult)``, is convex in ``mult``, so a ternary search around each channel's guess finds
+    its best multiplier (all channels searched at once, in lockstep)."""
+    v = np.asarray(values, dtype=np.int64).reshape(-1, 1)
+    t = np.asarray(tables, dtype=np.int64)
+    guess = np.asarray(guesses, dtype=np.int64).reshape(-1)
     one = 1 << shift
     big = 1 << 62
     low = np.where(t > lo, t * one, -big)              # v·m + f >= low
     up = np.where(t < hi, (t + 1) * one - 1, big)      # v·m + f <= up
 
-    def gap(m: int) -> tuple[int, int, int]:
-        a = int(np.max(low - v * m))
-        b = int(np.min(up - v * m))
+    def gap(m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        vm = v * m
+        a = np.max(low - vm, axis=0)
+        b = np.min(up - vm, axis=0)
         return a - b, a, b
 
-    span = max(abs(guess), one) + 2
+    span = np.maximum(np.abs(guess), one) + 2
     a, b = guess - span, guess + span
-    while b - a > 2:
+    while True:
+        live = b - a > 2
+        if not live.any():
+            break
         m1, m2 = a + (b - a) // 3, b - (b - a) // 3
-        if gap(m1)[0] <= gap(m2)[0]:
-            b = m2
-        else:
-            a = m1
-    best = min(range(a, b + 1), key=lambda m: gap(m)[0])
+        left = gap(m1)[0] <= gap(m2)[0]
+        b = np.where(live & left, m2, b)
+        a = np.where(live & ~left, m1, a)
+    # the best of the (at most three) multipliers left, the smallest on a tie
+    cands = [np.minimum(a + k, b) for k in range(3)]
+    gaps = np.stack([gap(m)[0] for m in cands])
+    best = np.choose(np.argmin(gaps, axis=0), cands)
     g, f_lo, f_hi = gap(best)
-    if g > 0:
-        return None
-    # the offset nearest the middle of its interval (any works)
-    return best, (f_lo + f_hi) // 2 if f_lo > -big // 2 and f_hi < big // 2 else \
-        (f_lo if f_lo > -big // 2 else f_hi)
+    fits: list[tuple[int, int] | None] = []
+    for c in range(t.shape[1]):
+        if g[c] > 0:
+            fits.append(None)
+            continue
+        lo_ok, hi_ok = f_lo[c] > -big // 2, f_hi[c] < big // 2
+        # the offset nearest the middle of its interval (any works)
+        off = (int(f_lo[c]) + int(f_hi[c])) // 2 if lo_ok and hi_ok else \
+            int(f_lo[c] if lo_ok else f_hi[c])
+        fits.append((int(best[c]), off))
+    return fits
 
 
 def timing(p: AffineParams, in_first: int, in_last: int) -> tuple[int, int]:

@@ -18,6 +18,7 @@ point.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -134,7 +135,7 @@ class Requant:
     # y = rint(fl32(fl32(acc·m) + zp)); this flag selects that form
     zp_first: bool = False
 
-    @property
+    @cached_property
     def mult_bits(self) -> int:
         return max(1, max(int(m) for m in self.mult).bit_length())
 

@@ -328,9 +328,14 @@ def reduce_or(w: float, family: str) -> Resources:
 def bit_columns(values, bits: int) -> np.ndarray:
     """The bit columns of a memory: ``values`` [words, lanes] integers (two's complement in
     ``bits`` bits) → a boolean [lanes·bits, words] array (column ``lane·bits + b``)."""
-    v = np.asarray(values, dtype=np.int64) & ((1 << bits) - 1)
-    cols = (v[:, :, None] >> np.arange(bits, dtype=np.int64)) & 1     # [words, lanes, bits]
-    return cols.reshape(v.shape[0], -1).T.astype(bool)
+    v = np.asarray(values)
+    if bits <= 8:   # one byte per value: unpack its bits (little end first) directly
+        u = (v.astype(np.int64) & ((1 << bits) - 1)).astype(np.uint8)
+        cols = np.unpackbits(u[:, :, None], axis=2, bitorder="little")[:, :, :bits]
+    else:
+        v = v.astype(np.int64) & ((1 << bits) - 1)
+        cols = (v[:, :, None] >> np.arange(bits, dtype=np.int64)) & 1     # [words, lanes, bits]
+    return np.ascontiguousarray(cols.reshape(v.shape[0], -1).T).astype(bool)
 
 
 #: memories of more bits than this are not analysed bit by bit (:func:`rom_live`)
@@ -381,8 +386,8 @@ def live_columns(cols: np.ndarray) -> tuple[int, int]:
     live = cols[cols.any(axis=1) & ~cols.all(axis=1)]
     if len(live) == 0:
         return 0, 0
-    packed = np.packbits(live, axis=1)
-    distinct = len(np.unique(packed, axis=0))
+    packed = np.ascontiguousarray(np.packbits(live, axis=1))
+    distinct = len({row.tobytes() for row in packed})
     return len(live), distinct
 
 

@@ -218,6 +218,22 @@ def timing(p: SWGParParams, in_first: int, in_last: int) -> tuple[int, int]:
     return first + PIPELINE_DEPTH, last + PIPELINE_DEPTH
 
 
+def longest_gap(p: SWGParParams) -> int:
+    """The longest run of steps that emit no window, frames back to back (the steps from
+    the last window of a frame to the first of the next are one run): cycles in which a
+    consumer slower than this block gets nothing from it but what a FIFO between holds."""
+    _, _, rwin, cwin = p.masks()
+    emits = [bool(ry and cx) for ry in rwin for cx in cwin]
+    if not any(emits):
+        return len(emits)
+    k = emits.index(True)
+    run = best = 0
+    for e in emits[k + 1:] + emits[:k + 1]:     # cyclic, starting after an emitting step
+        run = 0 if e else run + 1
+        best = max(best, run)
+    return best
+
+
 def frame_cycles(p: SWGParParams) -> int:
     """Cycles per frame, back to back: one per padded position, ``B - 1`` more per window."""
     Hp, Wp = p.padded

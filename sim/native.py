@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hwgen.errors import HwgenError
 from hwgen.sim.base import StreamJob, StreamResult, check_status, default_max_cycles
 from hwgen.sim.cache import cache_root, max_bytes, touch
 from hwgen.sim.verilator import (
@@ -364,6 +365,9 @@ def run_native(verilog: str, top: str, job: StreamJob,
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        if not run_dir.is_dir():
+            raise HwgenError(f"the simulation's temporary folder {run_dir} was removed while "
+                             f"the bench ran")
         if proc.returncode != 0 or not result_file.is_file():
             if proc.returncode >= 0:  # not ended by a signal: keep the files to look at
                 (run_dir / "sim.log").write_text(log)

@@ -134,6 +134,33 @@ def test_surplus_output_beat_is_the_same_error():
     assert str(native.value) == str(cocotb.value)
 
 
+def test_run_folder_removed_while_the_bench_runs(monkeypatch):
+    """Another program deleting the bench's temporary folder mid-run (a cleanup of /tmp)
+    is one clear error, not a traceback from writing the bench's log there."""
+    import shutil
+
+    from hwgen.errors import HwgenError
+    from hwgen.sim import native
+
+    class Bench:
+        returncode = 1
+
+        def __init__(self, argv, cwd, **kw):
+            self.cwd = cwd
+
+        def communicate(self):
+            shutil.rmtree(self.cwd)
+            return "", None
+
+        def poll(self):
+            return self.returncode
+
+    monkeypatch.setattr(native, "_build", lambda *a: Path("bench"))
+    monkeypatch.setattr(native.subprocess, "Popen", Bench)
+    with pytest.raises(HwgenError, match="was removed while the bench ran"):
+        run_native("module top; endmodule", "top", make_job(8, [1, 2], n_out=2))
+
+
 def test_timeout_is_the_same_error():
     job = make_job(8, [1, 2, 3, 4], max_cycles=300)
     text = verilog_of(NeverValid(8))
