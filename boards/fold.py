@@ -59,7 +59,7 @@ from hwgen.rtl_templates.resources import Resources, add_muls, total
 #: the share of each resource kind a design may take unless told (``--budget``)
 DEFAULT_BUDGET = 0.85
 #: infeasible candidates in a row that end the search below the binary search's answer
-SCAN_MISSES = 4
+SCAN_MISSES = 8
 
 
 @dataclass(frozen=True)

@@ -166,6 +166,9 @@ LOGIC_LANE_INTERVALS = {
     EXAMPLES / "digits_cnn_qdq.onnx": (100, 152),
     EXAMPLES / "mlperf_tiny" / "resnet8_qdq.onnx": (65_536, 80_139),
     EXAMPLES / "mlperf_tiny" / "dscnn_qdq.onnx": (16_000, 17_031),
+    # fits at 41,472 though not at 55,492-124,416 (the search's scan below its binary search)
+    EXAMPLES / "mlperf_tiny" / "mobilenet_v1_025_qdq.onnx": (41_472, 48_011),
+    EXAMPLES / "mlperf_tiny" / "autoencoder_qdq.onnx": (1_024, 1_694),
 }
 
 
