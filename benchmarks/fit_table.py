@@ -1,18 +1,21 @@
 """How every example design sits on its board at the device-aware folding.
 
-    python benchmarks/fit_table.py [--layers] [--budget 0.85]
+    python benchmarks/fit_table.py [--layers] [--budget 0.85] [--dsp-only]
 
 Per design and board: the interval (cycles per frame of the bottleneck), the device bound
 (the model's multiply–accumulates ÷ the device's multiplier lanes), their ratio, the MAC
 utilisation (busy dot-product multiplier-cycles ÷ (those multipliers × the interval)), the
 estimated use of each resource kind against the budget's limit, and the folding (PE/SIMD of
-every multiplying layer, in order, ``s`` marking weights in SPRAM; ``--layers`` adds one line
-per layer with its utilisation). Nothing is simulated or synthesized: the figures are the
-estimates ``hwgen inspect`` prints.
+every multiplying layer, in order, ``s`` marking weights in SPRAM, ``+LN``: N of its products
+built of logic cells; ``--layers`` adds one line per layer with its utilisation). The bound
+counts the DSP tiles' lanes only: products in logic cells can take a design below it (ratio
+under 1); ``--dsp-only`` keeps every product in a DSP tile. Nothing is simulated or
+synthesized: the figures are the estimates ``hwgen inspect`` prints.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 
@@ -40,15 +43,18 @@ SHORT = {"logic cells": "LC", "flip-flops": "FF", "DSP tiles": "DSP", "block RAM
          "SPRAM tiles": "SPRAM"}
 
 
-def row(model: str, board: str, budget: float, layers: bool) -> list[str]:
+def row(model: str, board: str, budget: float, layers: bool, dsp_only: bool = False
+        ) -> list[str]:
     ig = to_int_graph(load_model(EX / model, upgrade=True))
     t0 = time.perf_counter()
-    fold, _, rep = fold_for_device(ig, resolve_target(board, budget=budget), refuse=False)
+    target = dataclasses.replace(resolve_target(board, budget=budget), logic_lanes=not dsp_only)
+    fold, _, rep = fold_for_device(ig, target, refuse=False)
     dt = time.perf_counter() - t0
     ratio = f"{rep.interval / rep.bound:.2f}x" if rep.bound else "-"
     util = rep.mac_utilisation
     use = " ".join(f"{SHORT[k]} {rep.use[k]:,}/{rep.limit[k]:,}" for k in rep.device.kinds)
     folds = " ".join(f"{fold[n].pe}/{fold[n].simd}{'s' if fold[n].spram else ''}"
+                     + (f"+L{fold[n].lut_lanes}" if fold[n].lut_lanes else "")
                      for n in rep.layer_macs)
     lines = [f"{model:40} {board:10} {rep.interval:>9,} {rep.bound or 0:>8,} {ratio:>6} "
              f"{'-' if util is None else f'{100 * util:.0f} %':>5} "
@@ -64,12 +70,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", action="store_true", help="one line per multiplying layer")
     ap.add_argument("--budget", type=float, default=DEFAULT_BUDGET)
+    ap.add_argument("--dsp-only", action="store_true",
+                    help="every product in a DSP tile (no products in logic cells)")
     args = ap.parse_args()
     print(f"{'design':40} {'board':10} {'interval':>9} {'bound':>8} {'ratio':>6} {'MAC':>5} "
           f"fit  use/limit")
     for model, boards in DESIGNS:
         for board in boards:
-            print("\n".join(row(model, board, args.budget, args.layers)), flush=True)
+            print("\n".join(row(model, board, args.budget, args.layers, args.dsp_only)),
+                  flush=True)
 
 
 if __name__ == "__main__":

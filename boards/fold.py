@@ -15,9 +15,14 @@ The search (:func:`fold_for_device`):
    resource model (:meth:`rtl_templates.cost.Cost.resources` of the device's family) of the
    blocks it lowers to on its own (:func:`dataflow.lower.lower_op`: its compute blocks and
    input FIFOs), computed once per folding and cached.
-3. The ops' uses are summed and checked against the budget (a fraction of each kind of the
-   device: :meth:`devices.Device.limits`). Feasibility grows with ``T``, so a binary search
-   over the candidates finds the smallest feasible one.
+3. When the DSP tiles are over the budget, products move into logic cells
+   (:func:`boards.lut_lanes.spill`: the fewest that bring the tiles within it). The ops'
+   uses are summed and checked against the budget (a fraction of each kind of the
+   device: :meth:`devices.Device.limits`). Feasibility mostly grows with ``T``: a binary
+   search over the candidates finds a feasible one, and the candidates below it are then
+   tried downwards until :data:`SCAN_MISSES` in a row do not fit (an op's cheapest folding
+   may trade one kind of resource for another from one candidate to the next, so a shorter
+   interval can fit where a longer one does not).
 4. The whole graph is lowered at that folding (plumbing, forks, width converters and join
    FIFOs included) and checked again; if the plumbing tips it over, the next candidate is
    taken.
@@ -32,8 +37,9 @@ refused (:class:`DoesNotFit`) naming the resource, what it needs, what the budge
 the op that takes most of it.
 
 The interval bound of a device is the model's multiply–accumulates per frame divided by the
-multipliers the device offers (:attr:`devices.Device.multiplier_lanes`); the floor is the
-fastest any folding reaches (the slowest op at its most parallel folding).
+multipliers the device offers (:attr:`devices.Device.multiplier_lanes`; products built of
+logic cells can take a design below it); the floor is the fastest any folding reaches (the
+slowest op at its most parallel folding).
 """
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ from dataclasses import dataclass, field
 
 from hwgen.boards.boards import DEFAULT_BOARD, Board, board_by_name
 from hwgen.boards.devices import SPRAM, Device, by_name, check_memory
+from hwgen.boards.lut_lanes import spill
 from hwgen.dataflow.intgraph import IntGraph
 from hwgen.dataflow.lower import (
     DataflowGraph,
@@ -56,14 +63,18 @@ from hwgen.rtl_templates.resources import Resources, add_muls, total
 
 #: the share of each resource kind a design may take unless told (``--budget``)
 DEFAULT_BUDGET = 0.85
+#: infeasible candidates in a row that end the search below the binary search's answer
+SCAN_MISSES = 8
 
 
 @dataclass(frozen=True)
 class Target:
-    """What to fold for: a device (on a board, or bare) and the share of it to fill."""
+    """What to fold for: a device (on a board, or bare) and the share of it to fill;
+    ``logic_lanes``: products may be built of logic cells beyond the DSP tiles."""
     device: Device
     board: Board | None = None
     budget: float = DEFAULT_BUDGET
+    logic_lanes: bool = False
 
     @property
     def label(self) -> str:
@@ -79,9 +90,9 @@ def _pct(x: float) -> str:
 
 
 def resolve_target(board: str | None = None, device: str | None = None,
-                   budget: float | None = None) -> Target:
-    """The target of ``--board``/``--device``/``--budget``; the default board without
-    either."""
+                   budget: float | None = None, logic_lanes: bool = False) -> Target:
+    """The target of ``--board``/``--device``/``--budget``/``--logic-lanes``; the default
+    board without either."""
     if budget is None:
         budget = DEFAULT_BUDGET
     if not (isinstance(budget, (int, float)) and 0 < budget <= 1):
@@ -93,7 +104,7 @@ def resolve_target(board: str | None = None, device: str | None = None,
                          f"(give one of them)")
     if b is None and d is None:
         b = board_by_name(DEFAULT_BOARD)
-    return Target(d or b.device, b, float(budget))
+    return Target(d or b.device, b, float(budget), bool(logic_lanes))
 
 
 @dataclass
@@ -277,7 +288,7 @@ class FoldSearch:
             uses[op.name] = got[1]
         if self.device.spram_blocks:
             self.move_to_spram(fold, uses)
-        return fold, uses
+        return spill(self, fold, uses) if self.target.logic_lanes else (fold, uses)
 
     def move_to_spram(self, fold: dict[str, Folding], uses: dict[str, OpUse]) -> None:
         """While block RAM is over its limit, move the weight memory that frees the most
@@ -407,6 +418,16 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
             hi = mid
         else:
             lo = mid + 1
+    # feasibility is not monotone in the interval (each op's cheapest folding changes kind
+    # of resource from one candidate to the next): shorter candidates may fit after all,
+    # tried downwards until SCAN_MISSES in a row do not
+    misses, k = 0, hi - 1
+    while k >= 0 and misses < SCAN_MISSES:
+        if feasible(cands[k])[0]:
+            hi, misses = k, 0
+        else:
+            misses += 1
+        k -= 1
     # the whole graph, plumbing included; a step slower while the plumbing tips it over
     best = None
     for k in range(hi, len(cands)):

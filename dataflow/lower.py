@@ -36,15 +36,24 @@ DEFAULT_TARGET_CYCLES = 1024
 
 @dataclass
 class Folding:
+    """An op's parallelism: PE and SIMD, and of its PE·SIMD products how many are built of
+    logic cells instead of DSP tiles (``lut_lanes``: a matrix unit's multipliers only)."""
     pe: int = 1
     simd: int = 1
+    lut_lanes: int = 0
     #: the layer's weights live in SPRAM, loaded after reset (iCE40 UltraPlus; an op whose
     #: blocks hold no weight memory ignores it)
     spram: bool = False
 
     def as_dict(self) -> dict:
-        """As a folding file and the manifest write it (``spram`` only when set)."""
-        return {"pe": self.pe, "simd": self.simd} | ({"spram": True} if self.spram else {})
+        """As a folding file and the manifest write it (``spram`` and ``lut_lanes`` only when
+        set)."""
+        d = {"pe": self.pe, "simd": self.simd}
+        if self.spram:
+            d["spram"] = True
+        if self.lut_lanes:
+            d["lut_lanes"] = self.lut_lanes
+        return d
 
 
 @dataclass
@@ -184,6 +193,10 @@ def choose_folding(ig: IntGraph, requested: dict[str, Folding] | None = None,
             if f.simd not in simds:
                 raise HwgenError(f"layer {op.name}: SIMD={f.simd} must be one of "
                                  f"{', '.join(map(str, simds))}")
+            if not 0 <= f.lut_lanes <= op_lanes(op, f):
+                raise HwgenError(f"layer {op.name}: lut_lanes={f.lut_lanes} must be within "
+                                 f"its {op_lanes(op, f)} products at PE={f.pe}, "
+                                 f"SIMD={f.simd}")
             out[op.name] = f
             continue
         if target_cycles is None:
@@ -288,7 +301,17 @@ def lower_op(ig: IntGraph, op, f: Folding) -> list[Block]:
         s = b.stream(f"src_{short_name(t)}", qt.qtype, op.in_per_beat(f), qt.size)
         b.produce(t, s, ins.count(t))
     op.lower(b, ig, f)
+    check_lut_lanes(op, f, b.blocks)
     return b.blocks
+
+
+def check_lut_lanes(op, f: Folding, blocks) -> None:
+    """A folding with ``lut_lanes`` is for an op that lowers to a matrix or vector unit
+    taking them."""
+    if f.lut_lanes and not any(getattr(b.params, "lut_lanes", 0) == f.lut_lanes
+                               for b in blocks if b.layer == op.name):
+        raise HwgenError(f"layer {op.name}: lut_lanes={f.lut_lanes}, but it has no "
+                         f"unit of multipliers to build them in logic")
 
 
 def op_macs(ig: IntGraph, op) -> int:
@@ -366,6 +389,7 @@ def lower(ig: IntGraph, folding: dict[str, Folding] | None = None,
         snap = b.snapshot()
         try:
             out = op.lower(b, ig, fold[op.name])
+            check_lut_lanes(op, fold[op.name], b.blocks)
             b.produce(op.output, out, readers.get(op.output, 0))
         except (HwgenError, ValueError) as err:
             if not partial:

@@ -45,6 +45,7 @@ from hwgen.dataflow.values import (
     channel_last_order,
     map_shape,
 )
+from hwgen.errors import HwgenError
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.fifo import FIFOParams
 from hwgen.rtl_templates.mvau import MVAUParams
@@ -131,16 +132,19 @@ class Conv:
         nodes = tuple(self.nodes)
         oh, ow = self.window.out_hw
         dw_par = self.depthwise and f.simd > 1
-        if self.depthwise:
-            kind = "vvau"
-            p = VVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
-                           oh * ow, self.multiplier, f.simd)
-            cycles = p.pixels * p.kernel_beats * p.nb
-        else:
-            kind = "mvau"
-            p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
-                           f.simd, oh * ow, spram=f.spram)
-            cycles = p.nf * p.sf * p.vectors
+        try:
+            if self.depthwise:
+                kind = "vvau"
+                p = VVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype,
+                               f.pe, oh * ow, self.multiplier, f.simd, lut_lanes=f.lut_lanes)
+                cycles = p.pixels * p.kernel_beats * p.nb
+            else:
+                kind = "mvau"
+                p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype,
+                               f.pe, f.simd, oh * ow, lut_lanes=f.lut_lanes, spram=f.spram)
+                cycles = p.nf * p.sf * p.vectors
+        except ValueError as e:     # a folding the unit cannot take (products in logic)
+            raise HwgenError(f"layer {self.name}: {e}") from None
         windows = add_window_generator(b, ig, self, self.pad(ig), self.in_per_beat(f),
                                        self.depthwise,
                                        window_par=f.simd * f.pe if dw_par else f.simd,

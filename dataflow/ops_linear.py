@@ -20,6 +20,7 @@ from hwgen.dataflow.lower import FIFO_MARGIN, Block, Builder, Folding, short_nam
 from hwgen.dataflow.ops_join import add_tensors
 from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes
 from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, Pending, channel_last_order
+from hwgen.errors import HwgenError
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.mvau import MVAUParams
 from hwgen.rtl_templates.quant import Requant, compact, make_requant
@@ -85,8 +86,11 @@ class MatVec:
 
     def lower(self, b: Builder, ig: IntGraph, f: Folding) -> str:
         tin, tout = ig.tensors[self.input], ig.tensors[self.output]
-        p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
-                       f.simd, spram=f.spram)
+        try:
+            p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
+                           f.simd, lut_lanes=f.lut_lanes, spram=f.spram)
+        except ValueError as e:     # a folding the unit cannot take (products in logic)
+            raise HwgenError(f"layer {self.name}: {e}") from None
         # an MVAU that replays its input (several neuron folds) reads one whole vector early
         src, _ = b.read(self.input, f.simd, p.sf + FIFO_MARGIN if p.nf > 1 else FIFO_MARGIN)
         out = b.stream(short_name(self.output), tout.qtype, f.pe, tout.size)

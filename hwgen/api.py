@@ -76,11 +76,11 @@ def read_folding(path) -> dict[str, Folding]:
         raise HwgenError(f'{p}: expected an object {{"layer": {{"pe": P, "simd": S}}, ...}}')
     out = {}
     for name, f in doc.items():
-        if not isinstance(f, dict) or set(f) - {"pe", "simd", "spram"} or not all(
+        if not isinstance(f, dict) or set(f) - {"pe", "simd", "spram", "lut_lanes"} or not all(
                 isinstance(v, int) and not isinstance(v, bool) for k, v in f.items()
                 if k != "spram") or not isinstance(f.get("spram", False), bool):
             raise HwgenError(f'{p}: layer {name}: expected {{"pe": int, "simd": int}} '
-                             f'(and "spram": true|false), got {f!r}')
+                             f'(and "spram": true|false, "lut_lanes": int), got {f!r}')
         out[name] = Folding(**f)
     return out
 
@@ -102,7 +102,8 @@ def compile(model, out_dir, fold=None, name: str | None = None,
             symmetric: bool = False, activation_type: str = "uint8",
             force: bool = False, board: str | None = None, device: str | None = None,
             budget: float | None = None, jobs: int | None = None,
-            cache: bool = True, assembly: str = "blocks") -> CompileResult:
+            cache: bool = True, assembly: str = "blocks",
+            logic_lanes: bool = False) -> CompileResult:
     """ONNX model → ``out_dir``/<name>.v + manifest.json + design.npz (atomically).
 
     ``out_dir`` must be new, empty or an earlier output of hwgen holding nothing else; with
@@ -113,6 +114,9 @@ def compile(model, out_dir, fold=None, name: str | None = None,
     ``boards.boards.DEFAULT_BOARD``) at ``budget`` (a fraction of each resource, default
     0.85), every layer's PE/SIMD chosen for the shortest interval that fits
     (:func:`hwgen.boards.fold.fold_for_device`); a model that fits at no folding is refused.
+    ``logic_lanes``: the search may build products of logic cells once the DSP tiles are
+    spent (off by default: such designs fill most of the device's logic, and their timing
+    on the device is not yet characterised).
     ``fold`` (a FOLD.json path or {layer: Folding}) or ``target_cycles`` overrides that: the
     layers ``fold`` fixes take it, the others the smallest PE/SIMD reaching ``target_cycles``
     per frame (default ``dataflow.lower.DEFAULT_TARGET_CYCLES``), and the fit on the device
@@ -133,16 +137,16 @@ def compile(model, out_dir, fold=None, name: str | None = None,
         raise HwgenError(f"jobs must be at least 1 (got {jobs})")
     if assembly not in ASSEMBLIES:
         raise HwgenError(f"assembly must be one of {', '.join(ASSEMBLIES)} (got {assembly!r})")
-    resolve_target(board, device, budget)      # a bad option fails before any work
+    resolve_target(board, device, budget, logic_lanes)   # a bad option fails before any work
     if calibration is not None:
         if isinstance(fold, (str, Path)):
             read_folding(fold)  # a bad folding file fails before the quantization
         with quantized_copy(model, calibration, per_channel, symmetric,
                             activation_type) as (qdq, _):
             return _compile(qdq, Path(out_dir), fold, name, target_cycles, model, force,
-                            board, device, budget, jobs, cache, assembly)
+                            board, device, budget, jobs, cache, assembly, logic_lanes)
     return _compile(Path(model), Path(out_dir), fold, name, target_cycles, model, force,
-                    board, device, budget, jobs, cache, assembly)
+                    board, device, budget, jobs, cache, assembly, logic_lanes)
 
 
 def fold_design(ig, model_name: str, fold, folding, target_cycles, target, *,
@@ -194,9 +198,10 @@ def _verilog(dfg, name: str, jobs, cache: bool, assembly: str = "blocks"):
 
 def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
              force: bool, board=None, device=None, budget=None, jobs=None,
-             cache: bool = True, assembly: str = "blocks") -> CompileResult:
+             cache: bool = True, assembly: str = "blocks",
+             logic_lanes: bool = False) -> CompileResult:
     """:func:`compile` of a quantized ``model``; ``origin`` is the model the user gave."""
-    target = resolve_target(board, device, budget)
+    target = resolve_target(board, device, budget, logic_lanes)
     folding = read_folding(fold) if isinstance(fold, (str, Path)) else fold
     graph = load_model(model, upgrade=True)
     if is_float_model(graph):
@@ -362,7 +367,8 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
            activation_type: str = "uint8", force: bool = False, board: str | None = None,
            device: str | None = None, budget: float | None = None, jobs: int | None = None,
            chunk: int | None = None, trace: bool = False, wave: WaveRequest | None = None,
-           seed: int = 0, layers: bool = False, progress: Progress = QUIET) -> VerifyReport:
+           seed: int = 0, layers: bool = False, progress: Progress = QUIET,
+           logic_lanes: bool = False) -> VerifyReport:
     """Compile, simulate, and compare RTL with the golden model and with onnxruntime.
 
     ``jobs``, ``chunk``, ``wave``, ``seed``: as for :func:`simulate`. ``trace``: every stream
@@ -380,7 +386,7 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
 
     if out_dir is not None:
         check_output_path(out_dir, model)
-    resolve_target(board, device, budget)
+    resolve_target(board, device, budget, logic_lanes)
     if calibration is not None:
         if isinstance(fold, (str, Path)):
             read_folding(fold)
@@ -389,7 +395,7 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
             rep = verify(qdq, x, count, simulator, fold, out_dir, stall, target_cycles,
                          force=force, board=board, device=device, budget=budget, jobs=jobs,
                          chunk=chunk, trace=trace, wave=wave, seed=seed, layers=layers,
-                         progress=progress)
+                         progress=progress, logic_lanes=logic_lanes)
             if isinstance(x, (str, Path)):
                 x = read_input(x, rep.compiled.manifest["input"]["onnx_name"], count)
             x = np.asarray(x, dtype=np.float32)[:count]
@@ -402,7 +408,8 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
     try:
         with progress.step("compiling"):
             comp = compile(model, out_dir, fold, target_cycles=target_cycles, force=force,
-                           board=board, device=device, budget=budget)
+                           board=board, device=device, budget=budget,
+                           logic_lanes=logic_lanes)
         manifest = comp.manifest
         source = str(x) if isinstance(x, (str, Path)) else "input array"
         if isinstance(x, (str, Path)):

@@ -154,7 +154,8 @@ def _force_arg(p):
 
 def _fold_args(p):
     p.add_argument("--fold", metavar="FOLD.json",
-                   help='per-layer folding: {"layer": {"pe": P, "simd": S}, ...}')
+                   help='per-layer folding: {"layer": {"pe": P, "simd": S}, ...} (a matrix '
+                        'unit may add "lut_lanes": N, products built of logic cells)')
     p.add_argument("--target-cycles", type=int, metavar="N",
                    help="fold every layer (not fixed by --fold) to at most N cycles per "
                         "frame instead of searching for the device (with --fold: default "
@@ -167,10 +168,14 @@ def _fold_args(p):
     p.add_argument("--budget", type=float, metavar="F",
                    help=f"share of each resource of the device a design may take "
                         f"(default {DEFAULT_BUDGET})")
+    p.add_argument("--logic-lanes", action="store_true",
+                   help="let the device search build products of logic cells once the DSP "
+                        "tiles are spent (shorter intervals; most of the logic filled)")
 
 
 def _target_opts(args) -> dict:
-    return dict(board=args.board, device=args.device, budget=args.budget)
+    return dict(board=args.board, device=args.device, budget=args.budget,
+                logic_lanes=args.logic_lanes)
 
 
 def _sim_args(p):

@@ -113,7 +113,8 @@ class InspectReport:
 
 
 def inspect(model, fold=None, target_cycles: int | None = None, board: str | None = None,
-            device: str | None = None, budget: float | None = None) -> InspectReport:
+            device: str | None = None, budget: float | None = None,
+            logic_lanes: bool = False) -> InspectReport:
     """Inspect the ONNX model at ``model`` (see the module documentation). The folding is
     ``hwgen compile``'s: searched for the device of ``board``/``device`` (default board:
     ``boards.DEFAULT_BOARD``) at ``budget``, unless ``fold`` or ``target_cycles`` is given;
@@ -122,7 +123,7 @@ def inspect(model, fold=None, target_cycles: int | None = None, board: str | Non
     model = Path(model)
     if target_cycles is not None and target_cycles < 1:
         raise HwgenError(f"target cycles must be at least 1 (got {target_cycles})")
-    dev_target = resolve_target(board, device, budget)
+    dev_target = resolve_target(board, device, budget, logic_lanes)
     search = fold is None and target_cycles is None
     target = None if search else (DEFAULT_TARGET_CYCLES if target_cycles is None
                                   else target_cycles)
@@ -219,6 +220,8 @@ def _cells(r: NodeRow, family: str, util: dict[str, float]) -> list[str]:
     if r.folding is not None:
         pe = (f"{r.folding.pe}/{r.folding.simd}" if "mvau" in r.blocks or "vvau" in r.blocks
               else f"{r.folding.pe}/-")
+        if r.folding.lut_lanes:     # products built of logic cells
+            pe += f"+L{r.folding.lut_lanes}"
     c = r.cost
     res = _res_cell(c.resources(family).rounded()) if c else ""
     return [r.node, r.op, "+".join(r.blocks), pe,
@@ -365,14 +368,14 @@ def to_json(rep: InspectReport) -> dict:
             "detail": r.detail or None, "layer": r.layer or None,
             "blocked_by": r.blocked_by or None, "after_unsupported": r.after or None,
             "blocks": r.blocks,
-            "folding": {"pe": r.folding.pe, "simd": r.folding.simd} if r.folding else None,
+            "folding": r.folding.as_dict() if r.folding else None,
             "estimate": _cost_json(r.cost),
         })
     layers = []
     for name, e in est.ops.items():
         layers.append({
             "name": name, "op": e.kind,
-            "folding": {"pe": e.folding.pe, "simd": e.folding.simd} if e.folding else None,
+            "folding": e.folding.as_dict() if e.folding else None,
             "blocks": [{"name": b.name, "block": b.kind, "estimate": b.cost.as_dict()}
                        for b in e.blocks],
             "estimate": _cost_json(e.cost), "error": e.error or None,

@@ -28,6 +28,13 @@ The pipeline never stalls. Instead a credit counter lets a step that completes a
 issue only while the output FIFO is sure to have room, so back-pressure stops the issue stage
 and nothing is lost. ``valid`` on the output comes from the FIFO and never depends on ``ready``.
 
+Multiplier lanes in logic (``MVAUParams.lut_lanes``)
+    The last ``lut_lanes`` of the PE×SIMD products (lane ``pe*SIMD + s``) are built of logic
+    cells (:func:`~rtl_templates.lutmul.lut_mul`, Booth partial products and an adder tree)
+    instead of hard multiplier tiles: a device offers more multiplier lanes than DSP tiles.
+    Their product arrives when the tiles' does (a shorter one is delayed; a longer one,
+    weights wider than 8 bits, delays every lane by :func:`lut_extra_stages`).
+
 Bipolar values (``rtl_templates/xnor_mvau.py``)
     Weights that are all ±1 are stored as one bit each; bipolar inputs travel as one bit each.
     The dot products then need no multiplier: XNOR-popcount when both are ±1, a sign select
@@ -49,6 +56,13 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.lutmul import (
+    const_lanes,
+    lut_mul,
+    lut_mul_const_parts,
+    lut_mul_parts,
+    lut_mul_stages,
+)
 from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
@@ -86,11 +100,27 @@ from hwgen.rtl_templates.xnor_mvau import (
 BASE_DEPTH = 5
 
 
+#: registers from the operands to a hard multiplier lane's product (its operand registers,
+#: the product), which one more register (the term) takes so the multiplier's registers can
+#: sit next to it
+PROD_STAGES = 2
+
+
+def lut_extra_stages(p: MVAUParams) -> int:
+    """Stages a product in logic takes beyond a hard multiplier lane's (0 up to 8-bit
+    weights): every lane is delayed by as many."""
+    if not p.lut_lanes:
+        return 0
+    return max(0, lut_mul_stages(p.w_bits) - PROD_STAGES)
+
+
 def operand_stages(p: MVAUParams) -> int:
     """Registers between the memories and the dot products' register: the operands, the
-    products (with a hard multiplier: its operand registers, the product, and one more so
-    the multiplier's registers can sit next to it), the adder tree's inner stages."""
-    return (4 if p.datapath == "mul" else 2) + tree_stages(p.simd)
+    products (:data:`PROD_STAGES` + 2 with multipliers, :func:`lut_extra_stages` more
+    with lanes in logic), the adder tree's inner stages."""
+    if p.datapath == "mul":
+        return 2 + PROD_STAGES + lut_extra_stages(p) + tree_stages(p.simd)
+    return 2 + tree_stages(p.simd)
 
 
 def pipeline_depth(p: MVAUParams) -> int:
@@ -113,6 +143,8 @@ class MVAUParams:
     vectors: int = 1         # input vectors per frame (output pixels of a convolution)
     #: the weights live in SPRAM, loaded from the weight-load stream (``rtl_templates/spram.py``)
     spram: bool = field(default=False, metadata={"digest": "omit_default"})
+    # products built of logic cells instead of DSP tiles (the last lanes)
+    lut_lanes: int = field(default=0, metadata={"digest": "omit_default"})
 
     def __post_init__(self):
         mh, mw = self.weights.shape
@@ -126,6 +158,11 @@ class MVAUParams:
             raise ValueError("requantizer multipliers must be per tensor or per output channel")
         if is_bipolar(self.out_type):
             check_sign_requant(self.requant)
+        if not 0 <= self.lut_lanes <= self.pe * self.simd:
+            raise ValueError(f"lut_lanes={self.lut_lanes} is not within the {self.pe}×"
+                             f"{self.simd} products")
+        if self.lut_lanes and self.datapath != "mul":
+            raise ValueError("lut_lanes needs a datapath of multipliers")
 
     @property
     def mh(self) -> int:
@@ -213,6 +250,9 @@ class MVAUParams:
     def weight_columns(self) -> tuple[int, int]:
         """(non-constant, distinct non-constant) bit columns of the weight memory (words
         (nf, sf), lanes (pe, s)): what of it the tools keep (:func:`resources.rom_live`)."""
+        return _per_folding(self, "columns", self._weight_columns)
+
+    def _weight_columns(self) -> tuple[int, int]:
         w = np.asarray(self.weights > 0 if self.w_bits == 1 else self.weights)
         v = w.reshape(self.nf, self.pe, self.sf, self.simd)
         if w.size * self.w_bits > EXACT_COLUMN_BITS:     # per lane (pe, s): its range
@@ -225,6 +265,9 @@ class MVAUParams:
         """Lanes (pe, s) of the weight memory whose weights are all zero, all one other
         value, or not all equal: a product by a constant lane is folded by the tools where
         the product is logic (not a DSP tile), by zero it is nothing."""
+        return _per_folding(self, "lanes", self._weight_lanes)
+
+    def _weight_lanes(self) -> tuple[int, int, int]:
         v = np.asarray(self.weights).reshape(self.nf, self.pe, self.sf, self.simd)
         lo, hi = v.min(axis=(0, 2)), v.max(axis=(0, 2))
         const = lo == hi
@@ -239,6 +282,21 @@ class MVAUParams:
         return param_live(np.asarray(self.bias, dtype=np.int64).reshape(shape),
                           np.asarray(self.mult_per_channel(), dtype=np.int64).reshape(shape),
                           self.acc_bits, self.requant.mult_bits)
+
+
+#: figures of a weight matrix at one PE/SIMD, shared by the units that differ only in
+#: other parameters (a folding search prices one folding with several ``lut_lanes``)
+_FOLDING_MEMO: dict[tuple, tuple] = {}
+
+
+def _per_folding(p: MVAUParams, what: str, compute):
+    key = (id(p.weights), p.pe, p.simd, what)
+    hit = _FOLDING_MEMO.get(key)
+    if hit is None or hit[0] is not p.weights:     # the entry holds the array: ids stay
+        if len(_FOLDING_MEMO) >= 4096:
+            _FOLDING_MEMO.clear()
+        hit = _FOLDING_MEMO[key] = (p.weights, compute())
+    return hit[1]
 
 
 # ---------------------------------------------------------------------------- golden
@@ -260,13 +318,14 @@ def cost(p: MVAUParams) -> Cost:
     steps = p.nf * p.sf
     # ±1 operands need no multiplier; a bipolar output is a sign test, not a requantizer
     n_dot = p.pe * p.simd if p.datapath == "mul" else 0
+    n_hard = n_dot - p.lut_lanes
     rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, is_bipolar(p.out_type),
                                           p.sf, p.identity)
     dot = Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True,
               y_bits=min(p.in_type.bits + p.w_bits, p.acc_bits))
-    muls = add_muls({dot: n_dot},
+    muls = add_muls({dot: n_hard},
                     unsigned_muls(rq_tiles))
-    live = p.weight_lanes[2] if n_dot else 0
+    live = max(0, p.weight_lanes[2] - p.lut_lanes) if n_dot else 0
     soft = add_muls({dot: live}, unsigned_muls(rq_tiles) if p.param_columns[2] else {})
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls, soft)
     return Cost(
@@ -312,18 +371,20 @@ RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
         "carry": {"acc": 0.822, "ctl": 0.668, "fifo": 0.692, "rq_front": 1.124, "rq_lanes": 6.766,
                   "rq_prod": 0.483, "rq_r24": 1.301, "rq_seq": 0.972,
                   "rq_sign": 0.542, "rq_tail": 0.31, "terms": 0.922,
-                  "tree": 0.911, "1": 0},
+                  "tree": 0.911, "1": 0, "lut_mul": 0.87},
+        "ff": {"lut_mul": 0.85},
     },
     "ice40": {
         "lut4": {"acc": 0.991, "ctl": 0.969, "fifo": 0.938, "mem_i": 0.959, "mem_p": 1.006,
                  "mem_w": 0.896, "mul_logic": 0.792, "rq_front": 0.958,
                  "rq_lanes": 24.327, "rq_prod": 0.563, "rq_r24": 0.788,
                  "rq_seq": 0.687, "rq_sign": 1.003, "rq_tail": 0.281,
-                 "terms": 0.995, "tree": 1.011, "1": 0},
+                 "terms": 0.995, "tree": 1.011, "1": 0, "lut_mul": 0.59},
         "carry": {"acc": 0.922, "ctl": 0.884, "fifo": 0.838, "mul_logic": 0.814, "rq_front": 1,
                   "rq_lanes": 10.244, "rq_prod": 0.476, "rq_r24": 1.284,
                   "rq_seq": 1.023, "rq_sign": 0.792, "rq_tail": 0.238,
-                  "terms": 0.948, "tree": 0.899, "1": 0},
+                  "terms": 0.948, "tree": 0.899, "1": 0, "lut_mul": 0.84},
+        "ff": {"lut_mul": 0.875},
     },
 })
 
@@ -366,9 +427,19 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         dot = Mul(ib, p.in_type.signed, wb, True, y_bits=min(tw, A))
         zero, const, _ = p.weight_lanes
         # products in logic by a constant weight are folded: by zero nothing is left
-        lanes = PE * SIMD - (zero if res.dsp_tiles(dot, family) == 0 else 0)
-        ff += SIMD * ib + w_reg + 2 * lanes * tw
+        hard = PE * SIMD - p.lut_lanes
+        lanes = hard - (zero if res.dsp_tiles(dot, family) == 0 else 0)
+        extra = lut_extra_stages(p)
+        ff += SIMD * ib + w_reg + (2 + extra) * lanes * tw
         terms = res.Resources()
+        if p.lut_lanes:     # the lanes in logic, each delayed to the tiles' term stage
+            pad = PROD_STAGES + extra - lut_mul_stages(wb)
+            v = np.asarray(p.weights).reshape(NF, PE, SF, SIMD)
+            l_zero, l_const = const_lanes(v.min(axis=(0, 2)), v.max(axis=(0, 2)), p.lut_lanes)
+            live = p.lut_lanes - l_zero - l_const
+            regs = res.Resources(ff=(pad + 1) * tw)
+            parts["lut_mul"] = (lut_mul_parts(ib, wb, family) + regs) * live
+            parts["lut_mul_const"] = (lut_mul_const_parts(ib, wb, family) + regs) * l_const
     elif p.datapath == "xnor":
         tw = 1
         ff += PE * SIMD
@@ -508,9 +579,8 @@ class MVAU(wiring.Component):
             elif p.datapath == "bipolar_in":
                 terms = [select_term(x1[s], wl[s].as_signed()) for s in range(SIMD)]
             else:   # each hard multiplier with operand and product registers of its own
-                terms = [reg(m, reg(m, xs[s], xs[s].shape(), f"xt_{pe}_{s}")
-                             * reg(m, wl[s].as_signed(), signed(wb), f"wt_{pe}_{s}"),
-                             signed(ib + wb + 1), f"prod_{pe}_{s}") for s in range(SIMD)]
+                terms = [self._product(m, pe * SIMD + s, xs[s], wl[s].as_signed(),
+                                       f"{pe}_{s}") for s in range(SIMD)]
             terms = [reg(m, t, t.shape(), f"term_{pe}_{s}") for s, t in enumerate(terms)]
             dots.append(tree_sum(m, terms, f"dot_{pe}"))
         extra = operand_stages(p)
@@ -544,12 +614,29 @@ class MVAU(wiring.Component):
         out.write(rqp.data, rqp.valid)
         return m
 
+    def _product(self, m: Module, lane: int, x, w, name: str):
+        """Lane ``lane``'s product ``x × w``, one stage before its term register: in a hard
+        multiplier tile (operand registers, product), or of logic for the last
+        ``lut_lanes`` lanes (:func:`~rtl_templates.lutmul.lut_mul`); both delayed to
+        :data:`PROD_STAGES` + :func:`lut_extra_stages` registers after the operands."""
+        p = self.p
+        extra = lut_extra_stages(p)
+        tw = signed(p.in_type.bits + p.w_bits + 1)
+        if lane >= p.pe * p.simd - p.lut_lanes:
+            prod = lut_mul(m, x, w, f"lmul_{name}")[:tw.width].as_signed()
+            return delay(m, prod, PROD_STAGES + extra - lut_mul_stages(p.w_bits),
+                         f"lmul_{name}_d")
+        prod = reg(m, reg(m, x, x.shape(), f"xt_{name}") * reg(m, w, w.shape(), f"wt_{name}"),
+                   tw, f"prod_{name}")
+        return delay(m, prod, extra, f"prod_{name}_d")
+
 
 # ---------------------------------------------------------------------------- registration
 
 def manifest(p: MVAUParams) -> dict:
     return {"matrix": {"rows_mh": p.mh, "cols_mw": p.mw}, "vectors_per_frame": p.vectors,
-            "folding": {"pe": p.pe, "simd": p.simd},
+            "folding": {"pe": p.pe, "simd": p.simd,
+                        **({"lut_lanes": p.lut_lanes} if p.lut_lanes else {})},
             "types": {"input": p.in_type.name, "output": p.out_type.name,
                       "weight_bits": p.w_bits, "accumulator_bits": p.acc_bits,
                       "multiplier_bits": p.requant.mult_bits, "shift": p.requant.shift,

@@ -33,6 +33,9 @@ Pipeline (a step issued in cycle t; the structure of :mod:`rtl_templates.mvau`)
          bias/multiplier are read
     t+3: add bias      t+4: multiply by the fixed-point multiplier
     t+5: round half to even, add zero point, clamp → output FIFO
+The last ``lut_lanes`` of the L·SIMD products (lane ``l*SIMD + s``) are built of logic cells
+(:func:`~rtl_templates.lutmul.lut_mul`) instead of DSP tiles, for weights of at most 8 bits
+(as deep as a tile's product with its operand registers).
 The pipeline never stalls: a credit counter lets a step that completes an output beat issue
 only while the output FIFO is sure to have room. ``valid`` on ``o`` never depends on ``ready``.
 
@@ -45,7 +48,7 @@ Cost
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from amaranth.hdl import Module, Mux, Signal, signed, unsigned
@@ -57,6 +60,13 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.lutmul import (
+    const_lanes,
+    lut_mul,
+    lut_mul_const_parts,
+    lut_mul_parts,
+    lut_mul_stages,
+)
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
     delay,
@@ -83,6 +93,9 @@ from hwgen.rtl_templates.words import lanes, pack_word
 #: cycles to the requantizer's input plus the output FIFO's two (the requantizer's own
 #: stages come on top: :func:`pipeline_depth`)
 BASE_DEPTH = 9
+#: registers from the operands to a lane's product register (a tile's operand registers
+#: and product; a product in logic is as deep for weights of at most 8 bits)
+LUT_PROD_STAGES = 2
 
 
 def pipeline_depth(p: VVAUParams) -> int:
@@ -132,6 +145,8 @@ class VVAUParams:
     pixels: int = 1          # output pixels per frame (OH*OW)
     multiplier: int = 1      # M: output channels per input channel
     simd: int = 1            # kernel positions per beat (a divisor of K)
+    # products built of logic cells instead of DSP tiles (the last lanes)
+    lut_lanes: int = field(default=0, metadata={"digest": "omit_default"})
 
     def __post_init__(self):
         if np.ndim(self.weights) != 2:
@@ -152,6 +167,12 @@ class VVAUParams:
                              f"kernel positions")
         if len(self.requant.mult) not in (1, co):
             raise ValueError("requantizer multipliers must be per tensor or per channel")
+        if not 0 <= self.lut_lanes <= self.lanes * self.simd:
+            raise ValueError(f"lut_lanes={self.lut_lanes} is not within the "
+                             f"{self.lanes * self.simd} products")
+        if self.lut_lanes and lut_mul_stages(self.w_bits) > LUT_PROD_STAGES:
+            raise ValueError(f"lut_lanes needs weights of at most 8 bits (not "
+                             f"{self.w_bits})")
 
     @property
     def channels(self) -> int:
@@ -237,7 +258,7 @@ def cost(p: VVAUParams) -> Cost:
     rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, L, spacing=p.kernel_beats)
     dot = Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True,
               y_bits=min(p.in_type.bits + p.w_bits, p.acc_bits))
-    muls = add_muls({dot: L * p.simd},
+    muls = add_muls({dot: L * p.simd - p.lut_lanes},
                     unsigned_muls(rq_tiles))
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
     return Cost(
@@ -262,16 +283,18 @@ RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
                  "rq_r24": 0.907, "rq_seq": 0.506, "rq_tail": 0.234, "1": 0},
         "carry": {"acc": 0.991, "ctl": 0.994, "fifo": 0.995, "rq_front": 1.06, "rq_lanes": 6.769,
                   "rq_prod": 0.447, "rq_r24": 1.222, "rq_seq": 0.912,
-                  "rq_tail": 0.361, "1": 0},
+                  "rq_tail": 0.361, "1": 0, "lut_mul": 0.87},
+        "ff": {"lut_mul": 0.85},
     },
     "ice40": {
         "lut4": {"acc": 0.989, "ctl": 0.998, "fifo": 0.998, "mem_p": 1, "mem_w": 0.991,
                  "mul_logic": 0.997, "rq_front": 0.967, "rq_lanes": 24.33,
                  "rq_prod": 0.508, "rq_r24": 0.681, "rq_seq": 0.639,
-                 "rq_tail": 0.374, "1": 0},
+                 "rq_tail": 0.374, "1": 0, "lut_mul": 0.59},
         "carry": {"acc": 0.995, "ctl": 0.998, "fifo": 0.997, "rq_front": 0.969, "rq_lanes": 10.25,
                   "rq_prod": 0.441, "rq_r24": 1.18, "rq_seq": 0.94,
-                  "rq_tail": 0.396, "1": 0},
+                  "rq_tail": 0.396, "1": 0, "lut_mul": 0.84},
+        "ff": {"lut_mul": 0.875},
     },
 })
 
@@ -302,9 +325,18 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
         "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * 6 + 1, lut4=ctl_bits + 8,
                              carry=ctl_bits / 2),
         # the operand registers of lanes reading one input lane are one (merged)
-        "terms": res.Resources(ff=3 * PE * S * ib + 2 * w_reg + 2 * L * S * (ib + wb)),
+        "terms": res.Resources(ff=3 * PE * S * ib + 2 * w_reg
+                               + 2 * (L * S - p.lut_lanes) * (ib + wb)),
         "acc": res.accumulate(A, family) * L + res.Resources(ff=3 * L * A + p_reg),
     }
+    if p.lut_lanes:     # each delayed to the tiles' product stage, then one register
+        pad = LUT_PROD_STAGES - lut_mul_stages(wb)
+        v = np.asarray(p.weights).reshape(NB, L, K, S)
+        l_zero, l_const = const_lanes(v.min(axis=(0, 2)), v.max(axis=(0, 2)), p.lut_lanes)
+        live = p.lut_lanes - l_zero - l_const
+        regs = res.Resources(ff=(pad + 1) * (ib + wb))
+        parts["lut_mul"] = (lut_mul_parts(ib, wb, family) + regs) * live
+        parts["lut_mul_const"] = (lut_mul_const_parts(ib, wb, family) + regs) * l_const
     if S > 1:
         tw = ib + wb + 1
         tree = res.Resources()
@@ -414,8 +446,13 @@ class VVAU(wiring.Component):
         def product(s, l):
             # each hard multiplier with operand and product registers of its own, then one more
             x, w, n = xall[s * PE + l // M], wall[s * L + l], f"{s}_{l}" if S > 1 else f"{l}"
+            tw = signed(ib + wb + 1)
+            if l * S + s >= L * S - p.lut_lanes:     # built of logic, as deep
+                prod = delay(m, lut_mul(m, x, w, f"lmul_{n}")[:tw.width].as_signed(),
+                             LUT_PROD_STAGES - lut_mul_stages(wb), f"lmul_{n}_d")
+                return reg(m, prod, tw, f"prodr_{n}")
             return reg(m, reg(m, reg(m, x, x.shape(), f"xt_{n}") * reg(m, w, w.shape(), f"wt_{n}"),
-                              signed(ib + wb + 1), f"prod_{n}"), signed(ib + wb + 1), f"prodr_{n}")
+                              tw, f"prod_{n}"), tw, f"prodr_{n}")
         # the adder tree over the SIMD positions of each lane
         prods = [tree_sum(m, [product(s, l) for s in range(S)], f"dot_{l}") for l in range(L)]
         v1, first1, last1, cb1 = (delay(m, x, 3 + tree_stages(S), f"{n}_p") for x, n in
@@ -451,6 +488,8 @@ class VVAU(wiring.Component):
 
 def manifest(p: VVAUParams) -> dict:
     fold = {"pe": p.pe, "simd": p.simd} if p.simd > 1 else {"pe": p.pe}
+    if p.lut_lanes:
+        fold["lut_lanes"] = p.lut_lanes
     if p.multiplier == 1:
         return {"folding": fold}
     return {"folding": fold, "channel_multiplier": p.multiplier}

@@ -39,9 +39,10 @@ def test_window_fifo_keeps_a_slow_unit_busy(tmp_path):
     slower than the generator's walk: without a FIFO between them the unit waited out the
     generator's walk over the next frame's first rows (interval 143 against an estimate of
     128); with the FIFO lowering now adds, the measured interval is the estimate."""
-    import hwgen
     from conftest import save_model
     from test_cnn_ops import Net, inputs, quantized
+
+    import hwgen
 
     def build(seed):
         n = Net((3, 8, 8), seed)
