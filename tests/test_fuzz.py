@@ -58,3 +58,21 @@ def test_time_limit_counts_cpu_not_waiting(tmp_path):
     assert code is None and secs < 0.5 * fuzz_run.WALL_FACTOR
     code, secs = run("import time; time.sleep(60)", 0.2)
     assert code is None and 0.2 * fuzz_run.WALL_FACTOR <= secs < 30
+
+
+def test_onnxruntime_session_file_is_not_stray(tmp_path):
+    """onnxruntime's library writes ``$TMPDIR/.ses`` (a session id) the first time a process
+    creates a session (inspect of a table activation does): not a file of hwgen's. Any
+    other file left there is."""
+    import fuzz_run
+
+    cwd, tmp = tmp_path / "case", tmp_path / "tmp"
+    cwd.mkdir()
+    tmp.mkdir()
+    (cwd / "model.onnx").write_bytes(b"")
+    (tmp / ".ses").write_text("1\n")
+    r = fuzz_run._classify("inspect", 0, "", 1.0, cwd, tmp, {"model.onnx"}, None)
+    assert r.outcome == "design", r
+    (tmp / "hwgen-x").mkdir()
+    r = fuzz_run._classify("inspect", 0, "", 1.0, cwd, tmp, {"model.onnx"}, None)
+    assert r.outcome == "stray" and "hwgen-x" in r.signature, r
