@@ -494,6 +494,7 @@ class _Walk:
                     self.problem(None, f"graph output '{out.name}': {e}")
                 v = ctx.values.get(out.name)
             if isinstance(v, (Deq, Int)):
+                self.check_output_shape(out, v.shape)
                 ctx.ig.output = v.tensor
                 ctx.ig.output_dequantized = isinstance(v, Deq)
                 ctx.ig.output_order = v.order
@@ -516,6 +517,22 @@ class _Walk:
             n = sum(int(np.prod(w.q.shape, dtype=np.int64)) for w in self.weights.values())
             self.report.notes.append(f"{len(self.weights)} float weight tensors ({n} weights) "
                                      f"are taken as int8, symmetric per tensor")
+
+    def check_output_shape(self, out, sample: tuple[int, ...]):
+        """The graph output's declared shape (where it gives sizes) is the one computed:
+        a design's manifest states it, and ``simulate`` shapes its results by it."""
+        if out.shape is None:
+            return
+        declared = list(out.shape)
+        rest = declared[1:]
+        sizes_ok = all(not isinstance(d, int) or d > 0 for d in declared)
+        if sizes_ok and all(isinstance(d, int) for d in rest):
+            # a scalar sample (ArgMax without keepdims) is one element: count, not rank
+            sizes_ok = int(np.prod(rest, dtype=np.int64)) == int(np.prod(sample, dtype=np.int64))
+        if not sizes_ok:
+            shown = [d if d is not None else "?" for d in declared]
+            self.problem(None, f"graph output '{out.name}' declares shape {shown}; the model "
+                               f"computes {['N', *sample]}")
 
     def check_connected(self):
         """Every layer reads tensors that the graph input or an earlier layer writes, and its

@@ -188,3 +188,18 @@ def test_add_input_scale_out_of_proportion(tmp_path):
     assert "(their ratio overflows float32)" in p.stdout, p.stdout
     one_line(hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path), "out of proportion")
     assert not (tmp_path / "out").exists()
+
+
+def test_output_declared_with_a_negative_size(tmp_path):
+    """The QOperator CNN with its graph output declared [N, -1]: it compiled, and the design
+    folder was then refused by ``simulate`` (manifest ``onnx_shape`` ['N', -1]). A declared
+    output shape that is not the computed one is refused at import (fuzz seed 13 case 40)."""
+    m = onnx.load(EXAMPLES / "digits_cnn_qop.onnx")
+    m.graph.output[0].type.tensor_type.shape.dim[-1].dim_value = -1
+    model = save(m, tmp_path / "m.onnx")
+    p = hwgen("inspect", model, cwd=tmp_path)
+    assert "Traceback" not in p.stderr and "declares shape ['N', -1]; the model computes " \
+        "['N', 10]" in p.stdout, p
+    one_line(hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path),
+             "graph output 'logits' declares shape ['N', -1]")
+    assert not (tmp_path / "out").exists()
