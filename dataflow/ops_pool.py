@@ -163,8 +163,20 @@ class Pooled(Pending):
         # onnxruntime's (Q)LinearAveragePool adds the zero point before rounding, in float32
         rq = dataclasses.replace(make_requant(real / np.unique(counts).astype(np.float64), zp,
                                               lo, hi), zp_first=True)
+        if whole_map(win):
+            # one window over the whole map, no pads: the global-average block sums it in
+            # place (no window buffer), with the average pooling's rounding
+            ctx.ig.ops.append(GlobalAvgPool(self.nodes[0], nodes, self.tensor, out, rq))
+            return result
         ctx.ig.ops.append(Pool(self.nodes[0], nodes, self.tensor, out, "avg", win, counts, rq))
         return result
+
+
+def whole_map(win: Window) -> bool:
+    """Whether ``win`` is one unpadded window covering its whole input (an AveragePool
+    that is a global average)."""
+    return (win.out_hw == (1, 1) and not any(win.pads) and win.dilation == (1, 1)
+            and tuple(win.kernel) == tuple(win.in_shape[1:]))
 
 
 POOL_ATTRS = {"auto_pad": None, "ceil_mode": None, "dilations": None, "kernel_shape": None,

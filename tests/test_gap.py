@@ -330,3 +330,51 @@ def test_cost_formulas():
     # blocks of the last pixel follow each other: no time to share a tile)
     assert c.multipliers == 5 * 2 and c.multiplier_widths == [(15, 16), (15, 10)] * 5
     assert c.memory_bits >= 2 * 5 * (p.acc_bits + p.requant.mult_bits)
+
+
+# ---------------------------------------------------------------------------- whole-map AveragePool
+
+def _whole_map_avg_model(c=6, h=5, w=3):
+    """float input → QuantizeLinear → DequantizeLinear → AveragePool over the whole map →
+    QuantizeLinear → DequantizeLinear (DS-CNN's pooling before its classifier)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    g = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s_in", "z_in"], ["xq"]),
+         helper.make_node("DequantizeLinear", ["xq", "s_in", "z_in"], ["xf"]),
+         helper.make_node("AveragePool", ["xf"], ["yf"], kernel_shape=[h, w]),
+         helper.make_node("QuantizeLinear", ["yf", "s_out", "z_out"], ["yq"]),
+         helper.make_node("DequantizeLinear", ["yq", "s_out", "z_out"], ["y"])],
+        "avg_whole", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, h, w])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", c, 1, 1])],
+        [numpy_helper.from_array(np.array(0.05, np.float32), "s_in"),
+         numpy_helper.from_array(np.array(3, np.uint8), "z_in"),
+         numpy_helper.from_array(np.array(0.011, np.float32), "s_out"),
+         numpy_helper.from_array(np.array(-4, np.int8), "z_out")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    m.ir_version = 9
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+@pytest.mark.verilator
+def test_whole_map_average_pool_is_a_global_average(tmp_path):
+    """An AveragePool whose one window is the whole unpadded map maps to the global-average
+    block (no window generator, no window buffer) with the average pooling's rounding (zero
+    point added before it, as onnxruntime's); exact against onnxruntime; RTL == golden."""
+    from conftest import golden_vs_onnxruntime, save_model
+
+    from hwgen import api
+    from hwgen.dataflow.importer import to_int_graph
+
+    model = save_model(_whole_map_avg_model(), tmp_path / "m.onnx")
+    ig = to_int_graph(api.load_model(model, upgrade=True))
+    assert [type(op).__name__ for op in ig.ops] == ["GlobalAvgPool"]
+    assert ig.ops[0].requant.zp_first
+    x = np.random.default_rng(1).uniform(-0.2, 12, (300, 6, 5, 3)).astype(np.float32)
+    diff, _ = golden_vs_onnxruntime(ig, model, x)
+    assert diff.max() == 0
+    r = api.verify(model, x[:40], target_cycles=64)
+    assert [b["block"] for b in r.compiled.manifest["layers"]] == ["fifo", "gap"]
+    assert r.samples == 40 and r.rtl_equals_golden
