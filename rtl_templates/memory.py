@@ -62,9 +62,10 @@ from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
 __all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "FAMILIES", "ROM_LUT_BITS_PER_TILE",
-           "FIFO_SLICE_BITS", "BufferedFIFO", "Mapping", "MemorySpec", "ROMLayout", "bram_tiles",
-           "choose_style", "fifo_memory", "fifo_slices", "ram", "rom", "rom_layout", "rom_spec",
-           "yosys_attrs", "yosys_mapping"]
+           "ROM_FANOUT", "FIFO_SLICE_BITS", "BufferedFIFO", "Mapping", "MemorySpec", "ROMLayout",
+           "bram_tiles", "choose_style", "fifo_memory", "fifo_slices", "lane_rom",
+           "lane_rom_slices", "ram", "rom", "rom_layout", "rom_spec", "yosys_attrs",
+           "yosys_mapping"]
 
 LOGIC, DISTRIBUTED, BLOCK = "logic", "distributed", "block"
 STYLES = (LOGIC, DISTRIBUTED, BLOCK)
@@ -212,6 +213,51 @@ def rom(m: Module, name: str, *, width: int, init, read_ports: int = 1,
         rd = mem.read_port()
         bits = [rd.data[k] if kind == "col" else Const(k, 1) for kind, k in layout.sources]
         m.d.comb += [rd.addr.eq(port.addr), rd.en.eq(port.en), port.data.eq(Cat(*bits))]
+    return ports
+
+
+#: LUTs one copy of a logic ROM's read address drives at most (:func:`lane_rom_slices`)
+ROM_FANOUT = 64
+
+
+def lane_rom_slices(lanes: int, lane_bits: int, depth: int, live_bits: int
+                    ) -> list[tuple[int, int]]:
+    """The bit ranges ``(lo, hi)`` of a plain ROM of ``lanes`` lanes of ``lane_bits`` bits ×
+    ``depth`` words (``live_bits`` of its columns not constant) that :func:`lane_rom` stores
+    as memories of their own, each read through its own copy of the address.
+
+    A ROM that Yosys makes logic (a multiplexer of constants per bit column, on both
+    families) has its read address drive every one of its LUTs: a few hundred columns put
+    one register's fan-out across the die, and the route, not the logic, sets the clock.
+    Such a ROM is cut at lane boundaries into pieces of about :data:`ROM_FANOUT` LUTs each
+    (about one LUT per 16 words of a column). Narrower pieces stay logic; a ROM in block
+    RAM (or of one piece) is one memory."""
+    width = lanes * lane_bits
+    if depth < 2 or live_bits < 1 or lanes < 2 or any(
+            yosys_mapping(live_bits, depth, f, style=DISTRIBUTED, rom=True).kind != LOGIC
+            for f in FAMILIES):
+        return [(0, width)]
+    per = max(1, ROM_FANOUT // (lane_bits * -(-depth // 16)))
+    if per >= lanes:
+        return [(0, width)]
+    return [(i * lane_bits, min(lanes, i + per) * lane_bits) for i in range(0, lanes, per)]
+
+
+def lane_rom(m: Module, name: str, width: int, init, slices: list[tuple[int, int]]) -> list:
+    """Plain ROMs (no attributes: Yosys picks their mapping) of the ``(lo, hi)`` bit ranges
+    ``slices`` (:func:`lane_rom_slices`) of words ``init`` of ``width`` bits; returns their
+    read ports, in order (their data joined is the word). One slice: one memory ``name``."""
+    init = [int(v) for v in init]
+    if len(slices) == 1:
+        mem = Memory(shape=width, depth=len(init), init=init)
+        m.submodules[name] = mem
+        return [mem.read_port()]
+    ports = []
+    for k, (lo, hi) in enumerate(slices):
+        mask = (1 << (hi - lo)) - 1
+        mem = Memory(shape=hi - lo, depth=len(init), init=[(v >> lo) & mask for v in init])
+        m.submodules[f"{name}_{k}"] = mem
+        ports.append(mem.read_port())
     return ports
 
 

@@ -47,7 +47,7 @@ import functools
 from dataclasses import dataclass, field
 
 import numpy as np
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -63,7 +63,7 @@ from hwgen.rtl_templates.lutmul import (
     lut_mul_parts,
     lut_mul_stages,
 )
-from hwgen.rtl_templates.memory import ram
+from hwgen.rtl_templates.memory import lane_rom, lane_rom_slices, ram
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
     delay,
@@ -252,13 +252,32 @@ class MVAUParams:
         (nf, sf), lanes (pe, s)): what of it the tools keep (:func:`resources.rom_live`)."""
         return _per_folding(self, "columns", self._weight_columns)
 
-    def _weight_columns(self) -> tuple[int, int]:
+    def _weight_columns(self, lo: int = 0, hi: int | None = None) -> tuple[int, int]:
+        """Of lanes ``lo`` to ``hi`` (all by default)."""
         w = np.asarray(self.weights > 0 if self.w_bits == 1 else self.weights)
         v = w.reshape(self.nf, self.pe, self.sf, self.simd)
         if w.size * self.w_bits > EXACT_COLUMN_BITS:     # per lane (pe, s): its range
-            return range_live(v.min(axis=(0, 2)), v.max(axis=(0, 2)), self.w_bits)
+            return range_live(v.min(axis=(0, 2)).reshape(-1)[lo:hi],
+                              v.max(axis=(0, 2)).reshape(-1)[lo:hi], self.w_bits)
         v = v.transpose(0, 2, 1, 3).reshape(self.nf * self.sf, self.pe * self.simd)
-        return rom_live(v, self.w_bits)
+        return rom_live(v[:, lo:hi], self.w_bits)
+
+    @property
+    def weight_slices(self) -> list[tuple[int, int]]:
+        """Bit ranges of the weight word stored as memories of their own
+        (:func:`~rtl_templates.memory.lane_rom_slices`)."""
+        return _per_folding(self, "slices", lambda: lane_rom_slices(
+            self.pe * self.simd, self.w_bits, self.nf * self.sf, self.weight_columns[0]))
+
+    @property
+    def weight_slice_columns(self) -> list[tuple[int, int]]:
+        """:attr:`weight_columns` of each of :attr:`weight_slices`."""
+        sl = self.weight_slices
+        if len(sl) == 1:
+            return [self.weight_columns]
+        wb = self.w_bits
+        return _per_folding(self, "slice_columns", lambda: [
+            self._weight_columns(lo // wb, hi // wb) for lo, hi in sl])
 
     @functools.cached_property
     def weight_lanes(self) -> tuple[int, int, int]:
@@ -399,9 +418,11 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     nfb = counter_bits(NF)
     w_live, w_distinct = p.weight_columns
     p_live, p_distinct, m_live = p.param_columns
-    wmem = res.memory(w_live, NF * SF, family, rom=True, plain=True, logic_width=w_distinct)
+    wmem, w_reg = res.Resources(), 0
+    for live, distinct in p.weight_slice_columns:
+        part = res.memory(live, NF * SF, family, rom=True, plain=True, logic_width=distinct)
+        wmem, w_reg = wmem + part, w_reg + (live if part.bram else distinct)
     pmem = res.memory(p_live, NF, family, rom=True, plain=True, logic_width=p_distinct)
-    w_reg = w_live if wmem.bram else w_distinct
     if p.spram and family == "ice40":   # SPRAM tiles, their load counters and lane select
         L = p.load_layout
         lane_bits = L.pack.bit_length() - 1
@@ -415,9 +436,13 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     if NF > 1:
         parts["mem_i"] = res.memory(SIMD * ib, SF, family, rom=False, rw="dont_care") \
             + res.mux(SIMD * ib, family)
+        if SF > 1:      # the late write's registers
+            parts["mem_i"] = parts["mem_i"] + res.Resources(ff=SIMD * ib + counter_bits(SF) + 1)
     ctl_bits = counter_bits(SF) + nfb + counter_bits(NF * SF) + counter_bits(depth + 1)
-    # the weight ROM's address: a kept copy of its counter (pipeline.rom_counter)
-    ctl_bits += counter_bits(NF * SF) if NF * SF > 1 else 0
+    # the weight ROM's addresses: kept copies of its counter (pipeline.rom_counter), one per
+    # slice (or one for SPRAM)
+    copies = 1 if p.spram else len(p.weight_slices)
+    ctl_bits += copies * counter_bits(NF * SF) if NF * SF > 1 else 0
     parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + operand_stages(p)) + 2,
                                  lut4=ctl_bits + 8, carry=ctl_bits / 2)
     # operands, products or ±1 terms, adder trees
@@ -491,11 +516,10 @@ class MVAU(wiring.Component):
             w_addr, w_data, loaded = loaded_memory(m, "wmem", p.load_layout, self.wl_i,
                                                    self.wl_o)
             m.d.comb += self.loaded.eq(loaded)
+            w_addr = [w_addr]
         else:
-            m.submodules.wmem = wmem = Memory(shape=unsigned(PE * SIMD * wb), depth=NF * SF,
-                                              init=p.weight_words())
-            w_rd = wmem.read_port()
-            w_addr, w_data, loaded = w_rd.addr, w_rd.data, None
+            w_rds = lane_rom(m, "wmem", PE * SIMD * wb, p.weight_words(), p.weight_slices)
+            w_addr, w_data, loaded = [r.addr for r in w_rds], Cat(*(r.data for r in w_rds)), None
 
         mults = p.mult_per_channel()
         pwords = []
@@ -531,11 +555,16 @@ class MVAU(wiring.Component):
         if loaded is not None:
             issue, take = issue & loaded, take & loaded
         m.d.comb += [can_issue.eq(issue), self.i.ready.eq(take)]
-        _, waddr = rom_counter(m, NF * SF, can_issue, "widx")
-        m.d.comb += w_addr.eq(waddr)
+        _, waddrs = rom_counter(m, NF * SF, can_issue, "widx", copies=len(w_addr))
+        m.d.comb += [a.eq(w) for a, w in zip(w_addr, waddrs)]
         if NF > 1:
-            m.d.comb += [
-                ib_rd.addr.eq(sf),
+            m.d.comb += ib_rd.addr.eq(sf)
+            # with SF > 1 the write comes a cycle late, from registers (its enable reaches
+            # every LUT RAM cell of a wide buffer from a flip-flop): fold 1 reads word k no
+            # sooner than the cycle after fold 0's last word, when the late write of word
+            # k < SF - 1 is done 
+            d = m.d.sync if SF > 1 else m.d.comb
+            d += [
                 ib_wr.addr.eq(sf),
                 ib_wr.data.eq(self.i.payload),
                 ib_wr.en.eq(self.i.valid & self.i.ready),

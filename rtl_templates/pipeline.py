@@ -88,23 +88,28 @@ def tree_sum_groups(n: int, width: int) -> list[tuple[int, int]]:
     return groups
 
 
-def rom_counter(m: Module, n: int, step, name: str) -> tuple[Signal, Signal]:
+def rom_counter(m: Module, n: int, step, name: str, copies: int = 1
+                ) -> tuple[Signal, list[Signal]]:
     """A counter over the ``n`` words of a ROM, advanced (wrapping) when ``step``:
-    ``(count, address)``. ``address`` is a copy of ``count`` kept as a register of its own
-    (Yosys ``keep``) for the ROM's read port: Yosys would otherwise merge the counter into
-    the read port and read the ROM through the counter's increment, a carry chain before
-    the ROM's logic; the copy also carries the ROM's fan-out alone. ``address`` adds
-    :func:`counter_bits` (``n``) flip-flops when ``n`` > 1."""
+    ``(count, addresses)``. Each of the ``copies`` addresses is a copy of ``count`` kept as a
+    register of its own (Yosys ``keep``) for a read port of the ROM (or of one of its
+    slices, :func:`~rtl_templates.memory.lane_rom`): Yosys would otherwise merge the counter
+    into the read port and read the ROM through the counter's increment, a carry chain
+    before the ROM's logic; each copy also carries its ROM's fan-out alone. The copies add
+    ``copies`` · :func:`counter_bits` (``n``) flip-flops when ``n`` > 1."""
     count = Signal(range(max(n, 2)), name=name)
     if n == 1:
-        return count, count
-    address = Signal(range(n), name=f"{name}_addr", attrs={"keep": 1})
+        return count, [count] * copies
     nxt = Mux(count == n - 1, 0, count + 1)
     with m.If(step):
         m.d.sync += count.eq(nxt)
-    # written without an enable, so that no tool takes it for the same flip-flops as count
-    m.d.sync += address.eq(Mux(step, nxt, count))
-    return count, address
+    addresses = []
+    for k in range(copies):
+        address = Signal(range(n), name=f"{name}_addr{k if k else ''}", attrs={"keep": 1})
+        # written without an enable, so that no tool takes it for the same flip-flops as count
+        m.d.sync += address.eq(Mux(step, nxt, count))
+        addresses.append(address)
+    return count, addresses
 
 
 def counter_bits(n: int) -> int:

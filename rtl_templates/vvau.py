@@ -51,7 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -67,6 +67,7 @@ from hwgen.rtl_templates.lutmul import (
     lut_mul_parts,
     lut_mul_stages,
 )
+from hwgen.rtl_templates.memory import lane_rom, lane_rom_slices
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
     delay,
@@ -231,6 +232,18 @@ class VVAUParams:
     def acc_bits(self) -> int:
         return signed_width(*self.acc_bounds)
 
+    def weight_rows(self) -> np.ndarray:
+        """The weight memory's words as rows: [NB·K words, S·L lanes] (lane s·L + l)."""
+        NB, K, L, S = self.nb, self.kernel_beats, self.lanes, self.simd
+        return np.asarray(self.weights).reshape(NB, L, K, S).transpose(0, 2, 3, 1) \
+            .reshape(NB * K, S * L)
+
+    def weight_slices(self) -> list[tuple[int, int]]:
+        """Bit ranges of the weight word stored as memories of their own
+        (:func:`~rtl_templates.memory.lane_rom_slices`)."""
+        return lane_rom_slices(self.simd * self.lanes, self.w_bits, self.nb * self.kernel_beats,
+                               rom_live(self.weight_rows(), self.w_bits)[0])
+
     def mult_per_channel(self) -> list[int]:
         m = list(self.requant.mult)
         return m * self.out_channels if len(m) == 1 else m
@@ -307,19 +320,23 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
     ib, wb, A, ob = p.in_type.bits, p.w_bits, p.acc_bits, p.out_type.bits
     depth = _fifo_depth(p)
     cbb = counter_bits(NB)
-    w = np.asarray(p.weights).reshape(NB, L, K, S).transpose(0, 2, 3, 1).reshape(NB * K, S * L)
-    w_live, w_distinct = rom_live(w, wb)
+    w = p.weight_rows()
+    slices = p.weight_slices()
     shape = (NB, L)
     p_live, p_distinct, m_live = param_live(
         np.asarray(p.bias, dtype=np.int64).reshape(shape),
         np.asarray(p.mult_per_channel(), dtype=np.int64).reshape(shape), A,
         p.requant.mult_bits)
-    wmem = res.memory(w_live, NB * K, family, rom=True, plain=True, logic_width=w_distinct)
+    wmem, w_reg = res.Resources(), 0
+    for lo, hi in slices:
+        live, distinct = rom_live(w[:, lo // wb:hi // wb], wb)
+        part = res.memory(live, NB * K, family, rom=True, plain=True, logic_width=distinct)
+        wmem, w_reg = wmem + part, w_reg + (live if part.bram else distinct)
     pmem = res.memory(p_live, NB, family, rom=True, plain=True, logic_width=p_distinct)
-    w_reg = w_live if wmem.bram else w_distinct
     p_reg = p_live if pmem.bram else p_distinct
     ctl_bits = counter_bits(K) + cbb + counter_bits(NB * K) + counter_bits(depth + 1)
-    ctl_bits += counter_bits(NB * K) if NB * K > 1 else 0   # pipeline.rom_counter's copy
+    # pipeline.rom_counter's copies: one per weight ROM slice
+    ctl_bits += len(slices) * counter_bits(NB * K) if NB * K > 1 else 0
     parts = {
         "mem_w": wmem, "mem_p": pmem, "fifo": res.fifo(L * ob, depth, family),
         "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * 6 + 1, lut4=ctl_bits + 8,
@@ -392,9 +409,8 @@ class VVAU(wiring.Component):
         wwords = [pack_word(p.weights[cb * L:(cb + 1) * L, kb * S:(kb + 1) * S].T.reshape(-1),
                             wb)
                   for cb in range(NB) for kb in range(K)]
-        m.submodules.wmem = wmem = Memory(shape=unsigned(S * L * wb), depth=NB * K,
-                                          init=wwords)
-        w_rd = wmem.read_port()
+        w_rds = lane_rom(m, "wmem", S * L * wb, wwords, p.weight_slices())
+        w_data = Cat(*(r.data for r in w_rds))
 
         mults = p.mult_per_channel()
         lane_w = acc_w + mult_w
@@ -417,8 +433,8 @@ class VVAU(wiring.Component):
             self.i.ready.eq(~last_k | room),
             issue.eq(self.i.valid & self.i.ready),
         ]
-        _, waddr = rom_counter(m, NB * K, issue, "widx")
-        m.d.comb += w_rd.addr.eq(waddr)
+        _, waddrs = rom_counter(m, NB * K, issue, "widx", copies=len(w_rds))
+        m.d.comb += [r.addr.eq(a) for r, a in zip(w_rds, waddrs)]
         with m.If(issue):
             with m.If(last_k):
                 m.d.sync += k.eq(0)
@@ -434,7 +450,7 @@ class VVAU(wiring.Component):
         m.d.sync += [v1.eq(issue), first1.eq(k == 0), last1.eq(last_k), cb1.eq(cb),
                      x1.eq(self.i.payload)]
         # --- stage 1b: operands registered (the weight memory's output is slow) ------------
-        w1 = reg(m, w_rd.data, unsigned(S * L * wb), "w1")
+        w1 = reg(m, w_data, unsigned(S * L * wb), "w1")
         x1 = reg(m, x1, unsigned(S * PE * ib), "x1b")
         v1, first1, last1, cb1 = (delay(m, x, 1, f"{n}_x") for x, n in
                                   ((v1, "v1"), (first1, "first1"), (last1, "last1"), (cb1, "cb1")))
