@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from hwgen.boards.boards import DEFAULT_BOARD, Board, board_by_name
 from hwgen.boards.devices import SPRAM, Device, by_name, check_memory
 from hwgen.boards.lut_lanes import spill
+from hwgen.boards.rom_logic import spill as spill_roms
 from hwgen.dataflow.intgraph import IntGraph
 from hwgen.dataflow.lower import (
     DataflowGraph,
@@ -235,11 +236,15 @@ class FoldSearch:
         self.macs = sum(op_macs(ig, op) for op in ig.ops)
 
     # ----------------------------------------------------------------- per op, per folding
-    def op_use(self, op, o: tuple[int, int], spram: bool = False) -> OpUse | None:
-        key = (op.name, *o, spram)
+    def op_use(self, op, o: tuple[int, ...], spram: bool = False,
+               rom_logic: bool = False) -> OpUse | None:
+        """``op`` at PE, SIMD (and ``lut_lanes``) ``o`` with its weights in SPRAM or logic:
+        None if it cannot be lowered so."""
+        f = Folding(*o, spram=spram, rom_logic=rom_logic)
+        key = (op.name, f.pe, f.simd, f.lut_lanes, spram, rom_logic)
         if key not in self._cache:
             try:
-                blocks = lower_op(self.ig, op, Folding(*o, spram=spram))
+                blocks = lower_op(self.ig, op, f)
             except (HwgenError, ValueError):
                 self._cache[key] = None
             else:
@@ -288,6 +293,7 @@ class FoldSearch:
             uses[op.name] = got[1]
         if self.device.spram_blocks:
             self.move_to_spram(fold, uses)
+        fold, uses = spill_roms(self, fold, uses)
         return spill(self, fold, uses) if self.target.logic_lanes else (fold, uses)
 
     def move_to_spram(self, fold: dict[str, Folding], uses: dict[str, OpUse]) -> None:

@@ -63,7 +63,7 @@ from hwgen.rtl_templates.lutmul import (
     lut_mul_parts,
     lut_mul_stages,
 )
-from hwgen.rtl_templates.memory import ram
+from hwgen.rtl_templates.memory import LOGIC, ram, yosys_attrs
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
     delay,
@@ -145,6 +145,8 @@ class MVAUParams:
     spram: bool = field(default=False, metadata={"digest": "omit_default"})
     # products built of logic cells instead of DSP tiles (the last lanes)
     lut_lanes: int = field(default=0, metadata={"digest": "omit_default"})
+    #: the weight ROM is built of logic cells (LUTs) instead of block RAM
+    rom_logic: bool = field(default=False, metadata={"digest": "omit_default"})
 
     def __post_init__(self):
         mh, mw = self.weights.shape
@@ -163,6 +165,8 @@ class MVAUParams:
                              f"{self.simd} products")
         if self.lut_lanes and self.datapath != "mul":
             raise ValueError("lut_lanes needs a datapath of multipliers")
+        if self.rom_logic and self.spram:
+            raise ValueError("weights in SPRAM are not a ROM of logic (rom_logic)")
 
     @property
     def mh(self) -> int:
@@ -399,7 +403,8 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     nfb = counter_bits(NF)
     w_live, w_distinct = p.weight_columns
     p_live, p_distinct, m_live = p.param_columns
-    wmem = res.memory(w_live, NF * SF, family, rom=True, plain=True, logic_width=w_distinct)
+    wmem = res.memory(w_live, NF * SF, family, rom=True, logic_width=w_distinct,
+                      **({"style": LOGIC} if p.rom_logic else {"plain": True}))
     pmem = res.memory(p_live, NF, family, rom=True, plain=True, logic_width=p_distinct)
     w_reg = w_live if wmem.bram else w_distinct
     if p.spram and family == "ice40":   # SPRAM tiles, their load counters and lane select
@@ -493,7 +498,9 @@ class MVAU(wiring.Component):
             m.d.comb += self.loaded.eq(loaded)
         else:
             m.submodules.wmem = wmem = Memory(shape=unsigned(PE * SIMD * wb), depth=NF * SF,
-                                              init=p.weight_words())
+                                              init=p.weight_words(),
+                                              attrs=yosys_attrs(LOGIC, rom=True)
+                                              if p.rom_logic else {})
             w_rd = wmem.read_port()
             w_addr, w_data, loaded = w_rd.addr, w_rd.data, None
 
@@ -636,7 +643,8 @@ class MVAU(wiring.Component):
 def manifest(p: MVAUParams) -> dict:
     return {"matrix": {"rows_mh": p.mh, "cols_mw": p.mw}, "vectors_per_frame": p.vectors,
             "folding": {"pe": p.pe, "simd": p.simd,
-                        **({"lut_lanes": p.lut_lanes} if p.lut_lanes else {})},
+                        **({"lut_lanes": p.lut_lanes} if p.lut_lanes else {}),
+                        **({"rom_logic": True} if p.rom_logic else {})},
             "types": {"input": p.in_type.name, "output": p.out_type.name,
                       "weight_bits": p.w_bits, "accumulator_bits": p.acc_bits,
                       "multiplier_bits": p.requant.mult_bits, "shift": p.requant.shift,

@@ -67,6 +67,7 @@ from hwgen.rtl_templates.lutmul import (
     lut_mul_parts,
     lut_mul_stages,
 )
+from hwgen.rtl_templates.memory import LOGIC, yosys_attrs
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
     delay,
@@ -147,6 +148,8 @@ class VVAUParams:
     simd: int = 1            # kernel positions per beat (a divisor of K)
     # products built of logic cells instead of DSP tiles (the last lanes)
     lut_lanes: int = field(default=0, metadata={"digest": "omit_default"})
+    #: the weight ROM is built of logic cells (LUTs) instead of block RAM
+    rom_logic: bool = field(default=False, metadata={"digest": "omit_default"})
 
     def __post_init__(self):
         if np.ndim(self.weights) != 2:
@@ -314,7 +317,8 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
         np.asarray(p.bias, dtype=np.int64).reshape(shape),
         np.asarray(p.mult_per_channel(), dtype=np.int64).reshape(shape), A,
         p.requant.mult_bits)
-    wmem = res.memory(w_live, NB * K, family, rom=True, plain=True, logic_width=w_distinct)
+    wmem = res.memory(w_live, NB * K, family, rom=True, logic_width=w_distinct,
+                      **({"style": LOGIC} if p.rom_logic else {"plain": True}))
     pmem = res.memory(p_live, NB, family, rom=True, plain=True, logic_width=p_distinct)
     w_reg = w_live if wmem.bram else w_distinct
     p_reg = p_live if pmem.bram else p_distinct
@@ -393,7 +397,8 @@ class VVAU(wiring.Component):
                             wb)
                   for cb in range(NB) for kb in range(K)]
         m.submodules.wmem = wmem = Memory(shape=unsigned(S * L * wb), depth=NB * K,
-                                          init=wwords)
+                                          init=wwords, attrs=yosys_attrs(LOGIC, rom=True)
+                                          if p.rom_logic else {})
         w_rd = wmem.read_port()
 
         mults = p.mult_per_channel()
@@ -490,6 +495,8 @@ def manifest(p: VVAUParams) -> dict:
     fold = {"pe": p.pe, "simd": p.simd} if p.simd > 1 else {"pe": p.pe}
     if p.lut_lanes:
         fold["lut_lanes"] = p.lut_lanes
+    if p.rom_logic:
+        fold["rom_logic"] = True
     if p.multiplier == 1:
         return {"folding": fold}
     return {"folding": fold, "channel_multiplier": p.multiplier}
