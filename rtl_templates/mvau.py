@@ -367,7 +367,10 @@ def _fifo_depth(p: MVAUParams) -> int:
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
 RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
     "ecp5": {
-        "lut4": {"acc": 1.005, "ctl": 1.114, "fifo": 1.074, "mem_i": 1.101, "mem_p": 1.038,
+        # a weight ROM in logic (rom_logic), fitted on CNV-w2a2's units and random 8-bit
+        # weights (tests/test_rom_logic.py)
+        "lut4": {"rom_w": 1.12,
+                 "acc": 1.005, "ctl": 1.114, "fifo": 1.074, "mem_i": 1.101, "mem_p": 1.038,
                  "mem_w": 1.252, "mul_logic": 1.002, "rq_front": 0.579,
                  "rq_lanes": 21.25, "rq_r24": 0.968, "rq_seq": 0.478,
                  "rq_sign": 1.002, "rq_tail": 0.31, "terms": 1.017, "tree": 1.171,
@@ -416,7 +419,8 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
                              carry=count)
         w_reg = PE * SIMD * wb
     p_reg = p_live if pmem.bram else p_distinct
-    parts = {"mem_w": wmem, "mem_p": pmem, "fifo": res.fifo(PE * ob, depth, family)}
+    parts = {"rom_w" if p.rom_logic else "mem_w": wmem, "mem_p": pmem,
+             "fifo": res.fifo(PE * ob, depth, family)}
     if NF > 1:
         parts["mem_i"] = res.memory(SIMD * ib, SF, family, rom=False, rw="dont_care") \
             + res.mux(SIMD * ib, family)

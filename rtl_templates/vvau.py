@@ -281,7 +281,10 @@ def cost(p: VVAUParams) -> Cost:
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
 RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
     "ecp5": {
-        "lut4": {"acc": 0.995, "ctl": 1.005, "fifo": 1, "mem_p": 1.003, "mem_w": 1.001,
+        # a weight ROM in logic (rom_logic), fitted on CNV-w2a2's units and random 8-bit
+        # weights (tests/test_rom_logic.py)
+        "lut4": {"rom_w": 1.12,
+                 "acc": 0.995, "ctl": 1.005, "fifo": 1, "mem_p": 1.003, "mem_w": 1.001,
                  "mul_logic": 0.996, "rq_front": 0.581, "rq_lanes": 21.25,
                  "rq_r24": 0.907, "rq_seq": 0.506, "rq_tail": 0.234, "1": 0},
         "carry": {"acc": 0.991, "ctl": 0.994, "fifo": 0.995, "rq_front": 1.06, "rq_lanes": 6.769,
@@ -325,7 +328,8 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
     ctl_bits = counter_bits(K) + cbb + counter_bits(NB * K) + counter_bits(depth + 1)
     ctl_bits += counter_bits(NB * K) if NB * K > 1 else 0   # pipeline.rom_counter's copy
     parts = {
-        "mem_w": wmem, "mem_p": pmem, "fifo": res.fifo(L * ob, depth, family),
+        "rom_w" if p.rom_logic else "mem_w": wmem, "mem_p": pmem,
+        "fifo": res.fifo(L * ob, depth, family),
         "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * 6 + 1, lut4=ctl_bits + 8,
                              carry=ctl_bits / 2),
         # the operand registers of lanes reading one input lane are one (merged)
