@@ -35,6 +35,13 @@ Multiplier lanes in logic (``MVAUParams.lut_lanes``)
     Their product arrives when the tiles' does (a shorter one is delayed; a longer one,
     weights wider than 8 bits, delays every lane by :func:`lut_extra_stages`).
 
+Weights in logic (``MVAUParams.rom_logic``)
+    The weight memory carries Yosys's ``rom_style = "logic"``: a multiplexer of constants
+    built of LUTs instead of block RAM (Yosys otherwise maps it by its own cost), with the
+    same synchronous read, so the schedule and the cycles stay. The resource model prices it
+    as the part ``rom_w``. Where block RAM runs out and logic cells do not, the device search
+    chooses it (``boards/rom_logic.py``).
+
 Bipolar values (``rtl_templates/xnor_mvau.py``)
     Weights that are all ±1 are stored as one bit each; bipolar inputs travel as one bit each.
     The dot products then need no multiplier: XNOR-popcount when both are ±1, a sign select

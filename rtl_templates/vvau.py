@@ -35,7 +35,8 @@ Pipeline (a step issued in cycle t; the structure of :mod:`rtl_templates.mvau`)
     t+5: round half to even, add zero point, clamp → output FIFO
 The last ``lut_lanes`` of the L·SIMD products (lane ``l*SIMD + s``) are built of logic cells
 (:func:`~rtl_templates.lutmul.lut_mul`) instead of DSP tiles, for weights of at most 8 bits
-(as deep as a tile's product with its operand registers).
+(as deep as a tile's product with its operand registers). With ``rom_logic`` the weight ROM
+carries Yosys's ``rom_style = "logic"`` (LUTs instead of block RAM, the same read).
 The pipeline never stalls: a credit counter lets a step that completes an output beat issue
 only while the output FIFO is sure to have room. ``valid`` on ``o`` never depends on ``ready``.
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 import test_vvau as tv
 from amaranth.back import verilog
@@ -48,6 +49,10 @@ def test_digits_mlp_with_weights_in_logic_verilator(tmp_path):
     assert manifest["folding"] == fold
     spilled = hwgen.compile(EX / MODELS[0], tmp_path / "d", fold=path)
     assert 'rom_style = "logic"' in spilled.verilog.read_text()
+    x = np.load(TEST_SET)["input"][:4]         # read back from its folder, stalled
+    res = hwgen.simulate(tmp_path / "d", x, simulator="verilator", stall=0.3, seed=3)
+    assert np.array_equal(res.outputs_int,
+                          hwgen.simulate(tmp_path / "d", x, simulator="verilator").outputs_int)
     path.write_text(json.dumps(plain_fold))
     plain = hwgen.compile(EX / MODELS[0], tmp_path / "plain", fold=path)
     bram = [m["estimate"]["resources"]["ecp5"]["bram"] for m in (plain.manifest, manifest)]
