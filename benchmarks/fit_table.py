@@ -6,7 +6,8 @@ Per design and board: the interval (cycles per frame of the bottleneck), the dev
 (the model's multiply–accumulates ÷ the device's multiplier lanes), their ratio, the MAC
 utilisation (busy dot-product multiplier-cycles ÷ (those multipliers × the interval)), the
 estimated use of each resource kind against the budget's limit, and the folding (PE/SIMD of
-every multiplying layer, in order, ``s`` marking weights in SPRAM, ``+LN``: N of its products
+every multiplying layer, in order, ``s`` marking weights in SPRAM, ``r`` weights in logic
+cells instead of block RAM, ``+LN``: N of its products
 built of logic cells; ``--layers`` adds one line per layer with its utilisation). The bound
 counts the DSP tiles' lanes only: products in logic cells can take a design below it (ratio
 under 1); ``--dsp-only`` keeps every product in a DSP tile. Nothing is simulated or
@@ -54,6 +55,7 @@ def row(model: str, board: str, budget: float, layers: bool, dsp_only: bool = Fa
     util = rep.mac_utilisation
     use = " ".join(f"{SHORT[k]} {rep.use[k]:,}/{rep.limit[k]:,}" for k in rep.device.kinds)
     folds = " ".join(f"{fold[n].pe}/{fold[n].simd}{'s' if fold[n].spram else ''}"
+                     + ("r" if fold[n].rom_logic else "")
                      + (f"+L{fold[n].lut_lanes}" if fold[n].lut_lanes else "")
                      for n in rep.layer_macs)
     lines = [f"{model:40} {board:10} {rep.interval:>9,} {rep.bound or 0:>8,} {ratio:>6} "

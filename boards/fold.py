@@ -16,9 +16,11 @@ The search (:func:`fold_for_device`):
    blocks it lowers to on its own (:func:`dataflow.lower.lower_op`: its compute blocks and
    input FIFOs), computed once per folding and cached.
 3. When the DSP tiles are over the budget, products move into logic cells
-   (:func:`boards.lut_lanes.spill`: the fewest that bring the tiles within it). The ops'
-   uses are summed and checked against the budget (a fraction of each kind of the
-   device: :meth:`devices.Device.limits`). Feasibility mostly grows with ``T``: a binary
+   (:func:`boards.lut_lanes.spill`: the fewest that bring the tiles within it); when the
+   block RAM tiles are, weight ROMs move into logic cells (:func:`boards.rom_logic.spill`:
+   those freeing most tiles per logic cell first). The ops' uses are summed and checked
+   against the budget (a fraction of each kind of the device:
+   :meth:`devices.Device.limits`). Feasibility mostly grows with ``T``: a binary
    search over the candidates finds a feasible one, and the candidates below it are then
    tried downwards until :data:`SCAN_MISSES` in a row do not fit (an op's cheapest folding
    may trade one kind of resource for another from one candidate to the next, so a shorter
@@ -49,6 +51,7 @@ from dataclasses import dataclass, field
 from hwgen.boards.boards import DEFAULT_BOARD, Board, board_by_name
 from hwgen.boards.devices import SPRAM, Device, by_name, check_memory
 from hwgen.boards.lut_lanes import spill
+from hwgen.boards.rom_logic import spill as spill_roms
 from hwgen.dataflow.intgraph import IntGraph
 from hwgen.dataflow.lower import (
     DataflowGraph,
@@ -235,11 +238,15 @@ class FoldSearch:
         self.macs = sum(op_macs(ig, op) for op in ig.ops)
 
     # ----------------------------------------------------------------- per op, per folding
-    def op_use(self, op, o: tuple[int, int], spram: bool = False) -> OpUse | None:
-        key = (op.name, *o, spram)
+    def op_use(self, op, o: tuple[int, ...], spram: bool = False,
+               rom_logic: bool = False) -> OpUse | None:
+        """``op`` at PE, SIMD (and ``lut_lanes``) ``o`` with its weights in SPRAM or logic:
+        None if it cannot be lowered so."""
+        f = Folding(*o, spram=spram, rom_logic=rom_logic)
+        key = (op.name, f.pe, f.simd, f.lut_lanes, spram, rom_logic)
         if key not in self._cache:
             try:
-                blocks = lower_op(self.ig, op, Folding(*o, spram=spram))
+                blocks = lower_op(self.ig, op, f)
             except (HwgenError, ValueError):
                 self._cache[key] = None
             else:
@@ -288,7 +295,9 @@ class FoldSearch:
             uses[op.name] = got[1]
         if self.device.spram_blocks:
             self.move_to_spram(fold, uses)
-        return spill(self, fold, uses) if self.target.logic_lanes else (fold, uses)
+        if self.target.logic_lanes:
+            fold, uses = spill(self, fold, uses)
+        return spill_roms(self, fold, uses)
 
     def move_to_spram(self, fold: dict[str, Folding], uses: dict[str, OpUse]) -> None:
         """While block RAM is over its limit, move the weight memory that frees the most

@@ -41,7 +41,7 @@ def spill(search, fold: dict[str, Folding], uses: dict) -> tuple[dict[str, Foldi
         n = op_lanes(op, f)
         if hard(op) <= 0:
             continue
-        u_all = search.op_use(op, (f.pe, f.simd, n), spram=f.spram)
+        u_all = search.op_use(op, (f.pe, f.simd, n), spram=f.spram, rom_logic=f.rom_logic)
         if u_all is None or u_all.cycles != u0.cycles:
             continue                            # no matrix unit of multipliers
         saved = u0.use[DSP] - u_all.use[DSP]
@@ -49,7 +49,7 @@ def spill(search, fold: dict[str, Folding], uses: dict) -> tuple[dict[str, Foldi
             continue
         k = min(hard(op), math.ceil(excess * hard(op) / saved))
         u = u_all if f.lut_lanes + k == n else search.op_use(
-            op, (f.pe, f.simd, f.lut_lanes + k), spram=f.spram)
+            op, (f.pe, f.simd, f.lut_lanes + k), spram=f.spram, rom_logic=f.rom_logic)
         if u is None:
             continue
         excess -= u0.use[DSP] - u.use[DSP]

@@ -44,15 +44,20 @@ class Folding:
     #: the layer's weights live in SPRAM, loaded after reset (iCE40 UltraPlus; an op whose
     #: blocks hold no weight memory ignores it)
     spram: bool = False
+    #: the layer's weight memory is built of logic cells (a ROM of LUTs) instead of block RAM
+    #: (a matrix or vector unit's only)
+    rom_logic: bool = False
 
     def as_dict(self) -> dict:
-        """As a folding file and the manifest write it (``spram`` and ``lut_lanes`` only when
-        set)."""
+        """As a folding file and the manifest write it (``spram``, ``lut_lanes`` and
+        ``rom_logic`` only when set)."""
         d = {"pe": self.pe, "simd": self.simd}
         if self.spram:
             d["spram"] = True
         if self.lut_lanes:
             d["lut_lanes"] = self.lut_lanes
+        if self.rom_logic:
+            d["rom_logic"] = True
         return d
 
 
@@ -306,12 +311,16 @@ def lower_op(ig: IntGraph, op, f: Folding) -> list[Block]:
 
 
 def check_lut_lanes(op, f: Folding, blocks) -> None:
-    """A folding with ``lut_lanes`` is for an op that lowers to a matrix or vector unit
-    taking them."""
+    """A folding with ``lut_lanes`` (or ``rom_logic``) is for an op that lowers to a matrix or
+    vector unit taking them."""
     if f.lut_lanes and not any(getattr(b.params, "lut_lanes", 0) == f.lut_lanes
                                for b in blocks if b.layer == op.name):
         raise HwgenError(f"layer {op.name}: lut_lanes={f.lut_lanes}, but it has no "
                          f"unit of multipliers to build them in logic")
+    if f.rom_logic and not any(getattr(b.params, "rom_logic", False)
+                               for b in blocks if b.layer == op.name):
+        raise HwgenError(f"layer {op.name}: rom_logic=true, but it has no matrix or vector "
+                         f"unit whose weights could be built of logic")
 
 
 def op_macs(ig: IntGraph, op) -> int:

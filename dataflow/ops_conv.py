@@ -136,12 +136,14 @@ class Conv:
             if self.depthwise:
                 kind = "vvau"
                 p = VVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype,
-                               f.pe, oh * ow, self.multiplier, f.simd, lut_lanes=f.lut_lanes)
+                               f.pe, oh * ow, self.multiplier, f.simd, lut_lanes=f.lut_lanes,
+                               rom_logic=f.rom_logic)
                 cycles = p.pixels * p.kernel_beats * p.nb
             else:
                 kind = "mvau"
                 p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype,
-                               f.pe, f.simd, oh * ow, lut_lanes=f.lut_lanes, spram=f.spram)
+                               f.pe, f.simd, oh * ow, lut_lanes=f.lut_lanes, spram=f.spram,
+                               rom_logic=f.rom_logic)
                 cycles = p.nf * p.sf * p.vectors
         except ValueError as e:     # a folding the unit cannot take (products in logic)
             raise HwgenError(f"layer {self.name}: {e}") from None

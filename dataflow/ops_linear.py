@@ -88,7 +88,8 @@ class MatVec:
         tin, tout = ig.tensors[self.input], ig.tensors[self.output]
         try:
             p = MVAUParams(self.weights, self.bias, self.requant, tin.qtype, tout.qtype, f.pe,
-                           f.simd, lut_lanes=f.lut_lanes, spram=f.spram)
+                           f.simd, lut_lanes=f.lut_lanes, spram=f.spram,
+                           rom_logic=f.rom_logic)
         except ValueError as e:     # a folding the unit cannot take (products in logic)
             raise HwgenError(f"layer {self.name}: {e}") from None
         # an MVAU that replays its input (several neuron folds) reads one whole vector early

@@ -222,6 +222,8 @@ def _cells(r: NodeRow, family: str, util: dict[str, float]) -> list[str]:
               else f"{r.folding.pe}/-")
         if r.folding.lut_lanes:     # products built of logic cells
             pe += f"+L{r.folding.lut_lanes}"
+        if r.folding.rom_logic:     # weights in logic cells
+            pe += "r"
     c = r.cost
     res = _res_cell(c.resources(family).rounded()) if c else ""
     return [r.node, r.op, "+".join(r.blocks), pe,

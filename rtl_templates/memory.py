@@ -220,8 +220,8 @@ def rom(m: Module, name: str, *, width: int, init, read_ports: int = 1,
 ROM_FANOUT = 64
 
 
-def lane_rom_slices(lanes: int, lane_bits: int, depth: int, live_bits: int
-                    ) -> list[tuple[int, int]]:
+def lane_rom_slices(lanes: int, lane_bits: int, depth: int, live_bits: int,
+                    logic: bool = False) -> list[tuple[int, int]]:
     """The bit ranges ``(lo, hi)`` of a plain ROM of ``lanes`` lanes of ``lane_bits`` bits ×
     ``depth`` words (``live_bits`` of its columns not constant) that :func:`lane_rom` stores
     as memories of their own, each read through its own copy of the address.
@@ -231,9 +231,10 @@ def lane_rom_slices(lanes: int, lane_bits: int, depth: int, live_bits: int
     one register's fan-out across the die, and the route, not the logic, sets the clock.
     Such a ROM is cut at lane boundaries into pieces of about :data:`ROM_FANOUT` LUTs each
     (about one LUT per 16 words of a column). Narrower pieces stay logic; a ROM in block
-    RAM (or of one piece) is one memory."""
+    RAM (or of one piece) is one memory. ``logic``: the ROM is logic by its style
+    (``rom_style = "logic"``), whatever Yosys would pick."""
     width = lanes * lane_bits
-    if depth < 2 or live_bits < 1 or lanes < 2 or any(
+    if depth < 2 or live_bits < 1 or lanes < 2 or not logic and any(
             yosys_mapping(live_bits, depth, f, style=DISTRIBUTED, rom=True).kind != LOGIC
             for f in FAMILIES):
         return [(0, width)]
@@ -243,19 +244,23 @@ def lane_rom_slices(lanes: int, lane_bits: int, depth: int, live_bits: int
     return [(i * lane_bits, min(lanes, i + per) * lane_bits) for i in range(0, lanes, per)]
 
 
-def lane_rom(m: Module, name: str, width: int, init, slices: list[tuple[int, int]]) -> list:
-    """Plain ROMs (no attributes: Yosys picks their mapping) of the ``(lo, hi)`` bit ranges
-    ``slices`` (:func:`lane_rom_slices`) of words ``init`` of ``width`` bits; returns their
-    read ports, in order (their data joined is the word). One slice: one memory ``name``."""
+def lane_rom(m: Module, name: str, width: int, init, slices: list[tuple[int, int]],
+             logic: bool = False) -> list:
+    """Plain ROMs (no attributes: Yosys picks their mapping; ``logic``: ``rom_style =
+    "logic"``) of the ``(lo, hi)`` bit ranges ``slices`` (:func:`lane_rom_slices`) of words
+    ``init`` of ``width`` bits; returns their read ports, in order (their data joined is the
+    word). One slice: one memory ``name``."""
     init = [int(v) for v in init]
+    attrs = yosys_attrs(LOGIC, rom=True) if logic else {}
     if len(slices) == 1:
-        mem = Memory(shape=width, depth=len(init), init=init)
+        mem = Memory(shape=width, depth=len(init), init=init, attrs=attrs)
         m.submodules[name] = mem
         return [mem.read_port()]
     ports = []
     for k, (lo, hi) in enumerate(slices):
         mask = (1 << (hi - lo)) - 1
-        mem = Memory(shape=hi - lo, depth=len(init), init=[(v >> lo) & mask for v in init])
+        mem = Memory(shape=hi - lo, depth=len(init), init=[(v >> lo) & mask for v in init],
+                     attrs=attrs)
         m.submodules[f"{name}_{k}"] = mem
         ports.append(mem.read_port())
     return ports

@@ -35,6 +35,13 @@ Multiplier lanes in logic (``MVAUParams.lut_lanes``)
     Their product arrives when the tiles' does (a shorter one is delayed; a longer one,
     weights wider than 8 bits, delays every lane by :func:`lut_extra_stages`).
 
+Weights in logic (``MVAUParams.rom_logic``)
+    The weight memory carries Yosys's ``rom_style = "logic"``: a multiplexer of constants
+    built of LUTs instead of block RAM (Yosys otherwise maps it by its own cost), with the
+    same synchronous read, so the schedule and the cycles stay. The resource model prices it
+    as the part ``rom_w``. Where block RAM runs out and logic cells do not, the device search
+    chooses it (``boards/rom_logic.py``).
+
 Bipolar values (``rtl_templates/xnor_mvau.py``)
     Weights that are all ±1 are stored as one bit each; bipolar inputs travel as one bit each.
     The dot products then need no multiplier: XNOR-popcount when both are ±1, a sign select
@@ -63,7 +70,7 @@ from hwgen.rtl_templates.lutmul import (
     lut_mul_parts,
     lut_mul_stages,
 )
-from hwgen.rtl_templates.memory import lane_rom, lane_rom_slices, ram
+from hwgen.rtl_templates.memory import LOGIC, lane_rom, lane_rom_slices, ram
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
     delay,
@@ -145,6 +152,8 @@ class MVAUParams:
     spram: bool = field(default=False, metadata={"digest": "omit_default"})
     # products built of logic cells instead of DSP tiles (the last lanes)
     lut_lanes: int = field(default=0, metadata={"digest": "omit_default"})
+    #: the weight ROM is built of logic cells (LUTs) instead of block RAM
+    rom_logic: bool = field(default=False, metadata={"digest": "omit_default"})
 
     def __post_init__(self):
         mh, mw = self.weights.shape
@@ -163,6 +172,8 @@ class MVAUParams:
                              f"{self.simd} products")
         if self.lut_lanes and self.datapath != "mul":
             raise ValueError("lut_lanes needs a datapath of multipliers")
+        if self.rom_logic and self.spram:
+            raise ValueError("weights in SPRAM are not a ROM of logic (rom_logic)")
 
     @property
     def mh(self) -> int:
@@ -266,8 +277,9 @@ class MVAUParams:
     def weight_slices(self) -> list[tuple[int, int]]:
         """Bit ranges of the weight word stored as memories of their own
         (:func:`~rtl_templates.memory.lane_rom_slices`)."""
-        return _per_folding(self, "slices", lambda: lane_rom_slices(
-            self.pe * self.simd, self.w_bits, self.nf * self.sf, self.weight_columns[0]))
+        return _per_folding(self, f"slices{int(self.rom_logic)}", lambda: lane_rom_slices(
+            self.pe * self.simd, self.w_bits, self.nf * self.sf, self.weight_columns[0],
+            logic=self.rom_logic))
 
     @property
     def weight_slice_columns(self) -> list[tuple[int, int]]:
@@ -276,7 +288,7 @@ class MVAUParams:
         if len(sl) == 1:
             return [self.weight_columns]
         wb = self.w_bits
-        return _per_folding(self, "slice_columns", lambda: [
+        return _per_folding(self, f"slice_columns{int(self.rom_logic)}", lambda: [
             self._weight_columns(lo // wb, hi // wb) for lo, hi in sl])
 
     @functools.cached_property
@@ -382,7 +394,10 @@ def _fifo_depth(p: MVAUParams) -> int:
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
 RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
     "ecp5": {
-        "lut4": {"acc": 1.005, "ctl": 1.114, "fifo": 1.074, "mem_i": 1.101, "mem_p": 1.038,
+        # a weight ROM in logic (rom_logic), fitted on CNV-w2a2's units and random 8-bit
+        # weights (tests/test_rom_logic.py)
+        "lut4": {"rom_w": 1.12,
+                 "acc": 1.005, "ctl": 1.114, "fifo": 1.074, "mem_i": 1.101, "mem_p": 1.038,
                  "mem_w": 1.252, "mul_logic": 1.002, "rq_front": 0.579,
                  "rq_lanes": 21.25, "rq_r24": 0.968, "rq_seq": 0.478,
                  "rq_sign": 1.002, "rq_tail": 0.31, "terms": 1.017, "tree": 1.171,
@@ -416,11 +431,11 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     ib, wb, A, ob = p.in_type.bits, p.w_bits, p.acc_bits, p.out_type.bits
     depth = _fifo_depth(p)
     nfb = counter_bits(NF)
-    w_live, w_distinct = p.weight_columns
     p_live, p_distinct, m_live = p.param_columns
     wmem, w_reg = res.Resources(), 0
     for live, distinct in p.weight_slice_columns:
-        part = res.memory(live, NF * SF, family, rom=True, plain=True, logic_width=distinct)
+        part = res.memory(live, NF * SF, family, rom=True, logic_width=distinct,
+                          **({"style": LOGIC} if p.rom_logic else {"plain": True}))
         wmem, w_reg = wmem + part, w_reg + (live if part.bram else distinct)
     pmem = res.memory(p_live, NF, family, rom=True, plain=True, logic_width=p_distinct)
     if p.spram and family == "ice40":   # SPRAM tiles, their load counters and lane select
@@ -432,7 +447,8 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
                              carry=count)
         w_reg = PE * SIMD * wb
     p_reg = p_live if pmem.bram else p_distinct
-    parts = {"mem_w": wmem, "mem_p": pmem, "fifo": res.fifo(PE * ob, depth, family)}
+    parts = {"rom_w" if p.rom_logic else "mem_w": wmem, "mem_p": pmem,
+             "fifo": res.fifo(PE * ob, depth, family)}
     if NF > 1:
         parts["mem_i"] = res.memory(SIMD * ib, SF, family, rom=False, rw="dont_care") \
             + res.mux(SIMD * ib, family)
@@ -518,7 +534,8 @@ class MVAU(wiring.Component):
             m.d.comb += self.loaded.eq(loaded)
             w_addr = [w_addr]
         else:
-            w_rds = lane_rom(m, "wmem", PE * SIMD * wb, p.weight_words(), p.weight_slices)
+            w_rds = lane_rom(m, "wmem", PE * SIMD * wb, p.weight_words(), p.weight_slices,
+                             logic=p.rom_logic)
             w_addr, w_data, loaded = [r.addr for r in w_rds], Cat(*(r.data for r in w_rds)), None
 
         mults = p.mult_per_channel()
@@ -562,7 +579,7 @@ class MVAU(wiring.Component):
             # with SF > 1 the write comes a cycle late, from registers (its enable reaches
             # every LUT RAM cell of a wide buffer from a flip-flop): fold 1 reads word k no
             # sooner than the cycle after fold 0's last word, when the late write of word
-            # k < SF - 1 is done 
+            # k < SF - 1 is done
             d = m.d.sync if SF > 1 else m.d.comb
             d += [
                 ib_wr.addr.eq(sf),
@@ -665,7 +682,8 @@ class MVAU(wiring.Component):
 def manifest(p: MVAUParams) -> dict:
     return {"matrix": {"rows_mh": p.mh, "cols_mw": p.mw}, "vectors_per_frame": p.vectors,
             "folding": {"pe": p.pe, "simd": p.simd,
-                        **({"lut_lanes": p.lut_lanes} if p.lut_lanes else {})},
+                        **({"lut_lanes": p.lut_lanes} if p.lut_lanes else {}),
+                        **({"rom_logic": True} if p.rom_logic else {})},
             "types": {"input": p.in_type.name, "output": p.out_type.name,
                       "weight_bits": p.w_bits, "accumulator_bits": p.acc_bits,
                       "multiplier_bits": p.requant.mult_bits, "shift": p.requant.shift,

@@ -35,7 +35,8 @@ Pipeline (a step issued in cycle t; the structure of :mod:`rtl_templates.mvau`)
     t+5: round half to even, add zero point, clamp → output FIFO
 The last ``lut_lanes`` of the L·SIMD products (lane ``l*SIMD + s``) are built of logic cells
 (:func:`~rtl_templates.lutmul.lut_mul`) instead of DSP tiles, for weights of at most 8 bits
-(as deep as a tile's product with its operand registers).
+(as deep as a tile's product with its operand registers). With ``rom_logic`` the weight ROM
+carries Yosys's ``rom_style = "logic"`` (LUTs instead of block RAM, the same read).
 The pipeline never stalls: a credit counter lets a step that completes an output beat issue
 only while the output FIFO is sure to have room. ``valid`` on ``o`` never depends on ``ready``.
 
@@ -67,7 +68,7 @@ from hwgen.rtl_templates.lutmul import (
     lut_mul_parts,
     lut_mul_stages,
 )
-from hwgen.rtl_templates.memory import lane_rom, lane_rom_slices
+from hwgen.rtl_templates.memory import LOGIC, lane_rom, lane_rom_slices
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
     delay,
@@ -148,6 +149,8 @@ class VVAUParams:
     simd: int = 1            # kernel positions per beat (a divisor of K)
     # products built of logic cells instead of DSP tiles (the last lanes)
     lut_lanes: int = field(default=0, metadata={"digest": "omit_default"})
+    #: the weight ROM is built of logic cells (LUTs) instead of block RAM
+    rom_logic: bool = field(default=False, metadata={"digest": "omit_default"})
 
     def __post_init__(self):
         if np.ndim(self.weights) != 2:
@@ -242,7 +245,7 @@ class VVAUParams:
         """Bit ranges of the weight word stored as memories of their own
         (:func:`~rtl_templates.memory.lane_rom_slices`)."""
         return lane_rom_slices(self.simd * self.lanes, self.w_bits, self.nb * self.kernel_beats,
-                               rom_live(self.weight_rows(), self.w_bits)[0])
+                               rom_live(self.weight_rows(), self.w_bits)[0], logic=self.rom_logic)
 
     def mult_per_channel(self) -> list[int]:
         m = list(self.requant.mult)
@@ -291,7 +294,10 @@ def cost(p: VVAUParams) -> Cost:
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
 RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
     "ecp5": {
-        "lut4": {"acc": 0.995, "ctl": 1.005, "fifo": 1, "mem_p": 1.003, "mem_w": 1.001,
+        # a weight ROM in logic (rom_logic), fitted on CNV-w2a2's units and random 8-bit
+        # weights (tests/test_rom_logic.py)
+        "lut4": {"rom_w": 1.12,
+                 "acc": 0.995, "ctl": 1.005, "fifo": 1, "mem_p": 1.003, "mem_w": 1.001,
                  "mul_logic": 0.996, "rq_front": 0.581, "rq_lanes": 21.25,
                  "rq_r24": 0.907, "rq_seq": 0.506, "rq_tail": 0.234, "1": 0},
         "carry": {"acc": 0.991, "ctl": 0.994, "fifo": 0.995, "rq_front": 1.06, "rq_lanes": 6.769,
@@ -330,7 +336,8 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
     wmem, w_reg = res.Resources(), 0
     for lo, hi in slices:
         live, distinct = rom_live(w[:, lo // wb:hi // wb], wb)
-        part = res.memory(live, NB * K, family, rom=True, plain=True, logic_width=distinct)
+        part = res.memory(live, NB * K, family, rom=True, logic_width=distinct,
+                          **({"style": LOGIC} if p.rom_logic else {"plain": True}))
         wmem, w_reg = wmem + part, w_reg + (live if part.bram else distinct)
     pmem = res.memory(p_live, NB, family, rom=True, plain=True, logic_width=p_distinct)
     p_reg = p_live if pmem.bram else p_distinct
@@ -338,7 +345,8 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
     # pipeline.rom_counter's copies: one per weight ROM slice
     ctl_bits += len(slices) * counter_bits(NB * K) if NB * K > 1 else 0
     parts = {
-        "mem_w": wmem, "mem_p": pmem, "fifo": res.fifo(L * ob, depth, family),
+        "rom_w" if p.rom_logic else "mem_w": wmem, "mem_p": pmem,
+        "fifo": res.fifo(L * ob, depth, family),
         "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * 6 + 1, lut4=ctl_bits + 8,
                              carry=ctl_bits / 2),
         # the operand registers of lanes reading one input lane are one (merged)
@@ -409,7 +417,7 @@ class VVAU(wiring.Component):
         wwords = [pack_word(p.weights[cb * L:(cb + 1) * L, kb * S:(kb + 1) * S].T.reshape(-1),
                             wb)
                   for cb in range(NB) for kb in range(K)]
-        w_rds = lane_rom(m, "wmem", S * L * wb, wwords, p.weight_slices())
+        w_rds = lane_rom(m, "wmem", S * L * wb, wwords, p.weight_slices(), logic=p.rom_logic)
         w_data = Cat(*(r.data for r in w_rds))
 
         mults = p.mult_per_channel()
@@ -506,6 +514,8 @@ def manifest(p: VVAUParams) -> dict:
     fold = {"pe": p.pe, "simd": p.simd} if p.simd > 1 else {"pe": p.pe}
     if p.lut_lanes:
         fold["lut_lanes"] = p.lut_lanes
+    if p.rom_logic:
+        fold["rom_logic"] = True
     if p.multiplier == 1:
         return {"folding": fold}
     return {"folding": fold, "channel_multiplier": p.multiplier}
