@@ -5,10 +5,12 @@ signed ``w`` of ``w_bits`` bits without a ``*``: Yosys maps every ``$mul`` cell 
 multiplier tiles (``mul2dsp``), so a product meant for logic is written as the sum it is.
 ``w`` is recoded in radix-4 Booth digits ``d_i ∈ {-2, -1, 0, 1, 2}`` (``w = Σ d_i·4^i``, one
 digit per two bits of ``w``), each partial product ``d_i·x`` is a multiplexer (``x``,
-``2x`` or 0) and a conditional negation (one carry chain), and the partials are summed by
-a registered adder tree, one carry chain per stage:
+``2x`` or 0) and a conditional inversion (LUTs only; the negation's ``+1`` is summed by
+the adder tree), and the partials are summed by a registered adder tree, one carry chain
+per stage:
 
-    stage 1: the partial products ``d_i·x`` (``ceil(w_bits / 2)`` of ``len(x) + 2`` bits)
+    stage 1: the partial products ``d_i·x`` in ones' complement (``ceil(w_bits / 2)`` of
+             ``len(x) + 2`` bits) and their digits' signs
     stages 2..: the adder tree (:func:`~rtl_templates.pipeline.tree_sum`), its last level
              left for the caller to register
 
@@ -20,7 +22,7 @@ structure in the resource model's terms.
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Const, Module, Mux, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.pipeline import reg, tree_stages, tree_sum, tree_sum_groups
@@ -52,16 +54,30 @@ def booth_digit(w, i: int):
 
 def lut_mul(m: Module, x, w, name: str):
     """``x × w`` (``w`` signed), built of logic: signed, ``len(x) + len(w) + 1`` bits, valid
-    :func:`lut_mul_stages` registers after the operands, to be registered by the caller."""
+    :func:`lut_mul_stages` registers after the operands, to be registered by the caller.
+
+    The first stage is LUTs only (no carry chain: ``x`` fans out to every lane that reads
+    it, and that route takes most of the stage): each partial product is registered as its
+    ones' complement (``mag`` or ``~mag``) with its digit's sign; the ``+1`` that completes
+    a negation goes into the adder tree, in the two zero bits below the next partial
+    product (the last digit's as one more operand of the tree's last pair, which the tools
+    sum with a row of full adders before its carry chain)."""
     xb, wb = len(x), len(w)
     ppw = xb + 2
-    pps = []
-    for i in range(booth_digits(wb)):
+    n = booth_digits(wb)
+    ones, negs = [], []
+    for i in range(n):
         one, two, neg = booth_digit(w, i)
-        mag = Mux(one, x, Mux(two, x << 1, 0))
-        pp = reg(m, Mux(neg, -mag, mag), signed(ppw), f"{name}_pp{i}")
-        pps.append(pp << (2 * i))
-    return tree_sum(m, pps, f"{name}_t")
+        mag = Signal(signed(ppw), name=f"{name}_mag{i}")
+        m.d.comb += mag.eq(Mux(one, x, Mux(two, x << 1, 0)))
+        ones.append(reg(m, Mux(neg, ~mag, mag), signed(ppw), f"{name}_pp{i}"))
+        negs.append(reg(m, neg, 1, f"{name}_ng{i}"))
+    terms = [ones[0]]
+    for i in range(1, n):
+        # pp_i·4^i + neg_{i-1}·4^(i-1): the sign bit sits in pp_i's two free low bits
+        terms.append(Cat(negs[i - 1], Const(0, 1), ones[i]).as_signed() << (2 * (i - 1)))
+    terms[-1] = terms[-1] + (negs[-1] << (2 * (n - 1)))
+    return tree_sum(m, terms, f"{name}_t")
 
 
 def const_lanes(lo, hi, lut_lanes: int) -> tuple[int, int]:
