@@ -94,24 +94,28 @@ def const_lanes(lo, hi, lut_lanes: int) -> tuple[int, int]:
 def lut_mul_const_parts(x_bits: int, w_bits: int, family: str) -> res.Resources:
     """What is left of one :func:`lut_mul` by a constant weight (Yosys folds the digits'
     decode and multiplexers): the sums of its non-zero partial products and their
-    registers."""
+    registers, the digits' signs (registers of a constant the tools keep: they start at
+    0) and, on ECP5, the full adders of the tree's last pair (three operands)."""
     n = booth_digits(w_bits)
     ppw = x_bits + 2
+    fa = ppw if family == "ecp5" else 0
     return res.add(ppw + 2, family) * max(0, n - 1) + res.Resources(
-        lut4=2 * n, ff=(n // 2) * (ppw + 3))
+        lut4=2 * n + fa, ff=(n // 2) * (ppw + 3) + n)
 
 
 def lut_mul_parts(x_bits: int, w_bits: int, family: str) -> res.Resources:
     """Structural logic of one :func:`lut_mul` (its flip-flops included, not the caller's
-    product register): per Booth digit its decode, the multiplexer of ``x`` and ``2x`` and
-    the negation (a carry chain and a multiplexer of the two); the adder tree."""
+    product register): per Booth digit its decode and the multiplexer of ``x``, ``2x`` and
+    their complements (LUTs), its partial product and sign registered; the adder tree (its
+    last pair of three operands: a row of full adders more)."""
     n = booth_digits(w_bits)
     ppw = x_bits + 2
-    out = (res.Resources(lut4=3) + res.mux(ppw, family) * 2 + res.sub(ppw, family)) * n
-    ff = n * ppw
+    out = (res.Resources(lut4=3) + res.mux(ppw, family) * 2) * n
+    ff = n * (ppw + 1)
     w, k = ppw, n
     for ops, gw in tree_sum_groups(n, ppw + 2):
         out = out + res.add(gw, family) + res.Resources(lut4=(ops - 2) * gw)
+    out = out + res.Resources(lut4=ppw + 2)
     # inner registers of the tree and the product
     lv = 0
     while k > 1:
