@@ -106,6 +106,10 @@ BASE_DEPTH = 5
 PROD_STAGES = 2
 
 
+#: widest slice of a one-word input buffer with a write enable of its own
+IBUF_SLICE_BITS = 32
+
+
 def lut_extra_stages(p: MVAUParams) -> int:
     """Stages a product in logic takes beyond a hard multiplier lane's (0 up to 8-bit
     weights): every lane is delayed by as many."""
@@ -509,7 +513,7 @@ class MVAU(wiring.Component):
                                           init=pwords)
         p_rd = pmem.read_port()
 
-        if NF > 1:
+        if NF > 1 and SF > 1:
             # written in neuron fold 0 only, read (and used) in folds 1..NF-1 only
             ib_wr, ib_rd = ram(m, "ibuf", width=SIMD * ib, depth=SF, rw="dont_care")
 
@@ -533,7 +537,7 @@ class MVAU(wiring.Component):
         m.d.comb += [can_issue.eq(issue), self.i.ready.eq(take)]
         _, waddr = rom_counter(m, NF * SF, can_issue, "widx")
         m.d.comb += w_addr.eq(waddr)
-        if NF > 1:
+        if NF > 1 and SF > 1:
             m.d.comb += [
                 ib_rd.addr.eq(sf),
                 ib_wr.addr.eq(sf),
@@ -558,7 +562,20 @@ class MVAU(wiring.Component):
             v1.eq(can_issue), first1.eq(sf == 0), last1.eq(last_sf), nf1.eq(nf),
             use_stream1.eq(first_nf), x_reg.eq(self.i.payload),
         ]
-        x_word = Mux(use_stream1, x_reg, ib_rd.data) if NF > 1 else x_reg
+        if NF > 1 and SF == 1:
+            # one word, kept from x_reg a cycle after its beat is taken (fold 1 reads it a
+            # cycle later still); each slice of IBUF_SLICE_BITS has a copy of the write enable
+            # of its own: one would drive hundreds of flip-flops across the die
+            ib_word = Signal(SIMD * ib, name="ibuf_word")
+            for lo in range(0, SIMD * ib, IBUF_SLICE_BITS):
+                hi = min(lo + IBUF_SLICE_BITS, SIMD * ib)
+                we = Signal(name=f"ibuf_we_{lo}", attrs={"keep": 1})
+                m.d.sync += we.eq(self.i.valid & self.i.ready)
+                with m.If(we):
+                    m.d.sync += ib_word[lo:hi].eq(x_reg[lo:hi])
+            x_word = Mux(use_stream1, x_reg, ib_word)
+        else:
+            x_word = Mux(use_stream1, x_reg, ib_rd.data) if NF > 1 else x_reg
 
         # --- stage 1b: operands registered (memory outputs are slow) ----------------------
         x1 = reg(m, x_word, unsigned(SIMD * ib), "x1")
