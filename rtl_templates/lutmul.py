@@ -9,10 +9,11 @@ digit per two bits of ``w``), each partial product ``d_i·x`` is a multiplexer (
 the adder tree), and the partials are summed by a registered adder tree, one carry chain
 per stage:
 
-    stage 1: the partial products ``d_i·x`` in ones' complement (``ceil(w_bits / 2)`` of
-             ``len(x) + 2`` bits) and their digits' signs
-    stages 2..: the adder tree (:func:`~rtl_templates.pipeline.tree_sum`), its last level
-             left for the caller to register
+    stage 1: the lane's own copies of ``x`` and ``w``
+    stage 2..: the partial products ``d_i·x`` in ones' complement (``ceil(w_bits / 2)`` of
+             ``len(x) + 2`` bits, LUTs) and the first level of the adder tree
+             (:func:`~rtl_templates.pipeline.tree_sum`'s shape), then a level per stage,
+             the last left for the caller to register
 
 :func:`lut_mul_stages` counts the stages; the product is exact (signed, ``len(x) + w_bits +
 1`` bits hold it). Up to 8-bit ``w`` (four digits) it is as deep as a hard multiplier with
@@ -25,7 +26,7 @@ import numpy as np
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.pipeline import reg, tree_stages, tree_sum, tree_sum_groups
+from hwgen.rtl_templates.pipeline import reg, tree_stages, tree_sum_groups
 
 
 def booth_digits(w_bits: int) -> int:
@@ -35,7 +36,7 @@ def booth_digits(w_bits: int) -> int:
 
 def lut_mul_stages(w_bits: int) -> int:
     """Registers :func:`lut_mul` puts between its operands and the product (to be
-    registered by the caller): the partial products, the adder tree's inner stages."""
+    registered by the caller): its copies of the operands, the adder tree's inner stages."""
     return 1 + tree_stages(booth_digits(w_bits))
 
 
@@ -56,28 +57,49 @@ def lut_mul(m: Module, x, w, name: str):
     """``x × w`` (``w`` signed), built of logic: signed, ``len(x) + len(w) + 1`` bits, valid
     :func:`lut_mul_stages` registers after the operands, to be registered by the caller.
 
-    The first stage is LUTs only (no carry chain: ``x`` fans out to every lane that reads
-    it, and that route takes most of the stage): each partial product is registered as its
-    ones' complement (``mag`` or ``~mag``) with its digit's sign; the ``+1`` that completes
-    a negation goes into the adder tree, in the two zero bits below the next partial
-    product (the last digit's as one more operand of the tree's last pair, which the tools
-    sum with a row of full adders before its carry chain)."""
+    The operands are registered first, a copy per lane (an operand register shared by
+    many lanes routes across the die, 3.5–8.5 ns on an LFE5U-85F); behind them everything
+    is local to the lane. Each partial product is its ones' complement (``mag`` or
+    ``~mag``, LUTs only, no carry chain before the tree's); the ``+1`` that completes a
+    negation goes into the adder tree, in the two zero bits below the next partial product
+    (the last digit's as one more operand of the tree's last sum, which the tools add with
+    a row of full adders before its carry chain)."""
     xb, wb = len(x), len(w)
     ppw = xb + 2
     n = booth_digits(wb)
+    # copies of the operands of the lane's own (kept apart by the tools), next to its logic
+    x = _kept(m, x, f"{name}_x")
+    w = _kept(m, w, f"{name}_w")
     ones, negs = [], []
     for i in range(n):
         one, two, neg = booth_digit(w, i)
         mag = Signal(signed(ppw), name=f"{name}_mag{i}")
         m.d.comb += mag.eq(Mux(one, x, Mux(two, x << 1, 0)))
-        ones.append(reg(m, Mux(neg, ~mag, mag), signed(ppw), f"{name}_pp{i}"))
-        negs.append(reg(m, neg, 1, f"{name}_ng{i}"))
+        pp = Signal(signed(ppw), name=f"{name}_pp{i}")
+        m.d.comb += pp.eq(Mux(neg, ~mag, mag))
+        ones.append(pp)
+        negs.append(neg)
     terms = [ones[0]]
     for i in range(1, n):
         # pp_i·4^i + neg_{i-1}·4^(i-1): the sign bit sits in pp_i's two free low bits
         terms.append(Cat(negs[i - 1], Const(0, 1), ones[i]).as_signed() << (2 * (i - 1)))
-    terms[-1] = terms[-1] + (negs[-1] << (2 * (n - 1)))
-    return tree_sum(m, terms, f"{name}_t")
+    # the last digit's sign: one more operand of the tree's last sum
+    last = negs[-1]
+    level, total = 0, max(0, (n - 1).bit_length())
+    while len(terms) > 1:
+        nxt = [terms[k] + terms[k + 1] for k in range(0, len(terms) - 1, 2)]
+        terms = nxt + ([terms[-1]] if len(terms) % 2 else [])
+        level += 1
+        if level < total:
+            terms = [reg(m, t, t.shape(), f"{name}_t{level}_{k}") for k, t in enumerate(terms)]
+            last = reg(m, last, 1, f"{name}_ng{level}")
+    return terms[0] + (last << (2 * (n - 1)))
+
+
+def _kept(m: Module, v, name: str):
+    r = Signal(v.shape(), name=name, attrs={"keep": 1})
+    m.d.sync += r.eq(v)
+    return r
 
 
 def const_lanes(lo, hi, lut_lanes: int) -> tuple[int, int]:
@@ -93,33 +115,31 @@ def const_lanes(lo, hi, lut_lanes: int) -> tuple[int, int]:
 
 def lut_mul_const_parts(x_bits: int, w_bits: int, family: str) -> res.Resources:
     """What is left of one :func:`lut_mul` by a constant weight (Yosys folds the digits'
-    decode and multiplexers): the sums of its non-zero partial products and their
-    registers, the digits' signs (registers of a constant the tools keep: they start at
-    0) and, on ECP5, the full adders of the tree's last pair (three operands)."""
+    decode and multiplexers): the copy of ``x``, the sums of its non-zero partial products
+    and their registers and, on ECP5, the full adders of the tree's last sum (three
+    operands)."""
     n = booth_digits(w_bits)
     ppw = x_bits + 2
     fa = ppw if family == "ecp5" else 0
     return res.add(ppw + 2, family) * max(0, n - 1) + res.Resources(
-        lut4=2 * n + fa, ff=(n // 2) * (ppw + 3) + n)
+        lut4=2 * n + fa, ff=x_bits + (n // 2) * (ppw + 3))
 
 
 def lut_mul_parts(x_bits: int, w_bits: int, family: str) -> res.Resources:
     """Structural logic of one :func:`lut_mul` (its flip-flops included, not the caller's
-    product register): per Booth digit its decode and the multiplexer of ``x``, ``2x`` and
-    their complements (LUTs), its partial product and sign registered; the adder tree (its
-    last pair of three operands: a row of full adders more)."""
+    product register): its copies of the operands; per Booth digit its decode and the
+    multiplexer of ``x``, ``2x`` and their complements (LUTs); the adder tree (its last sum
+    of three operands: a row of full adders more) and its inner registers."""
     n = booth_digits(w_bits)
     ppw = x_bits + 2
     out = (res.Resources(lut4=3) + res.mux(ppw, family) * 2) * n
-    ff = n * (ppw + 1)
-    w, k = ppw, n
+    ff = x_bits + w_bits
     for ops, gw in tree_sum_groups(n, ppw + 2):
         out = out + res.add(gw, family) + res.Resources(lut4=(ops - 2) * gw)
     out = out + res.Resources(lut4=ppw + 2)
-    # inner registers of the tree and the product
-    lv = 0
+    k, w = n, ppw
     while k > 1:
-        k, lv, w = (k + 1) // 2, lv + 1, w + 3
+        k, w = (k + 1) // 2, w + 3
         if k > 1:
-            ff += k * w
+            ff += k * w + 1
     return out + res.Resources(ff=ff)

@@ -280,21 +280,21 @@ RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
     "ecp5": {
         "lut4": {"acc": 0.995, "ctl": 1.005, "fifo": 1, "mem_p": 1.003, "mem_w": 1.001,
                  "mul_logic": 0.996, "rq_front": 0.581, "rq_lanes": 21.25,
-                 "rq_r24": 0.907, "rq_seq": 0.506, "rq_tail": 0.234, "1": 0, "lut_mul": 0.79},
+                 "rq_r24": 0.907, "rq_seq": 0.506, "rq_tail": 0.234, "1": 0, "lut_mul": 0.83},
         "carry": {"acc": 0.991, "ctl": 0.994, "fifo": 0.995, "rq_front": 1.06, "rq_lanes": 6.769,
                   "rq_prod": 0.447, "rq_r24": 1.222, "rq_seq": 0.912,
-                  "rq_tail": 0.361, "1": 0, "lut_mul": 1.19},
-        "ff": {"lut_mul": 0.866},
+                  "rq_tail": 0.361, "1": 0, "lut_mul": 1.0},
+        "ff": {"lut_mul": 0.95},
     },
     "ice40": {
         "lut4": {"acc": 0.989, "ctl": 0.998, "fifo": 0.998, "mem_p": 1, "mem_w": 0.991,
                  "mul_logic": 0.997, "rq_front": 0.967, "rq_lanes": 24.33,
                  "rq_prod": 0.508, "rq_r24": 0.681, "rq_seq": 0.639,
-                 "rq_tail": 0.374, "1": 0, "lut_mul": 0.885},
+                 "rq_tail": 0.374, "1": 0, "lut_mul": 0.82},
         "carry": {"acc": 0.995, "ctl": 0.998, "fifo": 0.997, "rq_front": 0.969, "rq_lanes": 10.25,
                   "rq_prod": 0.441, "rq_r24": 1.18, "rq_seq": 0.94,
-                  "rq_tail": 0.396, "1": 0, "lut_mul": 1.07},
-        "ff": {"lut_mul": 0.866},
+                  "rq_tail": 0.396, "1": 0, "lut_mul": 0.9},
+        "ff": {"lut_mul": 0.95},
     },
 })
 
