@@ -2,9 +2,17 @@
 
     python benchmarks/block_pnr.py DESIGN [BLOCK ...] [--family ecp5|ice40] [--freq MHz]
                                    [--router router1|router2] [--seed N] [--list] [--path]
+                                   [--lut-lanes N] [--logic-lanes] [--board NAME]
 
-``DESIGN`` is a ``benchmarks/silicon.py`` design (``cnn``, ``mlp@t64``, ``qonnx-cnn-4bit@t64``,
-…) or ``MODEL@dev``: the model folded for the default board (no ``--target-cycles``).
+``DESIGN`` is ``MODEL@FOLD``: ``MODEL`` a ``benchmarks/silicon.py`` model (``cnn``, ``mlp``,
+``qonnx-cnn-4bit``, …) or an ``.onnx`` file under ``examples/``
+(``mlperf_tiny/dscnn_qdq.onnx``); ``FOLD`` is empty (``--target-cycles 1024``), ``t64`` or any
+``tN`` (``--target-cycles N``), or ``dev``: folded for the board (``--board``, default the
+default board; ``--logic-lanes`` lets that search build products of logic cells).
+``--lut-lanes N`` builds the last ``N`` products of each chosen matrix or vector unit of logic
+cells (``Folding.lut_lanes``), whatever the folding chose; ``--weight-bits B`` cuts the chosen
+blocks' weights to ``B`` bits (an arithmetic shift right: the same block with narrower
+weights, for timing only).
 ``BLOCK`` is a block's name in the lowered graph, or a part of it (the first match); none:
 every compute block (``--list`` prints the blocks and stops). Each block is elaborated on its
 own, wrapped by ``hwgen.boards.synth.timing_wrapper`` (its wide stream ports become a shift
@@ -19,11 +27,13 @@ inside the whole design, so a block a little over the target may still fail ther
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 from amaranth.back import verilog
 
 import hwgen
@@ -40,20 +50,46 @@ from silicon import FOLDINGS, MODELS, TARGETS, model_path  # noqa: E402
 PLUMBING = ("fifo", "fork")
 
 
-def lowered(name: str):
-    """The lowered dataflow graph of design ``name`` (``model``, ``model@t64``, ``model@dev``)."""
+def lowered(name: str, board: str | None = None, logic_lanes: bool = False):
+    """The lowered dataflow graph of design ``name`` (``model``, ``model@t64``, ``model@tN``,
+    ``model@dev``; ``model`` a silicon.py model or an ``.onnx`` file under ``examples/``)."""
     base, _, fold = name.partition("@")
-    target = None if fold == "dev" else FOLDINGS["@" + fold if fold else ""]
+    if fold == "dev":
+        target = None
+    elif ("@" + fold if fold else "") in FOLDINGS:
+        target = FOLDINGS["@" + fold if fold else ""]
+    elif fold.startswith("t") and fold[1:].isdigit():
+        target = int(fold[1:])
+    else:
+        raise SystemExit(f"block_pnr: unknown folding {fold!r} (t64, tN or dev)")
+    spec = base if base.endswith(".onnx") else MODELS[base]
     with tempfile.TemporaryDirectory() as tmp:
-        comp = hwgen.compile(model_path(MODELS[base], Path(tmp)), Path(tmp) / "d",
-                             target_cycles=target)
+        comp = hwgen.compile(model_path(spec, Path(tmp)), Path(tmp) / "d",
+                             target_cycles=target, board=board, logic_lanes=logic_lanes)
         _, ig, folding = design_folder.load(comp.out_dir)
     return lower(ig, folding)
+
+
+def with_lanes(b, n: int | None, w_bits: int | None):
+    """Block ``b`` with its last ``n`` products built of logic cells and its weights cut to
+    ``w_bits`` bits (``None``: as they are)."""
+    if not hasattr(b.params, "lut_lanes"):
+        raise SystemExit(f"block_pnr: {b.name} ({b.kind}) has no products to build of logic")
+    change = {} if n is None else {"lut_lanes": n}
+    if w_bits is not None:
+        w = np.asarray(b.params.weights)
+        change["weights"] = w >> max(0, b.params.w_bits - w_bits)
+    try:
+        return dataclasses.replace(b, params=dataclasses.replace(b.params, **change))
+    except ValueError as e:
+        raise SystemExit(f"block_pnr: {b.name}: {e}") from None
 
 
 def describe(b) -> str:
     m = block_spec(b.kind).manifest(b.params)
     keep = {k: m[k] for k in ("folding", "matrix", "window", "width", "depth") if k in m}
+    if hasattr(b.params, "w_bits"):
+        keep["w_bits"] = b.params.w_bits
     return json.dumps(keep, separators=(",", ":"))
 
 
@@ -103,8 +139,15 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--path", action="store_true", help="print the critical path")
+    ap.add_argument("--lut-lanes", type=int, metavar="N",
+                    help="build the last N products of each chosen block of logic cells")
+    ap.add_argument("--weight-bits", type=int, metavar="B",
+                    help="cut the chosen blocks' weights to B bits (timing only)")
+    ap.add_argument("--logic-lanes", action="store_true",
+                    help="@dev: the device search may build products of logic cells")
+    ap.add_argument("--board", help="@dev: the board to fold for")
     args = ap.parse_args(argv)
-    dfg = lowered(args.design)
+    dfg = lowered(args.design, args.board, args.logic_lanes)
     if args.list:
         for b in dfg.blocks:
             print(f"{b.name:40} {b.kind:8} {describe(b)}")
@@ -119,6 +162,8 @@ def main(argv=None) -> None:
             chosen.append(hit[0])
     else:
         chosen = [b for b in dfg.blocks if b.kind not in PLUMBING]
+    if args.lut_lanes is not None or args.weight_bits is not None:
+        chosen = [with_lanes(b, args.lut_lanes, args.weight_bits) for b in chosen]
     freq = args.freq or TARGETS[args.family][1]
     for b in chosen:
         run_block(b, args.family, freq, args.seed, ("--router", args.router), args.path)

@@ -5,12 +5,15 @@ signed ``w`` of ``w_bits`` bits without a ``*``: Yosys maps every ``$mul`` cell 
 multiplier tiles (``mul2dsp``), so a product meant for logic is written as the sum it is.
 ``w`` is recoded in radix-4 Booth digits ``d_i ∈ {-2, -1, 0, 1, 2}`` (``w = Σ d_i·4^i``, one
 digit per two bits of ``w``), each partial product ``d_i·x`` is a multiplexer (``x``,
-``2x`` or 0) and a conditional negation (one carry chain), and the partials are summed by
-a registered adder tree, one carry chain per stage:
+``2x`` or 0) and a conditional inversion (LUTs only; the negation's ``+1`` is summed by
+the adder tree), and the partials are summed by a registered adder tree, one carry chain
+per stage:
 
-    stage 1: the partial products ``d_i·x`` (``ceil(w_bits / 2)`` of ``len(x) + 2`` bits)
-    stages 2..: the adder tree (:func:`~rtl_templates.pipeline.tree_sum`), its last level
-             left for the caller to register
+    stage 1: the lane's own copies of ``x`` and ``w``
+    stage 2..: the partial products ``d_i·x`` in ones' complement (``ceil(w_bits / 2)`` of
+             ``len(x) + 2`` bits, LUTs) and the first level of the adder tree
+             (:func:`~rtl_templates.pipeline.tree_sum`'s shape), then a level per stage,
+             the last left for the caller to register
 
 :func:`lut_mul_stages` counts the stages; the product is exact (signed, ``len(x) + w_bits +
 1`` bits hold it). Up to 8-bit ``w`` (four digits) it is as deep as a hard multiplier with
@@ -20,10 +23,10 @@ structure in the resource model's terms.
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Const, Module, Mux, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.pipeline import reg, tree_stages, tree_sum, tree_sum_groups
+from hwgen.rtl_templates.pipeline import reg, tree_stages, tree_sum_groups
 
 
 def booth_digits(w_bits: int) -> int:
@@ -33,7 +36,7 @@ def booth_digits(w_bits: int) -> int:
 
 def lut_mul_stages(w_bits: int) -> int:
     """Registers :func:`lut_mul` puts between its operands and the product (to be
-    registered by the caller): the partial products, the adder tree's inner stages."""
+    registered by the caller): its copies of the operands, the adder tree's inner stages."""
     return 1 + tree_stages(booth_digits(w_bits))
 
 
@@ -52,16 +55,51 @@ def booth_digit(w, i: int):
 
 def lut_mul(m: Module, x, w, name: str):
     """``x × w`` (``w`` signed), built of logic: signed, ``len(x) + len(w) + 1`` bits, valid
-    :func:`lut_mul_stages` registers after the operands, to be registered by the caller."""
+    :func:`lut_mul_stages` registers after the operands, to be registered by the caller.
+
+    The operands are registered first, a copy per lane (an operand register shared by
+    many lanes routes across the die, 3.5–8.5 ns on an LFE5U-85F); behind them everything
+    is local to the lane. Each partial product is its ones' complement (``mag`` or
+    ``~mag``, LUTs only, no carry chain before the tree's); the ``+1`` that completes a
+    negation goes into the adder tree, in the two zero bits below the next partial product
+    (the last digit's as one more operand of the tree's last sum, which the tools add with
+    a row of full adders before its carry chain)."""
     xb, wb = len(x), len(w)
     ppw = xb + 2
-    pps = []
-    for i in range(booth_digits(wb)):
+    n = booth_digits(wb)
+    # copies of the operands of the lane's own (kept apart by the tools), next to its logic
+    x = _kept(m, x, f"{name}_x")
+    w = _kept(m, w, f"{name}_w")
+    ones, negs = [], []
+    for i in range(n):
         one, two, neg = booth_digit(w, i)
-        mag = Mux(one, x, Mux(two, x << 1, 0))
-        pp = reg(m, Mux(neg, -mag, mag), signed(ppw), f"{name}_pp{i}")
-        pps.append(pp << (2 * i))
-    return tree_sum(m, pps, f"{name}_t")
+        mag = Signal(signed(ppw), name=f"{name}_mag{i}")
+        m.d.comb += mag.eq(Mux(one, x, Mux(two, x << 1, 0)))
+        pp = Signal(signed(ppw), name=f"{name}_pp{i}")
+        m.d.comb += pp.eq(Mux(neg, ~mag, mag))
+        ones.append(pp)
+        negs.append(neg)
+    terms = [ones[0]]
+    for i in range(1, n):
+        # pp_i·4^i + neg_{i-1}·4^(i-1): the sign bit sits in pp_i's two free low bits
+        terms.append(Cat(negs[i - 1], Const(0, 1), ones[i]).as_signed() << (2 * (i - 1)))
+    # the last digit's sign: one more operand of the tree's last sum
+    last = negs[-1]
+    level, total = 0, max(0, (n - 1).bit_length())
+    while len(terms) > 1:
+        nxt = [terms[k] + terms[k + 1] for k in range(0, len(terms) - 1, 2)]
+        terms = nxt + ([terms[-1]] if len(terms) % 2 else [])
+        level += 1
+        if level < total:
+            terms = [reg(m, t, t.shape(), f"{name}_t{level}_{k}") for k, t in enumerate(terms)]
+            last = reg(m, last, 1, f"{name}_ng{level}")
+    return terms[0] + (last << (2 * (n - 1)))
+
+
+def _kept(m: Module, v, name: str):
+    r = Signal(v.shape(), name=name, attrs={"keep": 1})
+    m.d.sync += r.eq(v)
+    return r
 
 
 def const_lanes(lo, hi, lut_lanes: int) -> tuple[int, int]:
@@ -77,29 +115,31 @@ def const_lanes(lo, hi, lut_lanes: int) -> tuple[int, int]:
 
 def lut_mul_const_parts(x_bits: int, w_bits: int, family: str) -> res.Resources:
     """What is left of one :func:`lut_mul` by a constant weight (Yosys folds the digits'
-    decode and multiplexers): the sums of its non-zero partial products and their
-    registers."""
+    decode and multiplexers): the copy of ``x``, the sums of its non-zero partial products
+    and their registers and, on ECP5, the full adders of the tree's last sum (three
+    operands)."""
     n = booth_digits(w_bits)
     ppw = x_bits + 2
+    fa = ppw if family == "ecp5" else 0
     return res.add(ppw + 2, family) * max(0, n - 1) + res.Resources(
-        lut4=2 * n, ff=(n // 2) * (ppw + 3))
+        lut4=2 * n + fa, ff=x_bits + (n // 2) * (ppw + 3))
 
 
 def lut_mul_parts(x_bits: int, w_bits: int, family: str) -> res.Resources:
     """Structural logic of one :func:`lut_mul` (its flip-flops included, not the caller's
-    product register): per Booth digit its decode, the multiplexer of ``x`` and ``2x`` and
-    the negation (a carry chain and a multiplexer of the two); the adder tree."""
+    product register): its copies of the operands; per Booth digit its decode and the
+    multiplexer of ``x``, ``2x`` and their complements (LUTs); the adder tree (its last sum
+    of three operands: a row of full adders more) and its inner registers."""
     n = booth_digits(w_bits)
     ppw = x_bits + 2
-    out = (res.Resources(lut4=3) + res.mux(ppw, family) * 2 + res.sub(ppw, family)) * n
-    ff = n * ppw
-    w, k = ppw, n
+    out = (res.Resources(lut4=3) + res.mux(ppw, family) * 2) * n
+    ff = x_bits + w_bits
     for ops, gw in tree_sum_groups(n, ppw + 2):
         out = out + res.add(gw, family) + res.Resources(lut4=(ops - 2) * gw)
-    # inner registers of the tree and the product
-    lv = 0
+    out = out + res.Resources(lut4=ppw + 2)
+    k, w = n, ppw
     while k > 1:
-        k, lv, w = (k + 1) // 2, lv + 1, w + 3
+        k, w = (k + 1) // 2, w + 3
         if k > 1:
-            ff += k * w
+            ff += k * w + 1
     return out + res.Resources(ff=ff)

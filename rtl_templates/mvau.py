@@ -113,6 +113,10 @@ BASE_DEPTH = 5
 PROD_STAGES = 2
 
 
+#: widest slice of a one-word input buffer with a write enable of its own
+IBUF_SLICE_BITS = 32
+
+
 def lut_extra_stages(p: MVAUParams) -> int:
     """Stages a product in logic takes beyond a hard multiplier lane's (0 up to 8-bit
     weights): every lane is delayed by as many."""
@@ -401,24 +405,24 @@ RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
                  "mem_w": 1.252, "mul_logic": 1.002, "rq_front": 0.579,
                  "rq_lanes": 21.25, "rq_r24": 0.968, "rq_seq": 0.478,
                  "rq_sign": 1.002, "rq_tail": 0.31, "terms": 1.017, "tree": 1.171,
-                 "1": 0.004},
+                 "1": 0.004, "lut_mul": 0.83},
         "carry": {"acc": 0.822, "ctl": 0.668, "fifo": 0.692, "rq_front": 1.124, "rq_lanes": 6.766,
                   "rq_prod": 0.483, "rq_r24": 1.301, "rq_seq": 0.972,
                   "rq_sign": 0.542, "rq_tail": 0.31, "terms": 0.922,
-                  "tree": 0.911, "1": 0, "lut_mul": 0.87},
-        "ff": {"lut_mul": 0.85},
+                  "tree": 0.911, "1": 0, "lut_mul": 1.0},
+        "ff": {"lut_mul": 0.95},
     },
     "ice40": {
         "lut4": {"acc": 0.991, "ctl": 0.969, "fifo": 0.938, "mem_i": 0.959, "mem_p": 1.006,
                  "mem_w": 0.896, "mul_logic": 0.792, "rq_front": 0.958,
                  "rq_lanes": 24.327, "rq_prod": 0.563, "rq_r24": 0.788,
                  "rq_seq": 0.687, "rq_sign": 1.003, "rq_tail": 0.281,
-                 "terms": 0.995, "tree": 1.011, "1": 0, "lut_mul": 0.59},
+                 "terms": 0.995, "tree": 1.011, "1": 0, "lut_mul": 0.82},
         "carry": {"acc": 0.922, "ctl": 0.884, "fifo": 0.838, "mul_logic": 0.814, "rq_front": 1,
                   "rq_lanes": 10.244, "rq_prod": 0.476, "rq_r24": 1.284,
                   "rq_seq": 1.023, "rq_sign": 0.792, "rq_tail": 0.238,
-                  "terms": 0.948, "tree": 0.899, "1": 0, "lut_mul": 0.84},
-        "ff": {"lut_mul": 0.875},
+                  "terms": 0.948, "tree": 0.899, "1": 0, "lut_mul": 0.9},
+        "ff": {"lut_mul": 0.95},
     },
 })
 
@@ -550,7 +554,7 @@ class MVAU(wiring.Component):
                                           init=pwords)
         p_rd = pmem.read_port()
 
-        if NF > 1:
+        if NF > 1 and SF > 1:
             # written in neuron fold 0 only, read (and used) in folds 1..NF-1 only
             ib_wr, ib_rd = ram(m, "ibuf", width=SIMD * ib, depth=SF, rw="dont_care")
 
@@ -574,14 +578,12 @@ class MVAU(wiring.Component):
         m.d.comb += [can_issue.eq(issue), self.i.ready.eq(take)]
         _, waddrs = rom_counter(m, NF * SF, can_issue, "widx", copies=len(w_addr))
         m.d.comb += [a.eq(w) for a, w in zip(w_addr, waddrs)]
-        if NF > 1:
+        if NF > 1 and SF > 1:
             m.d.comb += ib_rd.addr.eq(sf)
-            # with SF > 1 the write comes a cycle late, from registers (its enable reaches
-            # every LUT RAM cell of a wide buffer from a flip-flop): fold 1 reads word k no
-            # sooner than the cycle after fold 0's last word, when the late write of word
-            # k < SF - 1 is done
-            d = m.d.sync if SF > 1 else m.d.comb
-            d += [
+            # the write comes a cycle late, from registers (its enable reaches every LUT RAM
+            # cell of a wide buffer from a flip-flop): fold 1 reads word k no sooner than the
+            # cycle after fold 0's last word, when the late write of word k < SF - 1 is done
+            m.d.sync += [
                 ib_wr.addr.eq(sf),
                 ib_wr.data.eq(self.i.payload),
                 ib_wr.en.eq(self.i.valid & self.i.ready),
@@ -604,7 +606,20 @@ class MVAU(wiring.Component):
             v1.eq(can_issue), first1.eq(sf == 0), last1.eq(last_sf), nf1.eq(nf),
             use_stream1.eq(first_nf), x_reg.eq(self.i.payload),
         ]
-        x_word = Mux(use_stream1, x_reg, ib_rd.data) if NF > 1 else x_reg
+        if NF > 1 and SF == 1:
+            # one word, kept from x_reg a cycle after its beat is taken (fold 1 reads it a
+            # cycle later still); each slice of IBUF_SLICE_BITS has a copy of the write enable
+            # of its own: one would drive hundreds of flip-flops across the die
+            ib_word = Signal(SIMD * ib, name="ibuf_word")
+            for lo in range(0, SIMD * ib, IBUF_SLICE_BITS):
+                hi = min(lo + IBUF_SLICE_BITS, SIMD * ib)
+                we = Signal(name=f"ibuf_we_{lo}", attrs={"keep": 1})
+                m.d.sync += we.eq(self.i.valid & self.i.ready)
+                with m.If(we):
+                    m.d.sync += ib_word[lo:hi].eq(x_reg[lo:hi])
+            x_word = Mux(use_stream1, x_reg, ib_word)
+        else:
+            x_word = Mux(use_stream1, x_reg, ib_rd.data) if NF > 1 else x_reg
 
         # --- stage 1b: operands registered (memory outputs are slow) ----------------------
         x1 = reg(m, x_word, unsigned(SIMD * ib), "x1")
