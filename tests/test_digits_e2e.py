@@ -45,6 +45,18 @@ def _check(rep, n: int):
     assert rep.sim.latency == manifest["estimate"]["latency_cycles"]
 
 
+def verify_folded(tmp_path, model: str, fold: dict, count: int = 50):
+    """``hwgen.verify`` of example ``model`` on ``count`` digits in Verilator with fold file
+    ``fold`` (written to ``tmp_path``), checked by :func:`_check`; the manifest keeps the
+    folding. Returns the report and the fold file's path."""
+    path = tmp_path / "fold.json"
+    path.write_text(json.dumps(fold))
+    rep = hwgen.verify(EX / model, TEST_SET, count=count, simulator="verilator", fold=path)
+    _check(rep, count)
+    assert rep.compiled.manifest["folding"] == fold
+    return rep, path
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_verify_200_images_verilator(model):
     rep = hwgen.verify(EX / model, TEST_SET, count=200, simulator="verilator")

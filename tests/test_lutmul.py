@@ -16,7 +16,7 @@ import test_vvau as tv
 from amaranth.back import verilog
 from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.sim import Simulator
-from test_digits_e2e import EX, MODELS, TEST_SET, _check
+from test_digits_e2e import EX, MODELS, TEST_SET, verify_folded
 from test_mvau import Cfg, _check_cycles, _check_outputs, _job, _top, random_frames
 from test_vvau import GRID
 
@@ -179,12 +179,8 @@ def test_digits_mlp_with_lut_lanes_verilator(tmp_path):
     fold = {"fc0": {"pe": 4, "simd": 8, "lut_lanes": 20},
             "fc1": {"pe": 4, "simd": 4, "lut_lanes": 16},
             "fc2": {"pe": 2, "simd": 4}}
-    path = tmp_path / "fold.json"
-    path.write_text(json.dumps(fold))
-    rep = hwgen.verify(EX / MODELS[1], TEST_SET, count=50, simulator="verilator", fold=path)
-    _check(rep, 50)
+    rep, path = verify_folded(tmp_path, MODELS[1], fold)
     manifest = rep.compiled.manifest
-    assert manifest["folding"] == fold
     plain = hwgen.compile(EX / MODELS[1], tmp_path / "plain", fold=EX / "digits_mlp_fold.json")
     dsp = [m["estimate"]["resources"]["ecp5"]["dsp"] for m in (plain.manifest, manifest)]
     assert dsp[0] - dsp[1] == 36

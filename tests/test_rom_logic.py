@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import test_vvau as tv
 from amaranth.back import verilog
-from test_digits_e2e import EX, MODELS, TEST_SET, _check
+from test_digits_e2e import EX, MODELS, TEST_SET, verify_folded
 from test_mvau import Cfg
 from test_vvau import GRID
 
@@ -41,12 +41,8 @@ def test_digits_mlp_with_weights_in_logic_verilator(tmp_path):
     plain_fold = {"fc0": {"pe": 1, "simd": 1}, "fc1": {"pe": 1, "simd": 1},
                   "fc2": {"pe": 2, "simd": 4}}
     fold = dict(plain_fold, fc0={"pe": 1, "simd": 1, "rom_logic": True})
-    path = tmp_path / "fold.json"
-    path.write_text(json.dumps(fold))
-    rep = hwgen.verify(EX / MODELS[0], TEST_SET, count=50, simulator="verilator", fold=path)
-    _check(rep, 50)
+    rep, path = verify_folded(tmp_path, MODELS[0], fold)
     manifest = rep.compiled.manifest
-    assert manifest["folding"] == fold
     spilled = hwgen.compile(EX / MODELS[0], tmp_path / "d", fold=path)
     assert 'rom_style = "logic"' in spilled.verilog.read_text()
     x = np.load(TEST_SET)["input"][:4]         # read back from its folder, stalled
