@@ -166,7 +166,7 @@ LOGIC_LANE_INTERVALS = {
     EXAMPLES / "digits_cnn_qdq.onnx": (100, 152),
     EXAMPLES / "mlperf_tiny" / "resnet8_qdq.onnx": (36_864, 80_139),
     EXAMPLES / "mlperf_tiny" / "dscnn_qdq.onnx": (16_000, 17_031),
-    EXAMPLES / "mlperf_tiny" / "mobilenet_v1_025_qdq.onnx": (36_864, 48_011),
+    EXAMPLES / "mlperf_tiny" / "mobilenet_v1_025_qdq.onnx": (41_472, 48_011),
     EXAMPLES / "mlperf_tiny" / "autoencoder_qdq.onnx": (1_024, 1_694),
 }
 
