@@ -111,6 +111,14 @@ def corrupt_fc1_golden(monkeypatch) -> None:
                         dataclasses.replace(spec, golden=corrupt))
 
 
+def vcd_header(path: Path) -> str:
+    """The declarations of a VCD file: its text up to ``$enddefinitions`` (which it must
+    have)."""
+    text = path.read_text()
+    assert "$enddefinitions" in text, f"{path}: no $enddefinitions"
+    return text[:text.index("$enddefinitions")]
+
+
 def golden_vs_onnxruntime(ig, model: Path, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(|golden − onnxruntime| per output element in output quantization steps, golden
     outputs) of integer graph ``ig`` imported from ``model`` on float inputs ``x`` [N, ...]

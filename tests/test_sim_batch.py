@@ -10,7 +10,7 @@ import io
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, corrupt_fc1_golden, run_hwgen
+from conftest import EXAMPLES, corrupt_fc1_golden, run_hwgen, vcd_header
 
 import hwgen
 from hwgen import api, simrun
@@ -166,8 +166,7 @@ def test_cli_simulate_writes_waveforms(traced, mlp, tmp_path):
                   "--frames", "0:2", "-o", tmp_path / "y.npy")
     assert r.returncode == 0, r.stderr
     assert f"wrote waveforms to {vcd}" in r.stdout
-    head = vcd.read_text()[:200_000]
-    assert "$enddefinitions" in head and " relu0_out_QuantizeLinear_Output__valid " in head
+    assert " relu0_out_QuantizeLinear_Output__valid " in vcd_header(vcd)
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
     r = run_hwgen("simulate", mlp, "--input", DATA, "--count", 4, "--frames", "0:2",
                   "-o", tmp_path / "y.npy")
