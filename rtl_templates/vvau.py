@@ -241,11 +241,14 @@ class VVAUParams:
         return np.asarray(self.weights).reshape(NB, L, K, S).transpose(0, 2, 3, 1) \
             .reshape(NB * K, S * L)
 
-    def weight_slices(self) -> list[tuple[int, int]]:
+    def weight_slices(self, live: int | None = None) -> list[tuple[int, int]]:
         """Bit ranges of the weight word stored as memories of their own
-        (:func:`~rtl_templates.memory.lane_rom_slices`)."""
+        (:func:`~rtl_templates.memory.lane_rom_slices`); ``live``: the weight memory's
+        non-constant columns, if known."""
+        if live is None:
+            live = rom_live(self.weight_rows(), self.w_bits)[0]
         return lane_rom_slices(self.simd * self.lanes, self.w_bits, self.nb * self.kernel_beats,
-                               rom_live(self.weight_rows(), self.w_bits)[0], logic=self.rom_logic)
+                               live, logic=self.rom_logic)
 
     def mult_per_channel(self) -> list[int]:
         m = list(self.requant.mult)
@@ -327,7 +330,8 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
     depth = _fifo_depth(p)
     cbb = counter_bits(NB)
     w = p.weight_rows()
-    slices = p.weight_slices()
+    whole = rom_live(w, wb)
+    slices = p.weight_slices(whole[0])
     shape = (NB, L)
     p_live, p_distinct, m_live = param_live(
         np.asarray(p.bias, dtype=np.int64).reshape(shape),
@@ -335,7 +339,7 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
         p.requant.mult_bits)
     wmem, w_reg = res.Resources(), 0
     for lo, hi in slices:
-        live, distinct = rom_live(w[:, lo // wb:hi // wb], wb)
+        live, distinct = whole if len(slices) == 1 else rom_live(w[:, lo // wb:hi // wb], wb)
         part = res.memory(live, NB * K, family, rom=True, logic_width=distinct,
                           **({"style": LOGIC} if p.rom_logic else {"plain": True}))
         wmem, w_reg = wmem + part, w_reg + (live if part.bram else distinct)
