@@ -326,8 +326,8 @@ class BufferedFIFO(Elaboratable):
     module's policy says:
 
     an inner queue of ``depth - 1`` words and the output register ``r_data``. A word written
-    in cycle t can be read from cycle t + 2 on. ``w_rdy`` is high while the inner queue has
-    room, ``r_rdy`` while the output register holds a word (neither depends on ``r_en`` or
+    in cycle t can be read from cycle t + 2 on. ``w_rdy`` (a register) is high while the inner
+    queue has room, ``r_rdy`` while the output register holds a word (neither depends on ``r_en`` or
     ``w_en``). The inner queue is a :func:`ram` whose reads never meet a write of the same
     word (``rw="dont_care"``): a register for one word (so FIFOs of up to 2 words have no
     memory), then LUT RAM or block RAM by the policy. Depth 1 is one register that takes a
@@ -344,7 +344,7 @@ class BufferedFIFO(Elaboratable):
         self.width, self.depth = width, depth
         self.w_data = Signal(width)
         self.w_en = Signal()
-        self.w_rdy = Signal()
+        self.w_rdy = Signal(init=1)
         self.r_data = Signal(width)
         self.r_en = Signal()
         self.r_rdy = Signal()
@@ -383,11 +383,16 @@ class BufferedFIFO(Elaboratable):
         n = D - 1
         inner_level = Signal(range(n + 1))
         do_inner_read = Signal()
+        # ``w_rdy`` is a register kept equal to ``inner_level != n`` (a stage's ready often
+        # fans out to the whole of the writer's datapath: it must start at a flip-flop)
         m.d.comb += [
-            self.w_rdy.eq(inner_level != n),
             do_inner_read.eq((inner_level != 0) & (~self.r_rdy | self.r_en)),
             self.level.eq(inner_level + self.r_rdy),
         ]
+        with m.If(do_write & ~do_inner_read):
+            m.d.sync += self.w_rdy.eq(inner_level != n - 1)
+        with m.Elif(do_inner_read & ~do_write):
+            m.d.sync += self.w_rdy.eq(1)
         wr, rd = ram(m, "storage", width=max(self.width, 1), depth=n, rw="dont_care",
                      read_en=True)
         produce = Signal(range(max(n, 2)))
