@@ -3,8 +3,9 @@
     python benchmarks/silicon.py [--designs mlp,cnn@t64,...] [--family ecp5|ice40|both]
                                  [--no-pnr] [--json OUT] [--timeout S] [--seed N]
 
-Each design is an example model at ``--target-cycles 1024`` (``mlp``) or at
-``--target-cycles 64`` (``mlp@t64``); ``--designs`` takes names or patterns
+Each design is an example model at ``--target-cycles 1024`` (``mlp``), at
+``--target-cycles 64`` (``mlp@t64``) or at ``hwgen compile``'s default, the folding searched
+for the ``ulx3s-85f`` (``mlp@85f``); ``--designs`` takes names or patterns
 (``'*@t64'``, ``'qonnx-*'``; default: all). Per design: ``hwgen.compile``, the timing wrapper
 (``hwgen.boards.synth.timing_wrapper``: the core's stream ports are wider than any package,
 so wide inputs come from a shift register on one pin and wide outputs are XOR-reduced to one
@@ -55,8 +56,9 @@ MODELS = {
     "qonnx-cnn-2bit": ("cnn", ("2bit",)),
     "qonnx-bipolar": ("bipolar_mlp", ()),
 }
-#: "" is --target-cycles 1024 (the default before device-aware folding), "@t64" a fast folding
-FOLDINGS = {"": 1024, "@t64": 64}
+#: "" is --target-cycles 1024 (the default before device-aware folding), "@t64" a fast folding,
+#: "@85f" today's default (no target: the folding searched for the default board)
+FOLDINGS = {"": 1024, "@t64": 64, "@85f": None}
 DESIGNS = [m + f for m in MODELS for f in FOLDINGS]
 TARGETS = {"ecp5": ("ECP5 LFE5U-85F", 125.0), "ice40": ("iCE40 UP5K", 48.0)}
 

@@ -41,7 +41,15 @@ from hwgen.boards.dsp_pack import pack_dsp_registers
 from hwgen.errors import HwgenError
 
 #: bumped when what an entry holds or how it is read changes (old entries are then ignored)
-RUNNER_VERSION = 2
+RUNNER_VERSION = 3
+
+#: Yosys commands run before the family's synthesis script: a register hwgen declares with
+#: the ``keep`` attribute is a deliberate copy (an operand or address copy of a lane, a write
+#: enable per slice: each carries a share of a fan-out next to its loads). Yosys keeps such a
+#: wire but still merges the flip-flops driving it with any others of the same input
+#: (``opt_merge``); the attribute on the flip-flop cell itself keeps them apart.
+KEEP_COPIES = ("hierarchy -top {top}", "proc",
+               "setattr -set keep 1 w:* a:keep=1 %i %ci1 t:$dff t:$adff %u %i")
 
 #: family → Yosys synthesis command. ``-spram`` lets Yosys map a memory without initial
 #: content to iCE40 UltraPlus SPRAM: only the weight memories loaded after reset
@@ -313,7 +321,9 @@ def run_tool(command: str, args: list[str], cwd: Path, console: str,
 
 def yosys_script(top: str, family: str, options: tuple[str, ...]) -> str:
     synth = " ".join((*SYNTH_COMMANDS[family], "-top", top, *options, "-json", "netlist.json"))
+    keep = "".join(c.format(top=top) + "\n" for c in KEEP_COPIES)
     return (f"read_verilog {top}.v\n"
+            f"{keep}"
             f"{synth}\n"
             f"tee -q -o stat.json stat -json\n")
 

@@ -53,7 +53,7 @@ def booth_digit(w, i: int):
     return one, two, hi
 
 
-def lut_mul(m: Module, x, w, name: str):
+def lut_mul(m: Module, x, w, name: str, w_const: int | None = None):
     """``x × w`` (``w`` signed), built of logic: signed, ``len(x) + len(w) + 1`` bits, valid
     :func:`lut_mul_stages` registers after the operands, to be registered by the caller.
 
@@ -63,13 +63,17 @@ def lut_mul(m: Module, x, w, name: str):
     ``~mag``, LUTs only, no carry chain before the tree's); the ``+1`` that completes a
     negation goes into the adder tree, in the two zero bits below the next partial product
     (the last digit's as one more operand of the tree's last sum, which the tools add with
-    a row of full adders before its carry chain)."""
+    a row of full adders before its carry chain).
+
+    ``w_const``: the lane's weight when it is the same in every fold; the product is then
+    by a constant, which the tools reduce to the sums of the non-zero digits' partial
+    products (a kept copy of a constant would hide it from them)."""
     xb, wb = len(x), len(w)
     ppw = xb + 2
     n = booth_digits(wb)
     # copies of the operands of the lane's own (kept apart by the tools), next to its logic
     x = _kept(m, x, f"{name}_x")
-    w = _kept(m, w, f"{name}_w")
+    w = Const(w_const, signed(wb)) if w_const is not None else _kept(m, w, f"{name}_w")
     ones, negs = [], []
     for i in range(n):
         one, two, neg = booth_digit(w, i)
@@ -100,6 +104,13 @@ def _kept(m: Module, v, name: str):
     r = Signal(v.shape(), name=name, attrs={"keep": 1})
     m.d.sync += r.eq(v)
     return r
+
+
+def lane_constants(lo, hi) -> list[int | None]:
+    """Each lane's weight when it is the same in every fold (else None), given each lane's
+    smallest and largest weight (flat in lane order)."""
+    lo, hi = np.asarray(lo).reshape(-1), np.asarray(hi).reshape(-1)
+    return [int(a) if a == b else None for a, b in zip(lo, hi)]
 
 
 def const_lanes(lo, hi, lut_lanes: int) -> tuple[int, int]:

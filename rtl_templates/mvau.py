@@ -65,6 +65,7 @@ from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.lutmul import (
     const_lanes,
+    lane_constants,
     lut_mul,
     lut_mul_const_parts,
     lut_mul_parts,
@@ -627,6 +628,10 @@ class MVAU(wiring.Component):
         xs = lanes(x1, SIMD, ib, p.in_type.signed)
 
         # --- stage 1c: products (or ±1 terms) registered; then the adder tree -------------
+        # a lane in logic whose weight is the same in every fold multiplies by a constant
+        vw = np.asarray(p.weights).reshape(NF, PE, SF, SIMD) if p.lut_lanes else None
+        self._wconst = lane_constants(vw.min(axis=(0, 2)), vw.max(axis=(0, 2))) \
+            if p.lut_lanes else []
         dots = []
         for pe in range(PE):
             wl = lanes(w1[pe * SIMD * wb:(pe + 1) * SIMD * wb], SIMD, wb)
@@ -684,7 +689,7 @@ class MVAU(wiring.Component):
         extra = lut_extra_stages(p)
         tw = signed(p.in_type.bits + p.w_bits + 1)
         if lane >= p.pe * p.simd - p.lut_lanes:
-            prod = lut_mul(m, x, w, f"lmul_{name}")[:tw.width].as_signed()
+            prod = lut_mul(m, x, w, f"lmul_{name}", self._wconst[lane])[:tw.width].as_signed()
             return delay(m, prod, PROD_STAGES + extra - lut_mul_stages(p.w_bits),
                          f"lmul_{name}_d")
         prod = reg(m, reg(m, x, x.shape(), f"xt_{name}") * reg(m, w, w.shape(), f"wt_{name}"),

@@ -63,6 +63,7 @@ from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.lutmul import (
     const_lanes,
+    lane_constants,
     lut_mul,
     lut_mul_const_parts,
     lut_mul_parts,
@@ -471,12 +472,18 @@ class VVAU(wiring.Component):
         xall = lanes(x1, S * PE, ib, p.in_type.signed)
         wall = lanes(w1, S * L, wb, signed=True)
 
+        # a lane in logic whose weight is the same in every fold multiplies by a constant
+        vw = np.asarray(p.weights).reshape(NB, L, K, S)
+        wconst = lane_constants(vw.min(axis=(0, 2)), vw.max(axis=(0, 2))) \
+            if p.lut_lanes else []
+
         def product(s, l):
             # each hard multiplier with operand and product registers of its own, then one more
             x, w, n = xall[s * PE + l // M], wall[s * L + l], f"{s}_{l}" if S > 1 else f"{l}"
             tw = signed(ib + wb + 1)
             if l * S + s >= L * S - p.lut_lanes:     # built of logic, as deep
-                prod = delay(m, lut_mul(m, x, w, f"lmul_{n}")[:tw.width].as_signed(),
+                prod = delay(m, lut_mul(m, x, w, f"lmul_{n}", wconst[l * S + s])[:tw.width]
+                             .as_signed(),
                              LUT_PROD_STAGES - lut_mul_stages(wb), f"lmul_{n}_d")
                 return reg(m, prod, tw, f"prodr_{n}")
             return reg(m, reg(m, reg(m, x, x.shape(), f"xt_{n}") * reg(m, w, w.shape(), f"wt_{n}"),

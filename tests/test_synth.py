@@ -74,6 +74,23 @@ module shiftmem(input clk, input [1:0] a, input [7:0] d, output reg [7:0] q);
 endmodule
 """
 
+#: four copies of one register, each declared ``keep``: each carries a share of a fan-out
+KEPT_COPIES = """\
+module copies(input clk, input en, input [7:0] a, output [7:0] q0, output [7:0] q1,
+              output [7:0] q2, output [7:0] q3);
+  (* keep = 32'd1 *) reg [7:0] c0;
+  (* keep = 32'd1 *) reg [7:0] c1;
+  (* keep = 32'd1 *) reg [7:0] c2;
+  (* keep = 32'd1 *) reg [7:0] c3;
+  reg [7:0] plain0, plain1;
+  always @(posedge clk) begin
+    if (en) begin c0 <= a; c1 <= a; c2 <= a; c3 <= a; end
+    plain0 <= a; plain1 <= a;
+  end
+  assign q0 = c0, q1 = c1, q2 = c2 ^ plain0, q3 = c3 ^ plain1;
+endmodule
+"""
+
 EXPECTED = {
     "ecp5": dict(lut4=1, ff=40, carry=4, dsp=1, bram=1, dram=0, spram=0, io=92,
                  cells={"CCU2C": 4, "DP16KD": 1, "LUT4": 1, "MULT18X18D": 1,
@@ -117,6 +134,15 @@ def test_counts_and_cache_hit(family, cache, monkeypatch):
     # JSON round trip
     assert SynthResult.from_dict(json.loads(json.dumps(res.as_dict()))) == res
     assert leftovers(cache) == []
+
+
+@pytest.mark.parametrize("family", ["ecp5", "ice40"])
+def test_kept_copies_stay_apart(family, cache):
+    """Yosys merges flip-flops of the same input even when their wires are ``keep``; the
+    runner keeps the copies hwgen declares so (4 × 8 bits) and merges the rest (one 8-bit
+    register for ``plain0`` and ``plain1``)."""
+    res = synthesize(KEPT_COPIES, "copies", family, cache_dir=cache)
+    assert res.ff == 5 * 8
 
 
 def test_memories_replaced_with_registers(cache):
