@@ -454,9 +454,13 @@ class _Walk:
                 except (Unsupported, ValueError, KeyError) as e:
                     self.problem(node, str(e), f"node {node.label} ({op_name(node)}): {e}")
                     return True
+            try:
+                order = channel_last_order(v.shape)
+            except ValueError as e:     # the failed node's shape cannot be streamed
+                self.problem(node, str(e), f"node {node.label} ({op_name(node)}): {e}")
+                return True
             t = ctx.new_tensor(name, v.shape, qtype, s, zp)
             self.report.stand_ins[t] = v.origin
-            order = channel_last_order(v.shape)
             if node.op_type == "QuantizeLinear" and k == 0:
                 ctx.values[node.outputs[0]] = Int(t, v.shape, order)
                 st.status, st.detail = "no hardware", f"quantizes the stand-in for " \

@@ -203,3 +203,21 @@ def test_output_declared_with_a_negative_size(tmp_path):
     one_line(hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path),
              "graph output 'logits' declares shape ['N', -1]")
     assert not (tmp_path / "out").exists()
+
+
+def test_huge_pads_behind_a_failed_node(tmp_path):
+    """The QOperator ResNet's ``/block_b/Conv_quant`` with pads 2**40: the node is refused,
+    and inspect's stand-in for its output (the shape it would have, 8×2**41×2**41) crashed
+    the next node's import with a ValueError traceback (fuzz seed 14 case 2083)."""
+    m = onnx.load(EXAMPLES / "digits_resnet_qop.onnx")
+    n = next(n for n in m.graph.node if n.name == "/block_b/Conv_quant")
+    a = next(a for a in n.attribute if a.name == "pads")
+    del a.ints[:]
+    a.ints.extend([2 ** 40] * 4)
+    model = save(m, tmp_path / "m.onnx")
+    p = hwgen("inspect", model, cwd=tmp_path)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert "more than the limit" in p.stdout, p.stdout
+    one_line(hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path),
+             "/block_b/Conv_quant", "more than the limit")
+    assert not (tmp_path / "out").exists()
