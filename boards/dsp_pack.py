@@ -12,17 +12,20 @@ A group — the A inputs, the B inputs, or the P outputs of one tile — moves i
 every one of its bits is a flip-flop of the same kind: no clock enable, the same clock, a
 synchronous reset to 0 from the same net or none (the tile's registers reset to 0 through
 one of its RST inputs; ``RESETMODE`` SYNC). An input bit may also be a constant 0 (a register
-of 0 is 0). An input register stays in the fabric when it has other loads (the tile then
-holds a copy); an output bit moves only when the flip-flop is its one load. Each tile's
-behaviour cycle by cycle is that of the flip-flops it took: the move changes placement and
-timing, never a value.
+of 0 is 0). An input of constant bits only (a weight the same in every fold) is registered
+too, without reset, when the tile's other input moves: it holds the constant from the first
+clock edge on, and nextpnr times a tile with one input registered and the other not as
+combinational from the registered one. An input register stays in the fabric when it has
+other loads (the tile then holds a copy); an output bit moves only when the flip-flop is its
+one load. Each tile's behaviour cycle by cycle is that of the flip-flops it took: the move
+changes placement and timing, never a value.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 #: bumped when what the packing does changes (place-and-route cache entries are keyed on it)
-VERSION = 1
+VERSION = 2
 
 A_PINS = tuple(f"A{i}" for i in range(18))
 B_PINS = tuple(f"B{i}" for i in range(18))
@@ -114,6 +117,7 @@ def pack_dsp_registers(netlist: dict) -> PackStats:
                for g in ("INPUTA", "INPUTB", "INPUTC", "PIPELINE", "OUTPUT")):
             continue
         plan = {}                               # group → (clock, reset, {pin: ff})
+        constant = []                           # input groups of constant bits only
         for group, pins in (("INPUTA", A_PINS), ("INPUTB", B_PINS)):
             ffs, ok = {}, True
             for pin in pins:
@@ -127,6 +131,8 @@ def pack_dsp_registers(netlist: dict) -> PackStats:
                 ffs[pin] = ff
             if ok and ffs:
                 plan[group] = ffs
+            elif all(not isinstance(conn.get(pin, ["0"])[0], int) for pin in pins):
+                constant.append(group)
         ffs, ok = {}, True
         for pin in P_PINS:
             bits = conn.get(pin)
@@ -158,6 +164,13 @@ def pack_dsp_registers(netlist: dict) -> PackStats:
             resets[group] = nets.pop()
         if not plan:
             continue
+        # an input of constants is registered too (without reset: from the first clock edge
+        # on it holds the constant, before any operand reaches the tile): nextpnr times a
+        # tile with one input registered and the other not as combinational from the first
+        constant = [g for g in constant if any(k.startswith("INPUT") for k in plan)]
+        for group in constant:
+            plan[group] = {}
+            resets[group] = None
         # one RST input per distinct reset of the groups (no reset: an input tied to 0)
         rst_pins = {}
         for net in sorted(set(resets.values()), key=lambda n: (n is None, n or 0)):
@@ -194,7 +207,7 @@ def pack_dsp_registers(netlist: dict) -> PackStats:
                     moved.add(ff)
             if group == "OUTPUT":
                 outputs += 1
-            else:
+            elif ffs:
                 inputs += 1
         params["RESETMODE"] = "SYNC"
     # input flip-flops whose every load moved into tiles

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from amaranth.back import verilog
-from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Signal, signed, unsigned
 
 from hwgen.boards.dsp_pack import pack_dsp_registers
 from hwgen.boards.synth import place_and_route, synthesize
@@ -42,26 +42,30 @@ sat -verify -seq 6 -set-init-zero -prove trigger 0 miter
 
 def small_design() -> str:
     """Registered products as the blocks write them (operand and product registers, reset
-    by ``rst``), an input register with another load, and a product register with an enable
-    (which must stay in the fabric)."""
+    by ``rst``), an input register with another load, a product register with an enable
+    (which must stay in the fabric), and a product by a constant (a weight the same in every
+    fold)."""
     m = Module()
     a, b = Signal(signed(3)), Signal(signed(3))
     c, d = Signal(unsigned(3)), Signal(unsigned(2))
+    e, q = Signal(signed(5)), Signal(signed(10))
     y, z, w = Signal(signed(6)), Signal(5), Signal(3)
     p = reg(m, reg(m, a, signed(3), "ra") * reg(m, b, signed(3), "rb"), signed(6), "p")
     m.d.sync += y.eq(p + 1)
+    m.d.sync += q.eq(reg(m, reg(m, e, signed(5), "re") * Const(-11, signed(5)), signed(10),
+                         "pe"))
     rc = reg(m, c, unsigned(3), "rc")
     m.d.comb += w.eq(rc)
     with m.If(c[0]):
         m.d.sync += z.eq(rc * d)
-    return verilog.convert(m, name="t", ports=[a, b, c, d, y, z, w])
+    return verilog.convert(m, name="t", ports=[a, b, c, d, e, q, y, z, w])
 
 
 @pytest.fixture(scope="module")
 def netlist(tmp_path_factory):
     res = synthesize(small_design(), "t", "ecp5",
                      cache_dir=tmp_path_factory.mktemp("synth-cache"))
-    assert res.dsp == 2
+    assert res.dsp == 3
     return res, json.loads(Path(res.netlist).read_text())
 
 
@@ -91,14 +95,17 @@ def test_registers_move_into_the_tiles_and_nothing_changes(netlist, tmp_path):
     gate = json.loads(json.dumps(gold))
     stats = pack_dsp_registers(gate)
     # the signed product takes both operand registers and its product register; the other
-    # keeps its enabled product register in the fabric and copies the shared input register
-    assert stats.as_dict() == {"tiles": 2, "inputs": 3, "outputs": 1,
+    # keeps its enabled product register in the fabric and copies the shared input register;
+    # the product by a constant takes its operand and product registers and registers the
+    # constant too (three tiles with both inputs registered, one with A only)
+    assert stats.as_dict() == {"tiles": 3, "inputs": 4, "outputs": 2,
                                "flipflops": stats.flipflops}
     ffs = [c for c in gate["modules"]["t"]["cells"].values() if c["type"] == "TRELLIS_FF"]
     assert len(ffs) == res.ff - stats.flipflops and stats.flipflops > 0
     regs = sorted(tuple(sorted(k for k, v in t["parameters"].items()
                                if k.endswith("_CLK") and v == "CLK0")) for t in tiles(gate))
     assert regs == [("REG_INPUTA_CLK",),
+                    ("REG_INPUTA_CLK", "REG_INPUTB_CLK", "REG_OUTPUT_CLK"),
                     ("REG_INPUTA_CLK", "REG_INPUTB_CLK", "REG_OUTPUT_CLK")]
     assert equivalent(tmp_path, gold, gate)
 
@@ -125,7 +132,7 @@ def test_packing_twice_changes_nothing(netlist):
 def test_nextpnr_places_the_packed_tiles(netlist, tmp_path):
     res, _ = netlist
     pnr = place_and_route(res, "ECP5 LFE5U-25F", 125, cache_dir=tmp_path)
-    assert pnr.dsp_registers["outputs"] == 1 and pnr.used("MULT18X18D") == 2
+    assert pnr.dsp_registers["outputs"] == 2 and pnr.used("MULT18X18D") == 3
     assert pnr.used("TRELLIS_FF") == res.ff - pnr.dsp_registers["flipflops"]
     plain = place_and_route(res, "ECP5 LFE5U-25F", 125, cache_dir=tmp_path, pack_dsp=False)
     assert plain.dsp_registers == {} and plain.key != pnr.key
