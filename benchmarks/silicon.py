@@ -49,6 +49,7 @@ MODELS = {
     "cnn": "digits_cnn_qdq.onnx",
     "resnet": "digits_resnet_qdq.onnx",
     "cnn-qop": "digits_cnn_qop.onnx",
+    "resnet-qop": "digits_resnet_qop.onnx",
     # tests/qonnx_models.py: (builder, arguments)
     "qonnx-mlp-4bit": ("mlp", (4, 4)),
     "qonnx-mlp-2bit": ("mlp", (2, 2)),
