@@ -44,6 +44,16 @@ def reshaped(v, shape: tuple[int, ...], label: str = ""):
     raise Unsupported(f"reshaping a {type(v).__name__} is not supported")
 
 
+def _stream_shape(v) -> tuple[int, ...]:
+    """The per-sample shape of a value a reshape can view (what :func:`reshaped` takes)."""
+    if isinstance(v, DeqConst):
+        raise Unsupported("its input is a dequantized constant, not a streamed tensor: "
+                          "reshaping one is not supported")
+    if not isinstance(v, (Int, Deq, FloatInput, Pending)) or not hasattr(v, "shape"):
+        raise Unsupported(f"reshaping a {type(v).__name__} is not supported")
+    return tuple(v.shape)
+
+
 def _size(shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
@@ -58,7 +68,7 @@ def flatten(ctx: ImportContext, node: Node):
         ctx.set(node, Const(a.reshape(_size(a.shape[:axis]), -1)))
         return
     axis = int(node.attrs.get("axis", 1))
-    rank = len(x.shape) + 1
+    rank = len(_stream_shape(x)) + 1
     if axis < 0:
         axis += rank
     if axis != 1:
@@ -94,7 +104,7 @@ def reshape(ctx: ImportContext, node: Node):
         ctx.set(node, Const(a.reshape([a.shape[k] if d == 0 else d
                                        for k, d in enumerate(target)])))
         return
-    full = (1,) + tuple(x.shape)  # one sample
+    full = (1,) + _stream_shape(x)  # one sample
     shape = [full[k] if d == 0 else d for k, d in enumerate(target)]
     if shape.count(-1) > 1:
         raise Unsupported(f"shape {target} has more than one -1")

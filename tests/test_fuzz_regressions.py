@@ -221,3 +221,26 @@ def test_huge_pads_behind_a_failed_node(tmp_path):
     one_line(hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path),
              "/block_b/Conv_quant", "more than the limit")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("op", ["Flatten", "Reshape"])
+def test_reshape_of_a_dequantized_weight(tmp_path, op):
+    """The QDQ ResNet's Flatten rewired to read a dequantized weight crashed compile with an
+    AttributeError (fuzz seed 15 case 807); a Reshape likewise. (The fully connected layer's
+    own weight keeps the shapes valid for ONNX.)"""
+    m = onnx.load(EXAMPLES / "digits_resnet_qdq.onnx")
+    n = next(n for n in m.graph.node if n.name == "/flatten/Flatten")
+    n.input[0] = "fc.weight_DequantizeLinear_Output"
+    del m.graph.value_info[:]
+    if op == "Reshape":
+        m.graph.initializer.append(numpy_helper.from_array(np.array([-1, 16], np.int64), "shp"))
+        n.op_type = "Reshape"
+        n.input.append("shp")
+        del n.attribute[:]
+    model = save(m, tmp_path / "m.onnx")
+    p = hwgen("inspect", model, cwd=tmp_path)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert "dequantized constant" in p.stdout, p.stdout
+    one_line(hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path),
+             "/flatten/Flatten", "dequantized constant")
+    assert not (tmp_path / "out").exists()
