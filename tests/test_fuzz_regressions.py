@@ -35,6 +35,16 @@ def one_line(p: subprocess.CompletedProcess, *facts: str) -> str:
     return p.stderr
 
 
+def refused(model: Path, tmp_path: Path, shown: str, *facts: str) -> None:
+    """``inspect`` reports the model's problem (``shown`` in its table, exit 0, nothing on
+    stderr) and ``compile`` refuses it in one line naming ``facts``, leaving no folder."""
+    p = hwgen("inspect", model, cwd=tmp_path)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert shown in p.stdout, p.stdout
+    one_line(hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path), *facts)
+    assert not (tmp_path / "out").exists()
+
+
 def test_requant_multiplier_width_is_bounded():
     assert max(make_requant([2.0 ** 37, 1.0], 0, 0, 255).mult).bit_length() <= MAX_MULT_BITS
     with pytest.raises(ValueError, match="out of proportion"):
@@ -214,13 +224,8 @@ def test_huge_pads_behind_a_failed_node(tmp_path):
     a = next(a for a in n.attribute if a.name == "pads")
     del a.ints[:]
     a.ints.extend([2 ** 40] * 4)
-    model = save(m, tmp_path / "m.onnx")
-    p = hwgen("inspect", model, cwd=tmp_path)
-    assert p.returncode == 0 and p.stderr == "", p.stderr
-    assert "more than the limit" in p.stdout, p.stdout
-    one_line(hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path),
-             "/block_b/Conv_quant", "more than the limit")
-    assert not (tmp_path / "out").exists()
+    refused(save(m, tmp_path / "m.onnx"), tmp_path, "more than the limit",
+            "/block_b/Conv_quant", "more than the limit")
 
 
 @pytest.mark.parametrize("op", ["Flatten", "Reshape"])
@@ -237,10 +242,5 @@ def test_reshape_of_a_dequantized_weight(tmp_path, op):
         n.op_type = "Reshape"
         n.input.append("shp")
         del n.attribute[:]
-    model = save(m, tmp_path / "m.onnx")
-    p = hwgen("inspect", model, cwd=tmp_path)
-    assert p.returncode == 0 and p.stderr == "", p.stderr
-    assert "dequantized constant" in p.stdout, p.stdout
-    one_line(hwgen("compile", model, "-o", tmp_path / "out", cwd=tmp_path),
-             "/flatten/Flatten", "dequantized constant")
-    assert not (tmp_path / "out").exists()
+    refused(save(m, tmp_path / "m.onnx"), tmp_path, "dequantized constant",
+            "/flatten/Flatten", "dequantized constant")
