@@ -117,11 +117,10 @@ def const_lanes(lo, hi, lut_lanes: int) -> tuple[int, int]:
     """(all-zero, constant non-zero) among the last ``lut_lanes`` lanes, given each lane's
     smallest and largest weight (``lo``, ``hi``, flat in lane order): the tools fold a
     product by a constant weight (a zero one is nothing)."""
-    lo = np.asarray(lo).reshape(-1)[len(np.asarray(lo).reshape(-1)) - lut_lanes:]
-    hi = np.asarray(hi).reshape(-1)[len(np.asarray(hi).reshape(-1)) - lut_lanes:]
-    const = lo == hi
-    zero = int((const & (lo == 0)).sum())
-    return zero, int(const.sum()) - zero
+    consts = lane_constants(lo, hi)
+    consts = consts[len(consts) - lut_lanes:]
+    zero = sum(c == 0 for c in consts)
+    return zero, sum(c is not None for c in consts) - zero
 
 
 def lut_mul_const_parts(x_bits: int, w_bits: int, family: str) -> res.Resources:
