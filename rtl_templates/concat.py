@@ -50,6 +50,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.memory import plain_rom_attrs
 from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType, Quantized, Requant, make_requant, signed_width
 from hwgen.rtl_templates.requant import (
@@ -385,7 +386,8 @@ class Concat(wiring.Component):
             outs = []
             raw0, raw1 = lanes(self.i0.payload, PE, t0.bits), lanes(self.i1.payload, PE, t1.bits)
             for j in range(PE):
-                rom = Memory(shape=unsigned(ob), depth=len(init), init=init)
+                rom = Memory(shape=unsigned(ob), depth=len(init), init=init,
+                             attrs=plain_rom_attrs(len(init)))
                 m.submodules[f"rom{j}"] = rom
                 rd = rom.read_port()
                 m.d.comb += rd.addr.eq(Mux(sel0, raw0[j], n0 + raw1[j]))

@@ -34,7 +34,8 @@ Styles
       logic up to 64 words of 18 or 40 bits, 80 of 16, 160 of 8, 400 of 1 — block beyond;
     * ROM: one word, or all words equal → a constant; block when block RAM costs less than
       LUT ROM (one multiplexer per read port) on both families — the ROM fills its tiles
-      with more than :data:`ROM_LUT_BITS_PER_TILE` bits (times its read ports) per tile;
+      with more than :data:`ROM_LUT_BITS_PER_TILE` bits (times its read ports) per tile, or
+      is deeper than :data:`LOGIC_ROM_MAX_DEPTH` words (a deeper multiplexer is too slow);
       logic otherwise.
 
 Reads and writes in the same cycle
@@ -62,10 +63,11 @@ from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
 __all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "FAMILIES", "ROM_LUT_BITS_PER_TILE",
-           "ROM_FANOUT", "FIFO_SLICE_BITS", "BufferedFIFO", "Mapping", "MemorySpec", "ROMLayout",
+           "ROM_FANOUT", "FIFO_SLICE_BITS", "LOGIC_ROM_MAX_DEPTH", "BufferedFIFO", "Mapping",
+           "MemorySpec", "ROMLayout",
            "bram_tiles", "choose_style", "fifo_memory", "fifo_slices", "lane_rom",
-           "lane_rom_slices", "ram", "rom", "rom_layout", "rom_spec", "yosys_attrs",
-           "yosys_mapping"]
+           "lane_rom_slices", "plain_rom_attrs", "ram", "rom", "rom_layout", "rom_spec",
+           "yosys_attrs", "yosys_mapping"]
 
 LOGIC, DISTRIBUTED, BLOCK = "logic", "distributed", "block"
 STYLES = (LOGIC, DISTRIBUTED, BLOCK)
@@ -75,6 +77,11 @@ RW_MODES = ("old", "new", "dont_care")
 #: bits of LUT ROM that cost as much as one block RAM tile in Yosys' model (DP16KD 128 · 16,
 #: SB_RAM40_4K 64 · 16)
 ROM_LUT_BITS_PER_TILE = {"ecp5": 2048, "ice40": 1024}
+
+#: deepest ROM held in logic: a LUT ROM of D words is a D/16-way multiplexer of LUT4s, one
+#: LUT level more per doubling past 16 words. 256 words are 5 levels (about 17 ns on an
+#: iCE40 UP5K, inside its 48 MHz period); 768 words were 7 levels, 22.5 ns
+LOGIC_ROM_MAX_DEPTH = 256
 
 
 # ============================================================================ policy
@@ -92,6 +99,8 @@ def choose_style(width: int, depth: int, *, rom: bool, read_ports: int = 1,
         return BLOCK if auto.kind == BLOCK else DISTRIBUTED
     if depth == 1:
         return LOGIC
+    if depth > LOGIC_ROM_MAX_DEPTH:
+        return BLOCK
     bits = width * depth * read_ports
     for family in FAMILIES:
         tiles = yosys_mapping(width, depth, family, style=BLOCK, rom=True,
@@ -234,7 +243,8 @@ def lane_rom_slices(lanes: int, lane_bits: int, depth: int, live_bits: int,
     RAM (or of one piece) is one memory. ``logic``: the ROM is logic by its style
     (``rom_style = "logic"``), whatever Yosys would pick."""
     width = lanes * lane_bits
-    if depth < 2 or live_bits < 1 or lanes < 2 or not logic and any(
+    if depth < 2 or live_bits < 1 or lanes < 2 or not logic and (
+            depth > LOGIC_ROM_MAX_DEPTH) or not logic and any(
             yosys_mapping(live_bits, depth, f, style=DISTRIBUTED, rom=True).kind != LOGIC
             for f in FAMILIES):
         return [(0, width)]
@@ -244,6 +254,16 @@ def lane_rom_slices(lanes: int, lane_bits: int, depth: int, live_bits: int,
     return [(i * lane_bits, min(lanes, i + per) * lane_bits) for i in range(0, lanes, per)]
 
 
+def plain_rom_attrs(depth: int, logic: bool = False) -> dict:
+    """Attributes of a plain ROM of ``depth`` words: none (Yosys maps it by its own cost),
+    except ``rom_style = "logic"`` when ``logic``, and ``"block"`` when it is deeper than
+    :data:`LOGIC_ROM_MAX_DEPTH` (where Yosys' cost would pick a slow multiplexer of LUTs for
+    a narrow one: 768 × 1 bit is 7 LUT levels on iCE40)."""
+    if logic:
+        return yosys_attrs(LOGIC, rom=True)
+    return yosys_attrs(BLOCK, rom=True) if depth > LOGIC_ROM_MAX_DEPTH else {}
+
+
 def lane_rom(m: Module, name: str, width: int, init, slices: list[tuple[int, int]],
              logic: bool = False) -> list:
     """Plain ROMs (no attributes: Yosys picks their mapping; ``logic``: ``rom_style =
@@ -251,7 +271,7 @@ def lane_rom(m: Module, name: str, width: int, init, slices: list[tuple[int, int
     ``init`` of ``width`` bits; returns their read ports, in order (their data joined is the
     word). One slice: one memory ``name``."""
     init = [int(v) for v in init]
-    attrs = yosys_attrs(LOGIC, rom=True) if logic else {}
+    attrs = plain_rom_attrs(len(init), logic)
     if len(slices) == 1:
         mem = Memory(shape=width, depth=len(init), init=init, attrs=attrs)
         m.submodules[name] = mem

@@ -71,7 +71,13 @@ from hwgen.rtl_templates.lutmul import (
     lut_mul_parts,
     lut_mul_stages,
 )
-from hwgen.rtl_templates.memory import LOGIC, lane_rom, lane_rom_slices, ram
+from hwgen.rtl_templates.memory import (
+    LOGIC,
+    lane_rom,
+    lane_rom_slices,
+    plain_rom_attrs,
+    ram,
+)
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
     delay,
@@ -552,7 +558,7 @@ class MVAU(wiring.Component):
                 entries.append((int(p.bias[ch]) & ((1 << acc_w) - 1)) | (mults[ch] << acc_w))
             pwords.append(pack_word(entries, acc_w + mult_w))
         m.submodules.pmem = pmem = Memory(shape=unsigned(PE * (acc_w + mult_w)), depth=NF,
-                                          init=pwords)
+                                          init=pwords, attrs=plain_rom_attrs(NF))
         p_rd = pmem.read_port()
 
         if NF > 1 and SF > 1:

@@ -42,6 +42,7 @@ import numpy as np
 from hwgen.rtl_templates.memory import (
     BLOCK,
     DISTRIBUTED,
+    LOGIC_ROM_MAX_DEPTH,
     MemorySpec,
     fifo_slices,
     rom_spec,
@@ -418,7 +419,8 @@ def memory(width: int, depth: int, family: str, *, rom: bool, style: str | None 
     """A memory of ``width`` stored bits × ``depth`` words with synchronous read ports:
     its block RAM tiles, LUT RAM cells, and the flip-flops and LUTs around them.
 
-    ``plain``: an Amaranth ``Memory`` without attributes (Yosys picks by its own cost),
+    ``plain``: an Amaranth ``Memory`` with :func:`~rtl_templates.memory.plain_rom_attrs`
+    (Yosys picks by its own cost, up to a ROM's depth limit),
     otherwise one of :mod:`rtl_templates.memory`'s helpers (``style`` None: its policy).
     ``logic_width``: columns left when the memory becomes logic (a ROM's equal columns give
     equal logic, which the tools merge; default ``width``).
@@ -433,8 +435,10 @@ def memory(width: int, depth: int, family: str, *, rom: bool, style: str | None 
     if plain:
         if rom and depth <= 1:
             return Resources()
-        mp = yosys_mapping(width, depth, family, style=DISTRIBUTED, rom=rom,
-                           read_ports=read_ports, rw=rw)
+        # memory.plain_rom_attrs: a ROM deeper than LOGIC_ROM_MAX_DEPTH is pinned to block
+        deep = rom and depth > LOGIC_ROM_MAX_DEPTH
+        mp = yosys_mapping(width, depth, family, style=BLOCK if deep else DISTRIBUTED,
+                           rom=rom, read_ports=read_ports, rw=rw)
     else:
         mp = MemorySpec(width, depth, rom, read_ports, rw, style).mapping(family)
     if mp.kind == BLOCK:

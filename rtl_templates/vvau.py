@@ -69,7 +69,7 @@ from hwgen.rtl_templates.lutmul import (
     lut_mul_parts,
     lut_mul_stages,
 )
-from hwgen.rtl_templates.memory import LOGIC, lane_rom, lane_rom_slices
+from hwgen.rtl_templates.memory import LOGIC, lane_rom, lane_rom_slices, plain_rom_attrs
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
     delay,
@@ -429,7 +429,8 @@ class VVAU(wiring.Component):
         lane_w = acc_w + mult_w
         pwords = [pack_word([(int(p.bias[c]) & ((1 << acc_w) - 1)) | (mults[c] << acc_w)
                          for c in range(cb * L, (cb + 1) * L)], lane_w) for cb in range(NB)]
-        m.submodules.pmem = pmem = Memory(shape=unsigned(L * lane_w), depth=NB, init=pwords)
+        m.submodules.pmem = pmem = Memory(shape=unsigned(L * lane_w), depth=NB, init=pwords,
+                                          attrs=plain_rom_attrs(NB))
         p_rd = pmem.read_port()
 
         # --- output FIFO and credits ---------------------------------------------------

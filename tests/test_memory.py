@@ -20,6 +20,7 @@ from amaranth.sim import Simulator
 
 from hwgen.api import compile as hw_compile
 from hwgen.rtl_templates import memory as M
+from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates import swg as S
 from hwgen.rtl_templates.quant import INT8
 from hwgen.sim.harness import run_block
@@ -258,6 +259,10 @@ def test_policy():
     assert M.choose_style(247, 64, rom=True) == M.LOGIC
     assert M.choose_style(8, 256, rom=True, read_ports=1) == M.LOGIC
     assert M.choose_style(8, 256, rom=True, read_ports=2) == M.BLOCK
+    # 768 bits fit the LUT budget, but a 768-word multiplexer is 7 LUT levels: block
+    assert M.choose_style(1, 256, rom=True) == M.LOGIC
+    assert M.choose_style(1, 257, rom=True) == M.BLOCK
+    assert M.choose_style(1, 768, rom=True) == M.BLOCK
     with pytest.raises(ValueError):
         M.choose_style(0, 4, rom=False)
     with pytest.raises(ValueError):
@@ -405,6 +410,28 @@ def test_tile_function_matches_yosys(tmp_path, family):
         if style == M.BLOCK:
             assert M.bram_tiles(w, d, family, rom=rom, read_ports=ports, style=style,
                                 rw=rw) == mp.count
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("family", M.FAMILIES)
+@pytest.mark.parametrize("depth", [256, 768])
+def test_deep_plain_rom_is_block(tmp_path, family, depth):
+    """A plain weight ROM (:func:`memory.lane_rom`) deeper than ``LOGIC_ROM_MAX_DEPTH`` words
+    is pinned to block RAM, where Yosys' own cost would make a 1-bit one a multiplexer of
+    LUTs (7 levels for 768 words on iCE40); at the limit Yosys still picks; the resource
+    model follows both."""
+    m = Module()
+    init = _rom_init(1, depth)
+    (port,) = M.lane_rom(m, "mem", 1, init, [(0, 1)])
+    a, o = Signal(range(depth), name="a0"), Signal(1, name="o0")
+    m.d.comb += [port.addr.eq(a), o.eq(port.data)]
+    _yosys(tmp_path, verilog.convert(m, name="top", ports=[a, o], emit_src=False),
+           f"{FLOW_TO_MEMORY_MAP[family]}; tee -q -o stat.json stat -json")
+    cells = json.loads((tmp_path / "stat.json").read_text())["modules"]["\\top"]
+    got = sum(n for c, n in cells["num_cells_by_type"].items()
+              if LIBMAP_CELLS.get(c, c) in YOSYS_CELLS)
+    assert got == (1 if depth > M.LOGIC_ROM_MAX_DEPTH else 0)
+    assert res.memory(1, depth, family, rom=True, plain=True).bram == got
 
 
 @pytest.mark.synth
