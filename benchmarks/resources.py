@@ -11,7 +11,9 @@ corner of the parameters) and every distinct block of the example designs at the
 each block alone is converted to Verilog and synthesized. ``--quick`` takes a few of each
 kind. Designs: the example models and the QONNX test models of ``benchmarks/silicon.py``,
 the QOperator ResNet and FINN's TFC at ``--target-cycles 1024`` and at ``--target-cycles
-64``, FINN's CNV at ``--target-cycles 16384``, the whole core synthesized (no timing
+64``, FINN's CNV at ``--target-cycles 16384``, the MLPerf Tiny networks at the folding
+searched for the ``ulx3s-85f`` (``@85f``) and the same with ``--logic-lanes``
+(``@85f-ll``), the whole core synthesized (no timing
 wrapper). ``--quick`` takes the small ones. The memories Yosys turned into registers
 ("Replacing memory ... with list of registers") are listed after the table.
 
@@ -72,14 +74,24 @@ KEYS = ("lut4", "ff", "dsp", "bram")
 #: the designs --quick takes
 QUICK_DESIGNS = ("mlp", "qonnx-mlp-4bit", "qonnx-cnn-4bit", "qonnx-bipolar")
 #: "" is --target-cycles 1024 (the default before device-aware folding), "@t64" a fast folding
-FOLDINGS = {"": 1024, "@t64": 64, "@t16k": 16384}
+#: "@85f": the folding searched for the ulx3s-85f (compile's default), "@85f-ll": the same
+#: with products beyond the DSP tiles in logic cells (``--logic-lanes``)
+FOLDINGS = {"": 1024, "@t64": 64, "@t16k": 16384, "@85f": None, "@85f-ll": None}
 #: the designs: benchmarks/silicon.py's, the QOperator ResNet and FINN's networks
 MODELS = {**SILICON_MODELS, "resnet-qop": "digits_resnet_qop.onnx",
           "finn-tfc-w1a1": "finn/tfc-w1a1.onnx", "finn-tfc-w2a2": "finn/tfc-w2a2.onnx",
-          "finn-cnv-w1a1": "finn/cnv-w1a1.onnx", "finn-cnv-w2a2": "finn/cnv-w2a2.onnx"}
+          "finn-cnv-w1a1": "finn/cnv-w1a1.onnx", "finn-cnv-w2a2": "finn/cnv-w2a2.onnx",
+          "mlperf-resnet8": "mlperf_tiny/resnet8_qdq.onnx",
+          "mlperf-dscnn": "mlperf_tiny/dscnn_qdq.onnx",
+          "mlperf-mobilenet": "mlperf_tiny/mobilenet_v1_025_qdq.onnx",
+          "mlperf-autoencoder": "mlperf_tiny/autoencoder_qdq.onnx"}
 #: the foldings a design is taken at (default: 1024 and 64 cycles per frame); FINN's CNV
-#: needs far more parallelism than any device holds at those
-MODEL_FOLDINGS = {"finn-cnv-w1a1": ("@t16k",), "finn-cnv-w2a2": ("@t16k",)}
+#: needs far more parallelism than any device holds at those; the MLPerf Tiny networks are
+#: taken as compile folds them for the ULX3S-85F
+MODEL_FOLDINGS = {"finn-cnv-w1a1": ("@t16k",), "finn-cnv-w2a2": ("@t16k",),
+                  **{m: ("@85f", "@85f-ll") for m in ("mlperf-resnet8", "mlperf-dscnn",
+                                                      "mlperf-mobilenet",
+                                                      "mlperf-autoencoder")}}
 
 
 @dataclass
@@ -186,7 +198,8 @@ def compile_design(name: str, tmp: Path):
     """(compile result, lowered dataflow graph) of design ``name`` (``model@t64``)."""
     base, _, fold = name.partition("@")
     target = FOLDINGS["@" + fold if fold else ""]
-    comp = hwgen.compile(model_path(MODELS[base], tmp), tmp / name, target_cycles=target)
+    comp = hwgen.compile(model_path(MODELS[base], tmp), tmp / name, target_cycles=target,
+                         logic_lanes=fold.endswith("-ll"))
     _, ig, folding = design_folder.load(comp.out_dir)
     return comp, lower(ig, folding)
 
