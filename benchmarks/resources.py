@@ -88,7 +88,7 @@ MODELS = {**SILICON_MODELS, "resnet-qop": "digits_resnet_qop.onnx",
 #: the foldings a design is taken at (default: 1024 and 64 cycles per frame); FINN's CNV
 #: needs far more parallelism than any device holds at those; the MLPerf Tiny networks are
 #: taken as compile folds them for the ULX3S-85F
-MODEL_FOLDINGS = {"finn-cnv-w1a1": ("@t16k",), "finn-cnv-w2a2": ("@t16k",),
+MODEL_FOLDINGS = {"finn-cnv-w1a1": ("@t16k",), "finn-cnv-w2a2": ("@t16k", "@85f-ll"),
                   **{m: ("@85f", "@85f-ll") for m in ("mlperf-resnet8", "mlperf-dscnn",
                                                       "mlperf-mobilenet",
                                                       "mlperf-autoencoder")}}
@@ -225,14 +225,22 @@ def _design_blocks(names: list[str]) -> list[Item]:
     return items
 
 
-def block_items(quick: bool) -> list[Item]:
-    return _test_grid(quick) + _design_blocks(design_names(quick))
+def block_items(quick: bool, only: str | None = None) -> list[Item]:
+    """The test grids' blocks and the designs' (only the designs whose name matches the
+    part of ``only`` before a ``:``, so a pattern naming one design's blocks compiles that
+    design alone)."""
+    names = design_names(quick)
+    if only and ":" in only:
+        names = [n for n in names if fnmatch.fnmatchcase(n, only.split(":")[0])]
+    return _test_grid(quick) + _design_blocks(names)
 
 
-def design_items(quick: bool) -> list[Item]:
+def design_items(quick: bool, only: str | None = None) -> list[Item]:
     items = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in design_names(quick):
+            if only and not fnmatch.fnmatchcase(name, only):
+                continue
             comp, _ = compile_design(name, Path(tmp))
             est = comp.manifest["estimate"]["resources"]
             items.append(Item("design", name, verilog=comp.verilog.read_text(),
@@ -401,12 +409,12 @@ def main(argv=None):
     t0 = time.perf_counter()
     items = []
     if not args.designs:
-        items += block_items(args.quick)
+        items += block_items(args.quick, args.only)
         if args.kinds:
             kinds = set(args.kinds.split(","))
             items = [it for it in items if it.kind in kinds]
     if not args.blocks:
-        items += design_items(args.quick)
+        items += design_items(args.quick, args.only)
     if args.only:
         items = [it for it in items if fnmatch.fnmatchcase(it.name, args.only)]
     say(f"{len(items)} items, {len(families)} families")
