@@ -133,12 +133,14 @@ def lut_extra_stages(p: MVAUParams) -> int:
 
 
 def operand_stages(p: MVAUParams) -> int:
-    """Registers between the memories and the dot products' register: the operands, the
+    """Registers between the memories and the dot products' register: the operands (one
+    more where the weights are in block RAM: :attr:`MVAUParams.weights_in_bram`), the
     products (:data:`PROD_STAGES` + 2 with multipliers, :func:`lut_extra_stages` more
     with lanes in logic), the adder tree's inner stages."""
+    bram = 1 if p.weights_in_bram else 0
     if p.datapath == "mul":
-        return 2 + PROD_STAGES + lut_extra_stages(p) + tree_stages(p.simd)
-    return 2 + tree_stages(p.simd)
+        return 2 + bram + PROD_STAGES + lut_extra_stages(p) + tree_stages(p.simd)
+    return 2 + bram + tree_stages(p.simd)
 
 
 def pipeline_depth(p: MVAUParams) -> int:
@@ -291,6 +293,21 @@ class MVAUParams:
         return _per_folding(self, f"slices{int(self.rom_logic)}", lambda: lane_rom_slices(
             self.pe * self.simd, self.w_bits, self.nf * self.sf, self.weight_columns[0],
             logic=self.rom_logic))
+
+    @property
+    def weights_in_bram(self) -> bool:
+        """Whether the weight ROM's read data is registered once more (``w0``, the input
+        ``x0`` alike) before the operand registers: where the tools put a slice of it in
+        block RAM, on either family (its data leaves the tile late: an ECP5 DP16KD's
+        clock-to-output is 5.6 ns of the 8 ns at 125 MHz), and a ROM in logic by
+        ``rom_logic`` (the block search's stand-in for block RAM, with the same schedule)."""
+        if self.spram:
+            return False
+        if self.rom_logic:
+            return True
+        return _per_folding(self, "in_bram", lambda: any(
+            res.memory(live, self.nf * self.sf, f, rom=True, plain=True).bram
+            for live, _ in self.weight_slice_columns for f in res.FAMILIES))
 
     @property
     def weight_slice_columns(self) -> list[tuple[int, int]]:
@@ -473,7 +490,7 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + operand_stages(p)) + 2,
                                  lut4=ctl_bits + 8, carry=ctl_bits / 2)
     # operands, products or ±1 terms, adder trees
-    ff = 2 * SIMD * ib + w_reg
+    ff = (2 * SIMD * ib + w_reg) * (2 if p.weights_in_bram else 1)
     if p.datapath == "mul":
         tw = ib + wb
         dot = Mul(ib, p.in_type.signed, wb, True, y_bits=min(tw, A))
@@ -629,6 +646,9 @@ class MVAU(wiring.Component):
             x_word = Mux(use_stream1, x_reg, ib_rd.data) if NF > 1 else x_reg
 
         # --- stage 1b: operands registered (memory outputs are slow) ----------------------
+        if p.weights_in_bram:   # a register next to the block RAM, the input alike
+            x_word = reg(m, x_word, unsigned(SIMD * ib), "x0")
+            w_data = reg(m, w_data, unsigned(PE * SIMD * wb), "w0")
         x1 = reg(m, x_word, unsigned(SIMD * ib), "x1")
         w1 = reg(m, w_data, unsigned(PE * SIMD * wb), "w1")
         xs = lanes(x1, SIMD, ib, p.in_type.signed)
