@@ -244,9 +244,9 @@ def lane_rom_slices(lanes: int, lane_bits: int, depth: int, live_bits: int,
     (``rom_style = "logic"``), whatever Yosys would pick."""
     width = lanes * lane_bits
     if depth < 2 or live_bits < 1 or lanes < 2 or not logic and (
-            depth > LOGIC_ROM_MAX_DEPTH) or not logic and any(
-            yosys_mapping(live_bits, depth, f, style=DISTRIBUTED, rom=True).kind != LOGIC
-            for f in FAMILIES):
+            depth > LOGIC_ROM_MAX_DEPTH or any(
+                yosys_mapping(live_bits, depth, f, style=DISTRIBUTED, rom=True).kind != LOGIC
+                for f in FAMILIES)):
         return [(0, width)]
     per = max(1, ROM_FANOUT // (lane_bits * -(-depth // 16)))
     if per >= lanes:
