@@ -44,7 +44,8 @@ class PackStats:
                     flipflops=self.flipflops)
 
 
-def _top(netlist: dict) -> dict:
+def netlist_top(netlist: dict) -> dict:
+    """The top module of a Yosys JSON netlist."""
     for mod in netlist.get("modules", {}).values():
         if str(mod.get("attributes", {}).get("top", "0")).strip("0 ") not in ("",):
             return mod
@@ -84,7 +85,7 @@ def pack_dsp_registers(netlist: dict) -> PackStats:
     """Move the registers around every MULT18X18D of ``netlist`` (Yosys JSON, flattened top)
     into the tile where they qualify (see the module documentation); edits ``netlist`` in
     place and returns what moved."""
-    mod = _top(netlist)
+    mod = netlist_top(netlist)
     cells: dict = mod["cells"]
     drivers: dict[int, tuple[str, str]] = {}
     loads: dict[int, list[tuple[str, str]]] = {}

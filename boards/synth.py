@@ -37,7 +37,7 @@ from pathlib import Path
 
 from hwgen.boards.devices import Device, by_name
 from hwgen.boards.dsp_pack import VERSION as DSP_PACK_VERSION
-from hwgen.boards.dsp_pack import pack_dsp_registers
+from hwgen.boards.dsp_pack import netlist_top, pack_dsp_registers
 from hwgen.errors import HwgenError
 
 #: bumped when what an entry holds or how it is read changes (old entries are then ignored)
@@ -425,9 +425,7 @@ def ice40_logic_cells(netlist: str | Path) -> int:
     and so does each chain's feed-in when the chain's carry-in is a signal, and the driver of
     a constant 0 or 1 that a cell other than a LUT reads. Within 0.4 % of nextpnr's count on
     the example designs."""
-    mods = json.loads(Path(netlist).read_text())["modules"]
-    top = next(m for m in mods.values() if m.get("attributes", {}).get("top"))
-    cells = top["cells"]
+    cells = netlist_top(json.loads(Path(netlist).read_text()))["cells"]
     driver: dict[int, str] = {}
     readers: dict[int, list[tuple[str, str]]] = {}
     constants = set()       # 0 and 1 wired to a cell other than a LUT: a driver cell each
