@@ -5,7 +5,7 @@ RAM for all but small ones. Where block RAM is the scarce resource and logic cel
 (FINN's CNV-w2a2 on the ECP5-85F: 3.1 Mbit of 2-bit weights, fully folded 200 block RAM
 tiles of the 176 the budget allows, 5,500 of 71,000 logic cells), a unit's weight ROM can be
 built of LUTs instead (:class:`dataflow.lower.Folding` ``rom_logic``; about ``width · depth
-/ 16`` LUT4, 30 % more beyond 128 words: ``resources.rom_luts``).
+/ 16`` LUT4 of the address space up to 128 words, 20 % more beyond: ``resources.rom_luts``).
 
 The device search (:mod:`boards.fold`) chooses each op's PE and SIMD for a candidate interval;
 when the block RAM tiles are then over the budget, :func:`spill` moves weight ROMs into logic,

@@ -100,14 +100,15 @@ def cost(p: DWCParams) -> Cost:
                 parts=parts)
 
 
-#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``); the slots are
+#: structural (a LUT per extra source per bit)
 RESOURCE_FIT: res.Fit = {
     "ecp5": {
-        "lut4": {"level": 1.085, "slots": 0.805, "1": 0.042},
+        "lut4": {"level": 1.085, "1": 0.042},
         "carry": {"level": 0.255, "1": 0},
     },
     "ice40": {
-        "lut4": {"level": 0.897, "slots": 0.486, "1": 0},
+        "lut4": {"level": 0.897, "1": 0},
         "carry": {"level": 0.355, "1": 0},
     },
 }
@@ -121,13 +122,16 @@ def resource_parts(p: DWCParams, family: str) -> dict[str, res.Resources]:
     n, i, o, b = p.slots, p.in_elems, p.out_elems, p.bits
     if not n:
         return {}
-    ways = 0
+    # a slot holds through its flip-flops' enable; it takes a word from one of its sources
+    # (the slot an output beat shifts in, the input elements that can land there) through a
+    # multiplexer of one LUT per extra source per bit
+    extra = 0
     for j in range(n):
         lands = sum(1 for k in range(i) if 0 <= j - k <= n - i)
-        ways += (j < n - o) + lands
+        extra += max(0, (j < n - o) + lands - 1)
     lv = counter_bits(n + 1)
     # valid and ready registered: each from the comparisons of the four next levels
-    return {"slots": res.Resources(ff=n * b + lv + 2, lut4=b * ways + n),
+    return {"slots": res.Resources(ff=n * b + lv + 2, lut4=b * extra + 2 * n),
             "level": res.add(lv, family) * 2 + res.compare(lv, family, True) * 8
             + res.Resources(lut4=2)}
 
@@ -159,7 +163,7 @@ class DWC(wiring.Component):
                          self.i.ready.eq(self.o.ready)]
             return m
         N = self.p.slots
-        slots = [Signal(B, name=f"slot{j}") for j in range(N)]
+        slots = [Signal(B, name=f"slot{j}", reset_less=True) for j in range(N)]
         level = Signal(range(N + 1))
         # valid (level >= O) and ready (level <= N - I) are registers of their own, so the
         # neighbours' handshake logic starts at a flip-flop: their next values are the

@@ -314,7 +314,7 @@ def ram(m: Module, name: str, *, width: int, depth: int, rw: str = "old",
 def _register_ram(m: Module, name: str, width: int, rw: str, read_en: bool):
     """A one-word RAM as a register, with the read semantics of :func:`ram`."""
     wr, rd = _WritePort(width, 1, name), _ReadPort(width, 1, name)
-    word = Signal(width, name=f"{name}_word")
+    word = Signal(width, name=f"{name}_word", reset_less=True)
     with m.If(wr.en):
         m.d.sync += word.eq(wr.data)
     if read_en or rw == "old":
@@ -365,7 +365,7 @@ class BufferedFIFO(Elaboratable):
         self.w_data = Signal(width)
         self.w_en = Signal()
         self.w_rdy = Signal(init=1)
-        self.r_data = Signal(width)
+        self.r_data = Signal(width, reset_less=True)      # data: r_rdy says when it holds a word
         self.r_en = Signal()
         self.r_rdy = Signal()
         self.level = Signal(range(depth + 1))

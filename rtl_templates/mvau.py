@@ -419,14 +419,15 @@ def _fifo_depth(p: MVAUParams) -> int:
     return pipeline_depth(p) + 3
 
 
-#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``); the weight
+#: ROM in LUTs (``mem_w``) is structural (``resources.rom_luts``, measured) and not scaled
 RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
     "ecp5": {
         # a weight ROM in logic (rom_logic), fitted on CNV-w2a2's units and random 8-bit
         # weights (tests/test_rom_logic.py)
         "lut4": {"rom_w": 1.12,
                  "acc": 1.005, "ctl": 1.114, "fifo": 1.074, "mem_i": 1.101, "mem_p": 1.038,
-                 "mem_w": 1.252, "mul_logic": 1.002, "rq_front": 0.579,
+                 "mul_logic": 1.002, "rq_front": 0.579,
                  "rq_lanes": 21.25, "rq_r24": 0.968, "rq_seq": 0.478,
                  "rq_sign": 1.002, "rq_tail": 0.31, "terms": 1.017, "tree": 1.171,
                  "1": 0.004, "lut_mul": 0.83},
@@ -438,7 +439,7 @@ RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
     },
     "ice40": {
         "lut4": {"acc": 0.991, "ctl": 0.969, "fifo": 0.938, "mem_i": 0.959, "mem_p": 1.006,
-                 "mem_w": 0.896, "mul_logic": 0.792, "rq_front": 0.958,
+                 "mul_logic": 0.792, "rq_front": 0.958,
                  "rq_lanes": 24.327, "rq_prod": 0.563, "rq_r24": 0.788,
                  "rq_seq": 0.687, "rq_sign": 1.003, "rq_tail": 0.281,
                  "terms": 0.995, "tree": 1.011, "1": 0, "lut_mul": 0.82},
@@ -625,7 +626,7 @@ class MVAU(wiring.Component):
         v1, first1, last1 = Signal(), Signal(), Signal()
         nf1 = Signal.like(nf)
         use_stream1 = Signal()
-        x_reg = Signal(SIMD * ib)
+        x_reg = Signal(SIMD * ib, reset_less=True)
         m.d.sync += [
             v1.eq(can_issue), first1.eq(sf == 0), last1.eq(last_sf), nf1.eq(nf),
             use_stream1.eq(first_nf), x_reg.eq(self.i.payload),
@@ -682,10 +683,10 @@ class MVAU(wiring.Component):
         # --- stage 2: accumulate; the channels' bias and multiplier are read ----------------
         v2, first2, last2 = Signal(), Signal(), Signal()
         nf2 = Signal.like(nf)
-        dot2 = [Signal(signed(acc_w), name=f"dot2_{pe}") for pe in range(PE)]
+        dot2 = [Signal(signed(acc_w), name=f"dot2_{pe}", reset_less=True) for pe in range(PE)]
         m.d.sync += [v2.eq(v1), first2.eq(first1), last2.eq(last1), nf2.eq(nf1)]
         m.d.sync += [d.eq(x) for d, x in zip(dot2, dots)]
-        acc = [Signal(signed(acc_w), name=f"acc_{pe}") for pe in range(PE)]
+        acc = [Signal(signed(acc_w), name=f"acc_{pe}", reset_less=True) for pe in range(PE)]
         acc_next = [Mux(first2, 0, a) + d for a, d in zip(acc, dot2)]
         with m.If(v2):
             m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]

@@ -11,7 +11,7 @@ a comparison) with a few LUT levels around it, or one hard multiplier tile (at m
 """
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Shape, Signal, unsigned
 
 #: operand chunk of the pipelined wide product: one hard multiplier on both families
 MUL_CHUNK = 16
@@ -21,8 +21,12 @@ TREE_LEVELS_PER_STAGE = 1
 
 
 def reg(m: Module, value, shape, name: str) -> Signal:
-    """``value`` registered (one pipeline stage, no enable)."""
-    r = Signal(shape, name=name)
+    """``value`` registered (one pipeline stage, no enable). A register of more than one bit
+    is data (operands, products, sums, requantizer stages) and has no reset: a valid bit
+    travels beside it and the reset clears that (one bit: a valid or flag, reset). Data
+    registers on the reset net were most of a design's flip-flops, and that net's fan-out
+    to every slice crowded place and route."""
+    r = Signal(shape, name=name, reset_less=Shape.cast(shape).width > 1)
     m.d.sync += r.eq(value)
     return r
 
@@ -278,9 +282,9 @@ class SeqMul:
             opb = Signal.like(sel_b, name=f"{name}_opb{p}", reset_less=True)
             m.d.sync += [opa.eq(sel_a), opb.eq(sel_b)]
             pp = reg(m, opa * opb, unsigned(len(opa) + len(opb)), f"{name}_pp{p}")
-            acc = Signal(unsigned(wa + wb), name=f"{name}_acc{p}")
+            acc = Signal(unsigned(wa + wb), name=f"{name}_acc{p}", reset_less=True)
             # the partial product in place, registered: the accumulator's carry chain alone
-            shifted = Signal(unsigned(wa + wb), name=f"{name}_sh{p}")
+            shifted = Signal(unsigned(wa + wb), name=f"{name}_sh{p}", reset_less=True)
             with m.Switch(k_y):
                 for i in range(ca):
                     for j in range(cb):
@@ -292,8 +296,8 @@ class SeqMul:
             # previous step's carry (none on a product's first step)
             w = wa + wb
             h = (w + 1) // 2
-            lo = Signal(unsigned(h), name=f"{name}_lo{p}")
-            hi = Signal(unsigned(w - h), name=f"{name}_hi{p}")
+            lo = Signal(unsigned(h), name=f"{name}_lo{p}", reset_less=True)
+            hi = Signal(unsigned(w - h), name=f"{name}_hi{p}", reset_less=True)
             cy = Signal(name=f"{name}_cy{p}")
             lo_sum = Mux(first_z, 0, lo) + shifted[:h]
             # hi + shifted + carry as one carry chain: (carry:hi) + (carry:shifted), LSB dropped

@@ -347,7 +347,7 @@ class Pool(wiring.Component):
 
         rq = p.requant
         acc_w, mult_w = p.acc_bits, rq.mult_bits
-        acc = [Signal(signed(acc_w), name=f"acc_{ci}") for ci in range(PE)]
+        acc = [Signal(signed(acc_w), name=f"acc_{ci}", reset_less=True) for ci in range(PE)]
         acc_next = [Mux(first1, 0, a) + x for a, x in zip(acc, xs)]
         with m.If(v1):
             m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]

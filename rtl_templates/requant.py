@@ -357,7 +357,7 @@ class RequantPipeline:
                  identity: bool = False):
         n, mult_w = len(sums), rq.mult_bits
         v1 = Signal(name=f"{name}_v1")
-        s1 = [Signal(signed(acc_bits), name=f"{name}_s_{k}") for k in range(n)]
+        s1 = [Signal(signed(acc_bits), name=f"{name}_s_{k}", reset_less=True) for k in range(n)]
         if isinstance(mult, (list, tuple)):
             m1 = [Signal(unsigned(mult_w), name=f"{name}_m_{k}") for k in range(n)]
             m.d.sync += [r.eq(x) for r, x in zip(m1, mult)]

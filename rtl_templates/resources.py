@@ -404,13 +404,16 @@ DPR_WORDS = 16
 
 
 def rom_luts(depth: int, family: str) -> float:
-    """LUT4s per column of a ROM of ``depth`` words in logic (measured on random contents):
-    one per 16 words; ECP5's wide multiplexers (PFUMX, L6MUX21) join them up to 128 words,
-    beyond that about 30 % more; iCE40 has none, so from 32 words about 2.2 times as many."""
-    per = max(1.0, depth / DPR_WORDS)
+    """LUT4s per column of a ROM of ``depth`` words in logic (measured with Yosys on random
+    contents). ECP5: one per 16 words of the address space (its wide multiplexers, PFUMX and
+    L6MUX21, join them, and the words past ``depth`` are decoded like the others: 24 words
+    take 2, 48 take 4, 100 take 8) up to 128 words; beyond, about one per 16 words plus
+    20 %. iCE40 has no wide multiplexers: about two per 16 words from 17 words on."""
+    if depth <= 16:
+        return 1.0
     if family == "ecp5":
-        return per * (1.3 if depth > 128 else 1.0)
-    return per * (2.2 if depth > 16 else 1.0)
+        return 2.0 ** ((depth - 1).bit_length() - 4) if depth <= 128 else depth / DPR_WORDS * 1.2
+    return depth / DPR_WORDS * 2.0
 
 
 def memory(width: int, depth: int, family: str, *, rom: bool, style: str | None = None,
@@ -526,6 +529,12 @@ def estimate(parts_of, p, fit: Fit, multiplies: dict[Mul, int] | None = None,
     ``mul_logic``), of ``soft_multiplies`` if given (those whose factors are not all
     constant: the tools fold the others)."""
     parts = {f: parts_of(p, f) for f in FAMILIES}
+    # iCE40: a product in SB_MAC16 tiles registered by a plain register (no reset: a data
+    # register, pipeline.reg) has that register moved into the tiles by ice40_dsp
+    oreg = sum(n * min(32, m.cell()[2]) for m, n in (multiplies or {}).items()
+               if dsp_tiles(m, "ice40"))
+    if oreg:
+        parts["ice40"]["dsp_oreg"] = Resources(ff=-oreg)
     muls = multiplies if soft_multiplies is None else soft_multiplies
     for f in FAMILIES:
         soft = total(n * soft_logic(m, f) for m, n in (muls or {}).items())

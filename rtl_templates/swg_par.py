@@ -393,7 +393,7 @@ class SWGPar(wiring.Component):
         # (hundreds of flip-flops across the die), so each slice of at most SHIFT_GROUP_BITS
         # bits has a copy of the control of its own (the copies hold their own state, so the
         # tools keep them apart; they step together).
-        sh = [Signal(KH * pix, name=f"sh{s}") for s in range(EW)]
+        sh = [Signal(KH * pix, name=f"sh{s}", reset_less=True) for s in range(EW)]
         for s, lo, hi in shift_slices(p):
             step_g = step if (s, lo) == (0, 0) else control(f"sh{s}_{lo}_")[0]
             with m.If(step_g):

@@ -500,7 +500,7 @@ class VVAU(wiring.Component):
         prod2 = [Signal(signed(acc_w), name=f"prod2_{ci}") for ci in range(L)]
         m.d.sync += [v2.eq(v1), first2.eq(first1), last2.eq(last1), cb2.eq(cb1)]
         m.d.sync += [d.eq(x) for d, x in zip(prod2, prods)]
-        acc = [Signal(signed(acc_w), name=f"acc_{ci}") for ci in range(L)]
+        acc = [Signal(signed(acc_w), name=f"acc_{ci}", reset_less=True) for ci in range(L)]
         acc_next = [Mux(first2, 0, a) + d for a, d in zip(acc, prod2)]
         with m.If(v2):
             m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]
