@@ -507,7 +507,8 @@ class AddBlock(wiring.Component):
 
         # --- t+2: operands less their zero points; t+3: products ("ort": t+4: + fixed) -------
         (pa_lo, pa_hi), (pb_lo, pb_hi) = p.prod_bounds
-        pa = [Signal(signed(signed_width(pa_lo, pa_hi)), name=f"pa_{k}", reset_less=True) for k in range(PE)]
+        pa = [Signal(signed(signed_width(pa_lo, pa_hi)), name=f"pa_{k}", reset_less=True)
+              for k in range(PE)]
         (blo, bhi), f = p.db_bounds, (p.fixed if p.ort else 0)
         pb = [Signal(signed(signed_width(blo * p.mb, bhi * p.mb)), name=f"pb_{k}")
               for k in range(PE)]            # "ort": the fixed term joins one stage later
