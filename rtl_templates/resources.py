@@ -533,6 +533,10 @@ def estimate(parts_of, p, fit: Fit, multiplies: dict[Mul, int] | None = None,
     # register, pipeline.reg) has that register moved into the tiles by ice40_dsp
     oreg = sum(n * min(32, m.cell()[2]) for m, n in (multiplies or {}).items()
                if dsp_tiles(m, "ice40"))
+    # and an unsigned tile product (pipeline.mul_pipe's: the requantizers') its operand
+    # registers too (A_REG, B_REG)
+    oreg += sum(n * (m.a_bits + m.b_bits) for m, n in (multiplies or {}).items()
+                if dsp_tiles(m, "ice40") == 1 and not (m.a_signed or m.b_signed or m.constant))
     if oreg:
         parts["ice40"]["dsp_oreg"] = Resources(ff=-oreg)
     muls = multiplies if soft_multiplies is None else soft_multiplies
