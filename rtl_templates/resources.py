@@ -529,16 +529,18 @@ def estimate(parts_of, p, fit: Fit, multiplies: dict[Mul, int] | None = None,
     ``mul_logic``), of ``soft_multiplies`` if given (those whose factors are not all
     constant: the tools fold the others)."""
     parts = {f: parts_of(p, f) for f in FAMILIES}
-    # iCE40: a product in SB_MAC16 tiles registered by a plain register (no reset: a data
-    # register, pipeline.reg) has that register moved into the tiles by ice40_dsp
-    oreg = sum(n * min(32, m.cell()[2]) for m, n in (multiplies or {}).items()
-               if dsp_tiles(m, "ice40"))
-    # and an unsigned tile product (pipeline.mul_pipe's: the requantizers') its operand
-    # registers too (A_REG, B_REG)
-    oreg += sum(n * (m.a_bits + m.b_bits) for m, n in (multiplies or {}).items()
-                if dsp_tiles(m, "ice40") == 1 and not (m.a_signed or m.b_signed or m.constant))
-    if oreg:
-        parts["ice40"]["dsp_oreg"] = Resources(ff=-oreg)
+    # iCE40: ice40_dsp moves a plain register (no reset: a data register, pipeline.reg) into
+    # the SB_MAC16 tiles: a product's register, and for an unsigned one-tile product
+    # (pipeline.mul_pipe's: the requantizers') its operand registers too (A_REG, B_REG)
+    absorbed = 0
+    for m, n in (multiplies or {}).items():
+        tiles = dsp_tiles(m, "ice40")
+        if tiles:
+            absorbed += n * min(32, m.cell()[2])
+        if tiles == 1 and not (m.a_signed or m.b_signed or m.constant):
+            absorbed += n * (m.a_bits + m.b_bits)
+    if absorbed:
+        parts["ice40"]["dsp_regs"] = Resources(ff=-absorbed)
     muls = multiplies if soft_multiplies is None else soft_multiplies
     for f in FAMILIES:
         soft = total(n * soft_logic(m, f) for m, n in (muls or {}).items())
