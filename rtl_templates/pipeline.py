@@ -130,18 +130,20 @@ def chunk_widths(width: int) -> list[int]:
     return [min(width, (i + 1) * MUL_CHUNK) - i * MUL_CHUNK for i in range(chunks(width))]
 
 
-def mul_pipe_registers(a_bits: int, b_bits: int, a_regs: bool = True, b_regs: bool = True
-                       ) -> int:
+def mul_pipe_registers(a_bits: int, b_bits: int, a_regs: bool = True, b_regs: bool = True,
+                       copy: bool = False) -> int:
     """Flip-flops of :func:`mul_pipe`: the tiles' operand registers (a chunk's registers are
     the same for every tile it meets, so the tools keep one copy; ``a_regs``/``b_regs``
     False: that operand is another lane's too, or constant, and counted there), the partial
-    products and the sums of the tree (a sum's low bits are zero below its lowest part)."""
+    products (``copy``: and their copies in the fabric; the copies' two valid delays equal
+    the caller's valid chain, which the tools merge them into), and the sums of the tree (a
+    sum's low bits are zero below its lowest part)."""
     w = a_bits + b_bits
     bits = (a_bits if a_regs else 0) + (b_bits if b_regs else 0)
     parts = []                      # (lowest, highest + 1) bit a part can hold
     for i, wa in enumerate(chunk_widths(a_bits)):
         for j, wb in enumerate(chunk_widths(b_bits)):
-            bits += wa + wb
+            bits += (wa + wb) * (2 if copy else 1)
             parts.append((MUL_CHUNK * (i + j), MUL_CHUNK * (i + j) + wa + wb))
     while len(parts) > 1:
         nxt = [(min(x[0], y[0]), min(w, max(x[1], y[1]) + 1))
@@ -153,18 +155,30 @@ def mul_pipe_registers(a_bits: int, b_bits: int, a_regs: bool = True, b_regs: bo
     return bits
 
 
-def mul_stages(a_bits: int, b_bits: int) -> int:
+def mul_stages(a_bits: int, b_bits: int, copy: bool = False) -> int:
     """Registers :func:`mul_pipe` puts between its operands and the product: each tile's
-    operands, the partial products, then one per level of their sum."""
-    return 2 + _levels(chunks(a_bits) * chunks(b_bits))
+    operands, the partial products (``copy``: and their copies in the fabric), then one per
+    level of their sum."""
+    return 2 + int(copy) + _levels(chunks(a_bits) * chunks(b_bits))
 
 
-def mul_pipe(m: Module, a, b, name: str):
+def mul_pipe(m: Module, a, b, name: str, valid=None):
     """The product of the unsigned values ``a`` and ``b`` after :func:`mul_stages` registers:
     each pair of :data:`MUL_CHUNK`-bit chunks multiplied in one hard multiplier tile, with
     operand registers of its own (placed next to the tile) and its product registered; the
-    partials summed by a registered tree, one level per stage."""
+    partials summed by a registered tree, one level per stage.
+
+    ``valid`` (high in the cycles ``a`` and ``b`` hold an operand pair; ``copy=True`` in
+    :func:`mul_stages`): each partial product is registered once more in the fabric. The tile
+    sits wherever the device has one free, often far from the logic it feeds (a design using
+    most of an LFE5U-85F's tiles: 7.9 ns of route from a tile's output register into the first
+    sum), and the copy gives that route a clock period of its own. The copy loads only when
+    its product is valid: with that enable, Yosys's ``ice40_dsp`` takes it as the SB_MAC16's
+    output register correctly (a plain register there, behind the product register it takes
+    as the pipeline register, it replaces by a constant: Yosys 0.70)."""
     wa, wb = len(a), len(b)
+    if valid is not None:
+        v_pp = reg(m, reg(m, valid, 1, f"{name}_va"), 1, f"{name}_vp")
     parts = []
     for i in range(chunks(wa)):
         ai = a[i * MUL_CHUNK:min(wa, (i + 1) * MUL_CHUNK)]
@@ -173,6 +187,12 @@ def mul_pipe(m: Module, a, b, name: str):
             ra = reg(m, ai, unsigned(len(ai)), f"{name}_a{i}_{j}")
             rb = reg(m, bj, unsigned(len(bj)), f"{name}_b{i}_{j}")
             pp = reg(m, ra * rb, unsigned(len(ai) + len(bj)), f"{name}_pp{i}_{j}")
+            if valid is not None:
+                pd = Signal(unsigned(len(ai) + len(bj)), name=f"{name}_pd{i}_{j}",
+                            reset_less=True)
+                with m.If(v_pp):
+                    m.d.sync += pd.eq(pp)
+                pp = pd
             parts.append(pp << (MUL_CHUNK * (i + j)))
     level = 0
     while len(parts) > 1:

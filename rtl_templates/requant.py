@@ -266,7 +266,8 @@ class RequantPipeline:
         if sign or identity:
             return 2
         seq = RequantPipeline.sequential(rq, acc_bits, spacing)
-        prod = (seq_mul_stages if seq else mul_stages)(acc_bits, rq.mult_bits)
+        prod = seq_mul_stages(acc_bits, rq.mult_bits) if seq else \
+            mul_stages(acc_bits, rq.mult_bits, copy=True)
         return 2 + prod + requant_stages(rq) - 1
 
     @staticmethod
@@ -304,14 +305,16 @@ class RequantPipeline:
             return bits + lanes * min(out_bits, acc_bits)
         bits += lanes * (1 + acc_bits) + copies * live      # sign and magnitude, m2
         seq = RequantPipeline.sequential(rq, acc_bits, spacing)
-        stages = (seq_mul_stages if seq else mul_stages)(acc_bits, rq.mult_bits)
+        stages = seq_mul_stages(acc_bits, rq.mult_bits) if seq else \
+            mul_stages(acc_bits, rq.mult_bits, copy=True)
         bits += lanes * stages                              # the sign's delays
         if seq:
             bits += seq_mul_registers(acc_bits, rq.mult_bits, lanes, b_regs=False) \
                 + copies * (live + 2 * min(live, MUL_CHUNK)) \
                 - (rq.mult_bits + 2 * min(rq.mult_bits, MUL_CHUNK))
         else:
-            bits += lanes * mul_pipe_registers(acc_bits, rq.mult_bits, b_regs=False) \
+            bits += lanes * mul_pipe_registers(acc_bits, rq.mult_bits, b_regs=False,
+                                               copy=True) \
                 + copies * live
         return bits + lanes * round_clamp_registers(acc_bits + rq.mult_bits, rq, out_bits)
 
@@ -374,7 +377,8 @@ class RequantPipeline:
             m.d.sync += [b.eq(sign_bit(s, mm, rq.zero_point)) for b, s, mm in zip(outs, s1, m1)]
         else:
             seq = self.sequential(rq, acc_bits, spacing)
-            stages = (seq_mul_stages if seq else mul_stages)(acc_bits, mult_w)
+            stages = seq_mul_stages(acc_bits, mult_w) if seq else \
+                mul_stages(acc_bits, mult_w, copy=True)
             negs, mags, m2 = [], [], {}
             for k in range(n):
                 neg, mag = abs_pipe(m, s1[k], f"{name}_{k}")
@@ -385,7 +389,9 @@ class RequantPipeline:
             if seq:
                 prods = SeqMul(m, delay(m, v1, 1, f"{name}_v2"), mags, f"{name}_seq").products
             else:
-                prods = [mul_pipe(m, a, b, f"{name}_{k}_mul") for k, (a, b) in enumerate(mags)]
+                v2 = delay(m, v1, 1, f"{name}_v2")      # the magnitudes' valid
+                prods = [mul_pipe(m, a, b, f"{name}_{k}_mul", v2)
+                         for k, (a, b) in enumerate(mags)]
             outs = [round_clamp_mag(m, neg, prod, rq, f"{name}_y_{k}")[:out_bits]
                     for k, (neg, prod) in enumerate(zip(negs, prods))]
         self.valid = delay(m, v1, self.depth(rq, acc_bits, sign, spacing, identity) - 1,

@@ -531,14 +531,15 @@ def estimate(parts_of, p, fit: Fit, multiplies: dict[Mul, int] | None = None,
     parts = {f: parts_of(p, f) for f in FAMILIES}
     # iCE40: ice40_dsp moves a plain register (no reset: a data register, pipeline.reg) into
     # the SB_MAC16 tiles: a product's register, and for an unsigned one-tile product
-    # (pipeline.mul_pipe's: the requantizers') its operand registers too (A_REG, B_REG)
+    # (pipeline.mul_pipe's: the requantizers') its operand registers (A_REG, B_REG) and the
+    # product's fabric copy (the output register) too
     absorbed = 0
     for m, n in (multiplies or {}).items():
         tiles = dsp_tiles(m, "ice40")
         if tiles:
             absorbed += n * min(32, m.cell()[2])
         if tiles == 1 and not (m.a_signed or m.b_signed or m.constant):
-            absorbed += n * (m.a_bits + m.b_bits)
+            absorbed += n * (m.a_bits + m.b_bits + min(32, m.cell()[2]))
     if absorbed:
         parts["ice40"]["dsp_regs"] = Resources(ff=-absorbed)
     muls = multiplies if soft_multiplies is None else soft_multiplies

@@ -132,6 +132,8 @@ def test_register_counts():
     assert tree_sum_groups(8, 16) == [(2, 16)] * 4 + [(2, 17)] * 2 + [(2, 18)]
     # 14 × 24: operands 14 + 24, partials 30 + 22, one sum of 38 bits (measured: 128)
     assert mul_pipe_registers(14, 24) == 14 + 24 + 30 + 22 + 38
+    # with the partials' fabric copies (the requantizers'; measured, synth_ecp5: 180)
+    assert mul_pipe_registers(14, 24, copy=True) == 14 + 24 + 2 * (30 + 22) + 38
     rq = Requant(mult=(0xB00005,), shift=27, zero_point=3, lo=0, hi=255)
     assert RequantPipeline.registers(rq, 12, 8, 1) > RequantPipeline.registers(
         rq, 12, 8, 1, mult_live=0)
