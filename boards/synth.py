@@ -332,6 +332,11 @@ def count_cells(cells: dict[str, int], kinds: frozenset[str], prefix: str | None
     return sum(n for c, n in cells.items() if c in kinds or prefix and c.startswith(prefix))
 
 
+#: Yosys warnings that mean the netlist is not the design (a pass replaced a driver by a
+#: constant: Yosys 0.70's ``ice40_dsp`` with two plain registers behind a product did)
+MISCOMPILE_WARNINGS = ("Warning: Driver-driver conflict",)
+
+
 def parse_synthesis(stat: dict, log_text: str, top: str) -> dict:
     """The counts of a Yosys ``stat -json`` report and the warnings of its log."""
     modules = stat.get("modules", {})
@@ -404,6 +409,11 @@ def synthesize(verilog: str, top: str, family: str, *, options=(), cache: bool =
                               root, key, step)
         stat = json.loads((tmp / "stat.json").read_text())
         parsed = parse_synthesis(stat, (tmp / "yosys.log").read_text(errors="replace"), top)
+        wrong = [w for w in parsed["warnings"] if w.startswith(MISCOMPILE_WARNINGS)]
+        if wrong:
+            log = keep_failed_logs(root, key, tmp, ("yosys.log", "yosys.out"))
+            raise HwgenError(f"{step}: Yosys's netlist does not implement the design "
+                             f"({len(wrong)} warnings like {wrong[0][9:120]!r}) (log: {log})")
         res = SynthResult(family=family, top=top, **parsed, seconds=seconds, options=options,
                           netlist=str(final / "netlist.json"), log=str(final / "yosys.log"),
                           key=key)

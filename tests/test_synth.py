@@ -166,6 +166,31 @@ def test_yosys_error_names_the_line_and_keeps_the_log(cache):
                    for p in cache.iterdir())
 
 
+#: a product behind two plain registers: Yosys 0.70's ice40_dsp takes them as the SB_MAC16's
+#: pipeline and output registers, then drives the output with a constant
+TWO_PLAIN_REGS = """module tworeg(input clk, input [13:0] a, input [15:0] b, output reg [29:0] y);
+  reg [13:0] ra; reg [15:0] rb; reg [29:0] pp;
+  always @(posedge clk) begin
+    ra <= a; rb <= b; pp <= ra * rb; y <= pp;
+  end
+endmodule
+"""
+
+
+def test_a_netlist_yosys_got_wrong_is_refused(cache):
+    """A driver Yosys resolved to a constant means the netlist is not the design: one line
+    naming it, the log kept, nothing cached (so it is never counted as a result)."""
+    with pytest.raises(HwgenError) as e:
+        synthesize(TWO_PLAIN_REGS, "tworeg", "ice40", cache_dir=cache)
+    msg = str(e.value)
+    assert "does not implement the design" in msg and "Driver-driver conflict" in msg
+    assert "\n" not in msg
+    log = msg.rsplit("(log: ", 1)[1].rstrip(")")
+    assert "Resolved using constant" in open(log).read()
+    assert not any(p.name.startswith("yosys-") for p in cache.iterdir()
+                   if (p / "tworeg.v").is_file())
+
+
 def test_timeout_and_interrupt_kill_the_tool(tmp_path, monkeypatch):
     with pytest.raises(HwgenError, match=r"failed: stopped after 0.01 s \(timeout\)"):
         synthesize(TINY, "tiny", "ice40", cache_dir=tmp_path, timeout=0.01)
