@@ -427,7 +427,14 @@ class BufferedFIFO(Elaboratable):
                 m.d.sync += produce.eq(Mux(produce == n - 1, 0, produce + 1))
             with m.If(do_inner_read):
                 m.d.sync += consume.eq(Mux(consume == n - 1, 0, consume + 1))
-        m.d.sync += inner_level.eq(inner_level + do_write - do_inner_read)
+        # the next level among level, level + 1 and level - 1, which come from the register
+        # alone: the read (the consumer's ready, often a join's handshake across blocks) and
+        # the write pass one multiplexer level, not the carry chain
+        up = Signal.like(inner_level, name="inner_level_up")
+        down = Signal.like(inner_level, name="inner_level_down")
+        m.d.comb += [up.eq(inner_level + 1), down.eq(inner_level - 1)]
+        m.d.sync += inner_level.eq(Mux(do_write, Mux(do_inner_read, inner_level, up),
+                                       Mux(do_inner_read, down, inner_level)))
         with m.If(do_inner_read):
             m.d.sync += self.r_rdy.eq(1)
         with m.Elif(self.r_en):
