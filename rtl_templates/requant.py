@@ -386,10 +386,10 @@ class RequantPipeline:
                     m2[id(m1[k])] = reg(m, m1[k], unsigned(mult_w), f"{name}_{k}_m2")
                 negs.append(delay(m, neg, stages, f"{name}_{k}_pneg"))
                 mags.append((mag, m2[id(m1[k])]))
+            v2 = delay(m, v1, 1, f"{name}_v2")          # the magnitudes' valid
             if seq:
-                prods = SeqMul(m, delay(m, v1, 1, f"{name}_v2"), mags, f"{name}_seq").products
+                prods = SeqMul(m, v2, mags, f"{name}_seq").products
             else:
-                v2 = delay(m, v1, 1, f"{name}_v2")      # the magnitudes' valid
                 prods = [mul_pipe(m, a, b, f"{name}_{k}_mul", v2)
                          for k, (a, b) in enumerate(mags)]
             outs = [round_clamp_mag(m, neg, prod, rq, f"{name}_y_{k}")[:out_bits]
