@@ -18,9 +18,10 @@ follows the memory policy: registers up to 2 beats, then LUT RAM or block RAM.
 """
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Signal
 
 from hwgen.rtl_templates.memory import BufferedFIFO
+from hwgen.rtl_templates.pipeline import up_down
 
 
 class OutputCredits:
@@ -39,14 +40,9 @@ class OutputCredits:
         """``issued``: a step that will write one output beat issues this cycle (only while
         ``room``)."""
         last = (self.credits == 1) & issued
-        # the counter's next value is chosen among its neighbours, which come from the
-        # register alone: ``taken`` (the FIFO's read, a wide net) and ``issued`` arrive late
-        # and pass one multiplexer level, not the adder's carry chain
-        c = self.credits
-        up, down = Signal.like(c, name="credits_up"), Signal.like(c, name="credits_down")
-        self._m.d.comb += [up.eq(c + 1), down.eq(c - 1)]
-        self._m.d.sync += [self.credits.eq(Mux(issued, Mux(self._taken, c, down),
-                                               Mux(self._taken, up, c))),
+        # ``taken`` (the FIFO's read, a wide net) and ``issued`` arrive late
+        self._m.d.sync += [self.credits.eq(up_down(self._m, self.credits, self._taken,
+                                                   issued)),
                            self.room.eq(self._taken | (self.room & ~last))]
 
     def write(self, data, en):

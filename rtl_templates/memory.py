@@ -62,6 +62,8 @@ from dataclasses import dataclass
 from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
+from hwgen.rtl_templates.pipeline import up_down
+
 __all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "FAMILIES", "ROM_LUT_BITS_PER_TILE",
            "ROM_FANOUT", "FIFO_SLICE_BITS", "LOGIC_ROM_MAX_DEPTH", "BufferedFIFO", "Mapping",
            "MemorySpec", "ROMLayout",
@@ -427,14 +429,8 @@ class BufferedFIFO(Elaboratable):
                 m.d.sync += produce.eq(Mux(produce == n - 1, 0, produce + 1))
             with m.If(do_inner_read):
                 m.d.sync += consume.eq(Mux(consume == n - 1, 0, consume + 1))
-        # the next level among level, level + 1 and level - 1, which come from the register
-        # alone: the read (the consumer's ready, often a join's handshake across blocks) and
-        # the write pass one multiplexer level, not the carry chain
-        up = Signal.like(inner_level, name="inner_level_up")
-        down = Signal.like(inner_level, name="inner_level_down")
-        m.d.comb += [up.eq(inner_level + 1), down.eq(inner_level - 1)]
-        m.d.sync += inner_level.eq(Mux(do_write, Mux(do_inner_read, inner_level, up),
-                                       Mux(do_inner_read, down, inner_level)))
+        # the read is the consumer's ready, often a join's handshake across blocks
+        m.d.sync += inner_level.eq(up_down(m, inner_level, do_write, do_inner_read))
         with m.If(do_inner_read):
             m.d.sync += self.r_rdy.eq(1)
         with m.Elif(self.r_en):

@@ -31,6 +31,17 @@ def reg(m: Module, value, shape, name: str) -> Signal:
     return r
 
 
+def up_down(m: Module, count: Signal, up, down):
+    """The next value of the counter ``count`` that ``up`` adds one to and ``down`` takes one
+    from (both: unchanged), chosen among ``count``, ``count + 1`` and ``count - 1``: those
+    come from the register alone, so the late ``up`` and ``down`` (handshakes across blocks)
+    pass one multiplexer level, not the adder's carry chain."""
+    inc = Signal.like(count, name=f"{count.name}_up")
+    dec = Signal.like(count, name=f"{count.name}_down")
+    m.d.comb += [inc.eq(count + 1), dec.eq(count - 1)]
+    return Mux(up, Mux(down, count, inc), Mux(down, dec, count))
+
+
 def delay(m: Module, sig, n: int, name: str):
     """``sig`` delayed by ``n`` registers."""
     for k in range(n):
