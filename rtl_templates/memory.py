@@ -406,15 +406,19 @@ class BufferedFIFO(Elaboratable):
         inner_level = Signal(range(n + 1))
         do_inner_read = Signal()
         # ``w_rdy`` is a register kept equal to ``inner_level != n`` (a stage's ready often
-        # fans out to the whole of the writer's datapath: it must start at a flip-flop)
+        # fans out to the whole of the writer's datapath: it must start at a flip-flop), and
+        # ``nonempty`` one kept equal to ``inner_level != 0``: the read (the consumer's ready,
+        # late) meets one small gate, not a compare of the level, on its way to the output
+        # word's enable and to the level
+        nonempty = Signal(name="inner_nonempty")
         m.d.comb += [
-            do_inner_read.eq((inner_level != 0) & (~self.r_rdy | self.r_en)),
+            do_inner_read.eq(nonempty & (~self.r_rdy | self.r_en)),
             self.level.eq(inner_level + self.r_rdy),
         ]
         with m.If(do_write & ~do_inner_read):
-            m.d.sync += self.w_rdy.eq(inner_level != n - 1)
+            m.d.sync += [self.w_rdy.eq(inner_level != n - 1), nonempty.eq(1)]
         with m.Elif(do_inner_read & ~do_write):
-            m.d.sync += self.w_rdy.eq(1)
+            m.d.sync += [self.w_rdy.eq(1), nonempty.eq(inner_level != 1)]
         wr, rd = ram(m, "storage", width=max(self.width, 1), depth=n, rw="dont_care",
                      read_en=True)
         produce = Signal(range(max(n, 2)))

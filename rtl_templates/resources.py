@@ -472,7 +472,8 @@ def rom(init, width: int, family: str, read_ports: int = 1) -> Resources:
 def fifo(width: int, depth: int, family: str) -> Resources:
     """:class:`~rtl_templates.memory.BufferedFIFO` of ``depth`` words of ``width`` bits:
     the inner queue's memory (``depth - 1`` words, registers up to two), the output
-    register, the pointers, fill levels and the full flag; per slice of a wide word."""
+    register, the pointers, fill levels and the full and non-empty flags; per slice of a wide
+    word."""
     slices = fifo_slices(width)
     if len(slices) > 1:
         return sum((fifo(w, depth, family) for w in slices), Resources())
@@ -484,7 +485,7 @@ def fifo(width: int, depth: int, family: str) -> Resources:
     store = memory(max(width, 1), n, family, rom=False, rw="dont_care")
     if store.bram == 0 and store.dram == 0:     # registers, and r_data the read register
         store = Resources(ff=width * n + width, lut4=width * (n - 1) + n)
-    ctl = (Resources(ff=(2 * ptr if n > 1 else 0) + lvl + 2, lut4=lvl + 6) + add(lvl, family)
+    ctl = (Resources(ff=(2 * ptr if n > 1 else 0) + lvl + 3, lut4=lvl + 6) + add(lvl, family)
            + (add(ptr, family) * 2 if n > 1 else Resources()))
     return store + ctl
 

@@ -66,7 +66,8 @@ Pipeline (a beat issued in cycle t)
     t+3: data registered          t+4: data (or pad_value) → output FIFO
     t+6: earliest output transfer (the FIFO's latency is 2): :data:`PIPELINE_DEPTH` = 6.
     The bounds the issue and input conditions compare with (``F + R``, ``need``) are
-    registers updated together with the row base they derive from.
+    registers updated together with the row base they derive from, and so are the sums of
+    that base the next bounds are clamped from.
     The pipeline never stalls: a credit counter lets a beat issue only while the output FIFO
     is sure to have room. ``valid`` on ``o`` comes from the FIFO, never depends on ``ready``.
 
@@ -403,6 +404,8 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
     cb = counter_bits
     loops = cb(OH) + cb(OW) + cb(KH) + cb(KW) + cb(p.cb)
     bases = 2 * (cb(H + max(p.pads) + max(p.span) + 2) + 1) + cb(R) + cb(H + R + 1) + cb(H)
+    # the row base's sums the next bounds clamp (``hb + SH + R``, ``hb + SH + EH - 1``)
+    bases += 2 * (cb(H + max(p.pads) + max(p.span) + R + p.stride[0] + 2) + 1)
     writer = cb(depth) + cb(W * p.cb) + cb(2 * H + R + 5)
     pipe = cb(R) + cb(W) + cb(p.cb) + cb(depth) + 8
     ctl_ff = loops + bases + writer + pipe + cb(FIFO_DEPTH + 1)
@@ -516,13 +519,6 @@ class SWG(wiring.Component):
 
         # F + R (the writer's bound) and ``need`` (the last row the reader's row needs) follow
         # ``hb`` in registers of their own, updated in the same cycle as ``hb``
-        def first_row(x):
-            return Mux(x < 0, 0, Mux(x > H, H, x))
-
-        def need_row(x):
-            xn = x + (EH - 1)
-            return Mux(xn < 0, 0, Mux(xn > H - 1, H - 1, xn))
-
         def const_first(x):
             return min(max(x, 0), H)
 
@@ -531,10 +527,17 @@ class SWG(wiring.Component):
 
         FR = Signal(range(H + R + 1), init=const_first(-top) + R)
         need = Signal(range(max(H, 2)), init=const_need(-top))
-        # their values for the next output row, from ``hb + SH``: registered (one cycle
+        # their values for the next output row, from ``hb + SH``: the sums ``hb + SH + R`` and
+        # ``hb + SH + EH - 1`` are registers of their own that move with ``hb`` (so only the
+        # clamps' compares with constants are left), and the bounds are registered (one cycle
         # after ``hb`` moves, so the clamps are off the issue path) when output rows are at
         # least two beats apart
-        FR_next, need_next = first_row(hb + SH) + R, need_row(hb + SH)
+        hb_lo, hb_hi = -top - 1, max((OH - 1) * SH - top, H) + EH + 2
+        hb_fr = Signal(range(hb_lo + SH + R, hb_hi + SH + R), init=-top + SH + R)
+        hb_need = Signal(range(hb_lo + SH + EH - 1, hb_hi + SH + EH - 1),
+                         init=-top + SH + EH - 1)
+        FR_next = Mux(hb_fr < R, R, Mux(hb_fr > H + R, H + R, hb_fr))
+        need_next = Mux(hb_need < 0, 0, Mux(hb_need > H - 1, H - 1, hb_need))
         if bounds_registered(p):
             FR_next = reg(m, FR_next, FR.shape(), "fr_next")
             need_next = reg(m, need_next, need.shape(), "need_next")
@@ -562,10 +565,12 @@ class SWG(wiring.Component):
                 m.d.sync += [ow.eq(0), wb.eq(-left)]
                 with m.If(oh_last):
                     m.d.sync += [oh.eq(0), hb.eq(-top), FR.eq(const_first(-top) + R),
-                                 need.eq(const_need(-top))]
+                                 need.eq(const_need(-top)), hb_fr.eq(hb_fr.init),
+                                 hb_need.eq(hb_need.init)]
                 with m.Else():
                     m.d.sync += [oh.eq(oh + 1), hb.eq(hb + SH), FR.eq(FR_next),
-                                 need.eq(need_next)]
+                                 need.eq(need_next), hb_fr.eq(hb_fr + SH),
+                                 hb_need.eq(hb_need + SH)]
                 nsb = sb + Mux(oh_last, (H - (OH - 1) * SH) % R, SH % R)
                 m.d.sync += sb.eq(Mux(nsb >= R, nsb - R, nsb))
             with m.Else():
