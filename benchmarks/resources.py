@@ -10,11 +10,10 @@ corner of the parameters) and every distinct block of the example designs at the
 (realistic sizes), and the elementwise operators' blocks at the tests' and realistic sizes;
 each block alone is converted to Verilog and synthesized. ``--quick`` takes a few of each
 kind. Designs: the example models and the QONNX test models of ``benchmarks/silicon.py``,
-the QOperator ResNet and FINN's TFC at ``--target-cycles 1024`` and at ``--target-cycles
-64``, FINN's CNV at ``--target-cycles 16384``, the MLPerf Tiny networks at the folding
-searched for the ``ulx3s-85f`` (``@85f``) and the same with ``--logic-lanes``
-(``@85f-ll``), the whole core synthesized (no timing
-wrapper). ``--quick`` takes the small ones. The memories Yosys turned into registers
+the QOperator ResNet and FINN's TFC at ``--target-cycles 1024``, at ``--target-cycles
+64`` and at the folding searched for the ``ulx3s-85f`` (``@85f``), FINN's CNV at
+``--target-cycles 16384``, the MLPerf Tiny networks at ``@85f`` and the same with
+``--logic-lanes`` (``@85f-ll``), the whole core synthesized (no timing wrapper). ``--quick`` takes the small ones. The memories Yosys turned into registers
 ("Replacing memory ... with list of registers") are listed after the table.
 
 The table gives per row the estimate and Yosys's count; the summary per block kind and
@@ -85,7 +84,8 @@ MODELS = {**SILICON_MODELS, "resnet-qop": "digits_resnet_qop.onnx",
           "mlperf-dscnn": "mlperf_tiny/dscnn_qdq.onnx",
           "mlperf-mobilenet": "mlperf_tiny/mobilenet_v1_025_qdq.onnx",
           "mlperf-autoencoder": "mlperf_tiny/autoencoder_qdq.onnx"}
-#: the foldings a design is taken at (default: 1024 and 64 cycles per frame); FINN's CNV
+#: the foldings a design is taken at (default: 1024 and 64 cycles per frame and the
+#: ``ulx3s-85f`` search, compile's default); FINN's CNV
 #: needs far more parallelism than any device holds at those; the MLPerf Tiny networks are
 #: taken as compile folds them for the ULX3S-85F
 MODEL_FOLDINGS = {"finn-cnv-w1a1": ("@t16k",), "finn-cnv-w2a2": ("@t16k", "@85f-ll"),
@@ -206,7 +206,12 @@ def compile_design(name: str, tmp: Path):
 
 def design_names(quick: bool) -> list[str]:
     bases = QUICK_DESIGNS if quick else tuple(MODELS)
-    return [b + f for b in bases for f in MODEL_FOLDINGS.get(b, ("", "@t64"))]
+    return [b + f for b in bases for f in MODEL_FOLDINGS.get(b, ("", "@t64", "@85f"))]
+
+
+def matches(name: str, only: str) -> bool:
+    """Whether ``name`` matches one of the comma-separated fnmatch patterns ``only``."""
+    return any(fnmatch.fnmatchcase(name, pat.strip()) for pat in only.split(",") if pat.strip())
 
 
 def _design_blocks(names: list[str]) -> list[Item]:
@@ -230,8 +235,9 @@ def block_items(quick: bool, only: str | None = None) -> list[Item]:
     part of ``only`` before a ``:``, so a pattern naming one design's blocks compiles that
     design alone)."""
     names = design_names(quick)
-    if only and ":" in only:
-        names = [n for n in names if fnmatch.fnmatchcase(n, only.split(":")[0])]
+    if only and all(":" in pat for pat in only.split(",")):
+        names = [n for n in names if matches(n, ",".join(pat.split(":")[0]
+                                                        for pat in only.split(",")))]
     return _test_grid(quick) + _design_blocks(names)
 
 
@@ -239,7 +245,7 @@ def design_items(quick: bool, only: str | None = None) -> list[Item]:
     items = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in design_names(quick):
-            if only and not fnmatch.fnmatchcase(name, only):
+            if only and not matches(name, only):
                 continue
             comp, _ = compile_design(name, Path(tmp))
             est = comp.manifest["estimate"]["resources"]
@@ -393,7 +399,8 @@ def main(argv=None):
     what.add_argument("--designs", action="store_true", help="whole designs only")
     ap.add_argument("--family", choices=("ecp5", "ice40", "both"), default="both")
     ap.add_argument("--kinds", help="comma-separated block kinds (blocks only)")
-    ap.add_argument("--only", help="a name pattern (fnmatch) the items must match")
+    ap.add_argument("--only", help="comma-separated name patterns (fnmatch), one of which "
+                                    "the items must match")
     ap.add_argument("--json", metavar="OUT", help="write every row to this JSON file")
     ap.add_argument("--timeout", type=float, help="seconds per Yosys run")
     ap.add_argument("--cached", action="store_true",
@@ -416,7 +423,7 @@ def main(argv=None):
     if not args.blocks:
         items += design_items(args.quick, args.only)
     if args.only:
-        items = [it for it in items if fnmatch.fnmatchcase(it.name, args.only)]
+        items = [it for it in items if matches(it.name, args.only)]
     say(f"{len(items)} items, {len(families)} families")
     if args.fit:
         print(json.dumps(fit(items, families, say), indent=1))
