@@ -1,7 +1,8 @@
 """The resource model against Yosys: estimated LUT4, flip-flops, DSP and block RAM tiles per
 block and per design, next to what ``synth_ecp5`` and ``synth_ice40 -dsp`` make of them.
 
-    python benchmarks/resources.py [--quick] [--blocks | --designs] [--family ecp5|ice40|both]
+    python benchmarks/resources.py [--quick] [--blocks | --grid | --designs]
+                                   [--family ecp5|ice40|both]
                                    [--kinds mvau,vvau,...] [--only PATTERN] [--json OUT]
                                    [--timeout S]
 
@@ -13,8 +14,10 @@ kind. Designs: the example models and the QONNX test models of ``benchmarks/sili
 the QOperator ResNet and FINN's TFC at ``--target-cycles 1024``, at ``--target-cycles
 64`` and at the folding searched for the ``ulx3s-85f`` (``@85f``), FINN's CNV at
 ``--target-cycles 16384``, the MLPerf Tiny networks at ``@85f`` and the same with
-``--logic-lanes`` (``@85f-ll``), the whole core synthesized (no timing wrapper). ``--quick`` takes the small ones. The memories Yosys turned into registers
-("Replacing memory ... with list of registers") are listed after the table.
+``--logic-lanes`` (``@85f-ll``), the whole core synthesized (no timing wrapper).
+``--quick`` takes the small ones; ``--grid`` the test grids' blocks alone. The memories
+Yosys turned into registers ("Replacing memory ... with list of registers") are listed after
+the table.
 
 The table gives per row the estimate and Yosys's count; the summary per block kind and
 family the mean and worst ratio (estimate / Yosys) of LUT4 and flip-flops and the rows whose
@@ -397,6 +400,8 @@ def main(argv=None):
     what = ap.add_mutually_exclusive_group()
     what.add_argument("--blocks", action="store_true", help="blocks only")
     what.add_argument("--designs", action="store_true", help="whole designs only")
+    what.add_argument("--grid", action="store_true",
+                      help="the test grids' blocks only (not the designs' blocks)")
     ap.add_argument("--family", choices=("ecp5", "ice40", "both"), default="both")
     ap.add_argument("--kinds", help="comma-separated block kinds (blocks only)")
     ap.add_argument("--only", help="comma-separated name patterns (fnmatch), one of which "
@@ -415,12 +420,13 @@ def main(argv=None):
 
     t0 = time.perf_counter()
     items = []
-    if not args.designs:
+    if args.grid:
+        items += _test_grid(args.quick)
+    elif not args.designs:
         items += block_items(args.quick, args.only)
-        if args.kinds:
-            kinds = set(args.kinds.split(","))
-            items = [it for it in items if it.kind in kinds]
-    if not args.blocks:
+    if args.kinds:
+        items = [it for it in items if it.kind in set(args.kinds.split(","))]
+    if not args.blocks and not args.grid:
         items += design_items(args.quick, args.only)
     if args.only:
         items = [it for it in items if matches(it.name, args.only)]
