@@ -5,8 +5,8 @@
 
 Each design is an example model at ``--target-cycles 1024`` (``mlp``), at
 ``--target-cycles 64`` (``mlp@t64``) or at ``hwgen compile``'s default, the folding searched
-for the ``ulx3s-85f`` (``mlp@85f``; ``mlp@85f-ll`` with ``--logic-lanes``); ``--designs``
-takes names or patterns
+for the ``ulx3s-85f`` (``mlp@85f``; ``mlp@85f-ll`` with ``--logic-lanes``), or the folding
+searched for the ``icebreaker`` (``mlp@icebreaker``); ``--designs`` takes names or patterns
 (``'*@t64'``, ``'qonnx-*'``; default: all). Per design: ``hwgen.compile``, the timing wrapper
 (``hwgen.boards.synth.timing_wrapper``: the core's stream ports are wider than any package,
 so wide inputs come from a shift register on one pin and wide outputs are XOR-reduced to one
@@ -60,8 +60,11 @@ MODELS = {
 }
 #: "" is --target-cycles 1024 (the default before device-aware folding), "@t64" a fast folding,
 #: "@85f" today's default (no target: the folding searched for the default board)
-#: "@85f-ll" the same search with products beyond the DSP tiles in logic cells (--logic-lanes)
-FOLDINGS = {"": 1024, "@t64": 64, "@85f": None, "@85f-ll": None}
+#: "@85f-ll" the same search with products beyond the DSP tiles in logic cells (--logic-lanes),
+#: "@icebreaker" the folding searched for the iCEBreaker (UP5K)
+FOLDINGS = {"": 1024, "@t64": 64, "@85f": None, "@85f-ll": None, "@icebreaker": None}
+#: the foldings compiled for a board other than compile's default
+BOARDS = {"@icebreaker": "icebreaker"}
 DESIGNS = [m + f for m in MODELS for f in FOLDINGS]
 TARGETS = {"ecp5": ("ECP5 LFE5U-85F", 125.0), "ice40": ("iCE40 UP5K", 48.0)}
 
@@ -111,7 +114,8 @@ def run_design(name: str, families: list[str], pnr: bool, seed: int,
         t0 = time.perf_counter()
         say("hwgen compile")
         comp = hwgen.compile(model_path(MODELS[base], Path(tmp)), Path(tmp) / "d",
-                             target_cycles=target, logic_lanes=fold.endswith("-ll"))
+                             target_cycles=target, logic_lanes=fold.endswith("-ll"),
+                             board=BOARDS.get("@" + fold))
         text = comp.verilog.read_text()
         top = comp.manifest["top"]
         say(f"compiled in {time.perf_counter() - t0:.1f} s: {len(text) / 1e6:.1f} MB of "
