@@ -513,7 +513,7 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
                                  lut4=ctl_bits + 8, carry=ctl_bits / 2)
     # operands, products or ±1 terms, adder trees
     ff = (2 * SIMD * ib + w_reg) * (2 if p.weights_in_bram else 1)
-    live = None     # (PE, SIMD): the lanes whose products are left (None: all)
+    kept = None     # (PE, SIMD): the lanes whose products are left (None: all)
     if p.datapath == "mul":
         tw = ib + wb
         dot = Mul(ib, p.in_type.signed, wb, True, y_bits=min(tw, A))
@@ -525,8 +525,8 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         extra = lut_extra_stages(p)
         ff += SIMD * ib + w_reg + (2 + extra) * lanes * tw
         if zero and res.dsp_tiles(dot, family) == 0 and not p.lut_lanes:
-            live = ~(np.asarray(p.weights).reshape(NF, PE, SF, SIMD) == 0).all(axis=(0, 2))
-            dead = int((~live.any(axis=0)).sum())
+            kept = ~(np.asarray(p.weights).reshape(NF, PE, SF, SIMD) == 0).all(axis=(0, 2))
+            dead = int((~kept.any(axis=0)).sum())
             ff -= dead * ib * (1 + 2 * (2 if p.weights_in_bram else 1))
             if NF > 1:
                 parts["mem_i"] = res.memory((SIMD - dead) * ib, SF, family, rom=False,
@@ -557,7 +557,7 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         tree = tree + res.add(w, family) + res.Resources(lut4=(ops - 2) * w)
     parts["terms"] = terms + res.Resources(ff=ff)
     parts["tree"] = tree * PE + res.Resources(ff=PE * tree_sum_registers(SIMD, tw, A)) \
-        if live is None else live_tree(live, tw, A, family)
+        if kept is None else live_tree(kept, tw, A, family)
     parts["acc"] = res.accumulate(A, family) * PE + res.Resources(ff=3 * PE * A + p_reg)
     parts.update(RequantPipeline.parts(
         p.requant, A, ob, PE, family, sign=is_bipolar(p.out_type), spacing=SF,
