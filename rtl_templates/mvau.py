@@ -79,6 +79,7 @@ from hwgen.rtl_templates.memory import (
     ram,
 )
 from hwgen.rtl_templates.pipeline import (
+    TREE_LEVELS_PER_STAGE,
     counter_bits,
     delay,
     reg,
@@ -452,24 +453,44 @@ RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
 })
 
 
-def live_tree(live: np.ndarray, width: int, keep: int, family: str) -> res.Resources:
-    """:func:`tree_sum` of every row of ``live`` (rows: PEs, columns: ``width``-bit terms,
-    False where the term is a constant zero), its sums registered after every level but the
-    last, the low ``keep`` bits kept: a sum with a zero side is its other side (no adder),
-    a sum of zeros is nothing (no register)."""
-    rows, n = live.shape
+def _lane_keys(p: MVAUParams) -> np.ndarray:
+    """(PE, SIMD) keys of a ±1-term unit's lanes: a lane whose weight is the same in every
+    fold has a key of that weight (its offset from the smallest), every other lane a negative
+    key of its own, so lanes (and sums of lanes) with equal keys compute the same value."""
+    v = np.asarray(p.weights, dtype=np.int64).reshape(p.nf, p.pe, p.sf, p.simd)
+    lo, hi = v.min(axis=(0, 2)), v.max(axis=(0, 2))
+    own = -1 - np.arange(p.pe * p.simd, dtype=np.int64).reshape(p.pe, p.simd)
+    return np.where(lo == hi, lo - int(lo.min(initial=0)), own)
+
+
+def tree_cost(keys: np.ndarray, width: int, keep: int, family: str,
+              zero: np.ndarray | None = None) -> res.Resources:
+    """:func:`tree_sum` of every row of ``keys`` (rows: PEs, columns: ``width``-bit terms),
+    its sums registered after every level but the last, the low ``keep`` bits kept. Rows whose
+    keys agree over a sum's lanes share it (the tools merge equal adders and registers: give
+    every term a key of its own for none); where ``zero`` (same shape) is set the term is a
+    constant zero: a sum with a zero side is its other side (no adder), a sum of zeros is
+    nothing (no register)."""
+    assert TREE_LEVELS_PER_STAGE == 1
+    rows, n = keys.shape
+    live = np.ones(keys.shape, bool) if zero is None else ~zero
     out, k, w, level, total = res.Resources(), n, width, 0, max(0, (n - 1).bit_length())
     while k > 1:
         level, span, k = level + 1, 1 << (level + 1), (k + 1) // 2
-        adder = res.add(min(w + 2, keep), family)
+        # sums of terms up to 3 bits (an XNOR popcount's first levels) are LUTs, one per
+        # result bit, no carry chain (measured in Yosys)
+        adder = res.Resources(lut4=w + 1) if w <= 3 else res.add(min(w + 2, keep), family)
         w += 1
         half = span // 2
         for j in range(k):
+            block = keys[:, j * span:min((j + 1) * span, n)]
             lo_half = live[:, j * span:j * span + half].any(axis=1)
             hi_half = live[:, j * span + half:min((j + 1) * span, n)].any(axis=1)
-            out = out + adder * int((lo_half & hi_half).sum())
+            summed = lo_half & hi_half
+            out = out + adder * len(np.unique(block[summed], axis=0))
             if level < total:
-                out = out + res.Resources(ff=int((lo_half | hi_half).sum()) * min(w, keep))
+                kept = lo_half | hi_half
+                out = out + res.Resources(ff=len(np.unique(block[kept], axis=0)) * min(w, keep))
     return out
 
 
@@ -543,21 +564,33 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
             regs = res.Resources(ff=(pad + 1) * tw)
             parts["lut_mul"] = (lut_mul_parts(ib, wb, family) + regs) * live
             parts["lut_mul_const"] = (lut_mul_const_parts(ib, wb, family) + regs) * l_const
-    elif p.datapath == "xnor":
-        tw = 1
-        ff += PE * SIMD
-        terms = res.Resources(lut4=PE * SIMD)
-    else:
-        tw = (ib if p.datapath == "select" else wb) + 1
-        ff += PE * SIMD * tw
-        terms = res.magnitude(tw, family) * (PE * SIMD)
+    else:   # ±1 terms: a lane whose weight is the same in every fold is x or −x (w or −w),
+        # kept once for all the rows that have it (the tools merge equal registers)
+        tw = 1 if p.datapath == "xnor" else (ib if p.datapath == "select" else wb) + 1
+        varying = res.Resources(lut4=1) if p.datapath == "xnor" else res.magnitude(tw, family)
+        keys = _lane_keys(p)
+        terms = res.Resources()
+        for col in keys.T:
+            distinct = np.unique(col)
+            const = distinct[distinct >= 0]
+            terms = terms + (varying + res.Resources(ff=tw)) * int((distinct < 0).sum())
+            if p.datapath == "bipolar_in":      # ±w of a constant w: bits of x, ~x or constant
+                terms = terms + res.Resources(ff=2 * bool(const.size))
+            else:                               # x (a wire) or −x (select: a negation)
+                terms = terms + res.Resources(ff=tw * const.size)
+                if p.datapath == "select" and (const == 0).any():
+                    terms = terms + varying
+        if p.datapath == "xnor" and (keys >= 0).any():  # equal sums of bits merge too
+            kept = np.ones(keys.shape, bool)
     tree = res.Resources()
     for ops, w in tree_sum_groups(SIMD, tw):
         w = min(w + 2, A)
         tree = tree + res.add(w, family) + res.Resources(lut4=(ops - 2) * w)
     parts["terms"] = terms + res.Resources(ff=ff)
     parts["tree"] = tree * PE + res.Resources(ff=PE * tree_sum_registers(SIMD, tw, A)) \
-        if kept is None else live_tree(kept, tw, A, family)
+        if kept is None else tree_cost(
+            keys if p.datapath == "xnor" else -1 - np.arange(kept.size).reshape(kept.shape),
+            tw, A, family, zero=~kept)
     parts["acc"] = res.accumulate(A, family) * PE + res.Resources(ff=3 * PE * A + p_reg)
     parts.update(RequantPipeline.parts(
         p.requant, A, ob, PE, family, sign=is_bipolar(p.out_type), spacing=SF,
