@@ -459,21 +459,24 @@ def _lane_keys(p: MVAUParams) -> np.ndarray:
     key of its own, so lanes (and sums of lanes) with equal keys compute the same value."""
     v = np.asarray(p.weights, dtype=np.int64).reshape(p.nf, p.pe, p.sf, p.simd)
     lo, hi = v.min(axis=(0, 2)), v.max(axis=(0, 2))
-    own = -1 - np.arange(p.pe * p.simd, dtype=np.int64).reshape(p.pe, p.simd)
-    return np.where(lo == hi, lo - int(lo.min(initial=0)), own)
+    return np.where(lo == hi, lo - int(lo.min(initial=0)), _own_keys(lo.shape))
 
 
-def tree_cost(keys: np.ndarray, width: int, keep: int, family: str,
-              zero: np.ndarray | None = None) -> res.Resources:
-    """:func:`tree_sum` of every row of ``keys`` (rows: PEs, columns: ``width``-bit terms),
-    its sums registered after every level but the last, the low ``keep`` bits kept. Rows whose
-    keys agree over a sum's lanes share it (the tools merge equal adders and registers: give
-    every term a key of its own for none); where ``zero`` (same shape) is set the term is a
-    constant zero: a sum with a zero side is its other side (no adder), a sum of zeros is
-    nothing (no register)."""
+def _own_keys(shape) -> np.ndarray:
+    """Negative keys, a different one for every lane."""
+    return -1 - np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+
+
+def tree_cost(live: np.ndarray, width: int, keep: int, family: str,
+              keys: np.ndarray | None = None) -> res.Resources:
+    """:func:`tree_sum` of every row of ``live`` (rows: PEs, columns: ``width``-bit terms,
+    False where the term is a constant zero), its sums registered after every level but the
+    last, the low ``keep`` bits kept: a sum with a zero side is its other side (no adder), a
+    sum of zeros is nothing (no register). With ``keys`` (same shape), rows whose keys agree
+    over a sum's lanes share it (the tools merge equal adders and registers)."""
     assert TREE_LEVELS_PER_STAGE == 1
-    rows, n = keys.shape
-    live = np.ones(keys.shape, bool) if zero is None else ~zero
+    rows, n = live.shape
+    keys = _own_keys(live.shape) if keys is None else keys
     out, k, w, level, total = res.Resources(), n, width, 0, max(0, (n - 1).bit_length())
     while k > 1:
         level, span, k = level + 1, 1 << (level + 1), (k + 1) // 2
@@ -489,8 +492,8 @@ def tree_cost(keys: np.ndarray, width: int, keep: int, family: str,
             summed = lo_half & hi_half
             out = out + adder * len(np.unique(block[summed], axis=0))
             if level < total:
-                kept = lo_half | hi_half
-                out = out + res.Resources(ff=len(np.unique(block[kept], axis=0)) * min(w, keep))
+                held = lo_half | hi_half
+                out = out + res.Resources(ff=len(np.unique(block[held], axis=0)) * min(w, keep))
     return out
 
 
@@ -588,9 +591,8 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         tree = tree + res.add(w, family) + res.Resources(lut4=(ops - 2) * w)
     parts["terms"] = terms + res.Resources(ff=ff)
     parts["tree"] = tree * PE + res.Resources(ff=PE * tree_sum_registers(SIMD, tw, A)) \
-        if kept is None else tree_cost(
-            keys if p.datapath == "xnor" else -1 - np.arange(kept.size).reshape(kept.shape),
-            tw, A, family, zero=~kept)
+        if kept is None else tree_cost(kept, tw, A, family,
+                                       keys if p.datapath == "xnor" else None)
     parts["acc"] = res.accumulate(A, family) * PE + res.Resources(ff=3 * PE * A + p_reg)
     parts.update(RequantPipeline.parts(
         p.requant, A, ob, PE, family, sign=is_bipolar(p.out_type), spacing=SF,
