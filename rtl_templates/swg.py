@@ -369,13 +369,31 @@ def cost(p: SWGParams) -> Cost:
     the input offered every cycle, and resources; see the module documentation."""
     bits = p.qtype.bits
     depth = p.buffer_rows * p.in_shape[1] * p.cb
-    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
+    muls = address_multiplies(p)
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
     return Cost(
         cycles=p.steady_cycles,
         latency=timing(p, 0, p.in_beats - 1)[1] + 1,
         memory_bits=depth * p.simd * bits + FIFO_DEPTH * p.simd * bits,
         registers=max(r.ff for r in by_family.values()), by_family=by_family, parts=parts,
+        multiplies=muls,
     )
+
+
+def address_multiplies(p: SWGParams) -> dict[res.Mul, int]:
+    """The line buffer address's products by constants (``slot * W*CB``, ``w * CB``), which
+    Yosys maps like any product (on ECP5 a MULT18X18D when both factors have 2 bits or
+    more)."""
+    W, R = p.in_shape[1], p.buffer_rows
+    addr_bits = (max(R * W * p.cb, 2) - 1).bit_length()
+    muls: dict[res.Mul, int] = {}
+    for n, value in ((max(R, 2), W * p.cb), (max(W, 2), p.cb)):
+        shift = (value & -value).bit_length() - 1
+        m = res.Mul.by_constant((n - 1).bit_length(), False, value,
+                                y_bits=max(addr_bits - shift, 1))
+        if m is not None:
+            muls[m] = muls.get(m, 0) + 1
+    return muls
 
 
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
