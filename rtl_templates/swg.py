@@ -529,7 +529,8 @@ class SWG(wiring.Component):
         # --- reader state -----------------------------------------------------------------
         oh, ow = _counter(OH), _counter(OW)
         kh, kw, cb = _counter(KH), _counter(KW), _counter(CB)
-        hb = Signal(range(-top - 1, max((OH - 1) * SH - top, H) + EH + 2), init=-top)
+        hb_lo, hb_hi = -top - 1, max((OH - 1) * SH - top, H) + EH + 2
+        hb = Signal(range(hb_lo, hb_hi), init=-top)
         wb = Signal(range(-left - 1, max((OW - 1) * SW - left, W) + EW + 2), init=-left)
         sb = Signal(range(max(R, 2)), init=(-top) % R)     # slot of row hb
         # writer row in the reader's frame
@@ -550,7 +551,6 @@ class SWG(wiring.Component):
         # clamps' compares with constants are left), and the bounds are registered (one cycle
         # after ``hb`` moves, so the clamps are off the issue path) when output rows are at
         # least two beats apart
-        hb_lo, hb_hi = -top - 1, max((OH - 1) * SH - top, H) + EH + 2
         hb_fr = Signal(range(hb_lo + SH + R, hb_hi + SH + R), init=-top + SH + R)
         hb_need = Signal(range(hb_lo + SH + EH - 1, hb_hi + SH + EH - 1),
                          init=-top + SH + EH - 1)
