@@ -171,8 +171,8 @@ class AddParams:
     def const_stages(self) -> int:
         """Registers from the operands less their zero points to the products: sign and
         magnitude, the wider of the two tiled constant products, the sign back."""
-        return 2 + max(mul_stages(self.da_bits, max(1, _odd(self.ma)[0].bit_length())),
-                       mul_stages(self.db_bits, max(1, _odd(self.mb)[0].bit_length())))
+        return 2 + max(mul_stages(self.da_bits, max(1, _odd(self.ma)[0].bit_length()), True),
+                       mul_stages(self.db_bits, max(1, _odd(self.mb)[0].bit_length()), True))
 
     @property
     def sum_requant(self) -> Requant:
@@ -375,8 +375,8 @@ def _const_product_parts(bits: int, mult: int, stages: int, out_bits: int, famil
     register: sign and magnitude, the tiled product, its delays, the sign back."""
     odd = max(1, _odd(mult)[0].bit_length())
     w = bits + odd
-    ff = (1 + bits + mul_pipe_registers(bits, odd, b_regs=False) + 1
-          + (stages - 2 - mul_stages(bits, odd)) * w + (stages - 2) + out_bits)
+    ff = (1 + bits + mul_pipe_registers(bits, odd, b_regs=False, copy=True) + 1
+          + (stages - 2 - mul_stages(bits, odd, True)) * w + (stages - 2) + out_bits)
     logic = (res.magnitude(bits, family) + res.magnitude(w, family)
              + res.add(w, family) * (chunks(bits) * chunks(odd) - 1))
     return logic + res.Resources(ff=ff)
@@ -428,9 +428,12 @@ def resource_parts(p: AddParams, family: str) -> dict[str, res.Resources]:
 def multiplies(p: AddParams) -> dict[Mul, int]:
     """Per lane the tiles of the two constant products: the magnitude of ``a - za`` (``b -
     zb``) times the odd part of ``ma`` (``mb``) in :func:`~rtl_templates.pipeline.mul_pipe`
-    (the constant reaches the tiles through registers, so the tools see its declared width).
-    A tile's product bits above what the product register keeps (its width less the
-    constant's trailing zeros) are not used, and the tools drop them."""
+    (the constant reaches the tiles through registers). A register bit that holds 0 equals
+    its initial value, so the tools make it a constant: a tile's constant operand is its
+    chunk of the odd part without the chunk's leading and trailing zeros (a chunk that is 0
+    makes no product; one that is a power of two, a shift in logic). A tile's product bits
+    above what the product register keeps (its width less the constant's trailing zeros)
+    are not used, and the tools drop them."""
     blo, bhi = p.db_bounds
     out: dict[Mul, int] = {}
     for bits, mult, reg_bits in ((p.da_bits, p.ma, signed_width(*p.prod_bounds[0])),
@@ -438,10 +441,11 @@ def multiplies(p: AddParams) -> dict[Mul, int]:
         odd, tz = _odd(mult)
         used = reg_bits - tz
         for i, wa in enumerate(chunk_widths(bits)):
-            for j, wb in enumerate(chunk_widths(max(1, odd.bit_length()))):
-                y = min(wa + wb, used - MUL_CHUNK * (i + j))
-                if y > 0:
-                    m = Mul(wa, False, wb, False, y_bits=y)
+            for j in range(len(chunk_widths(max(1, odd.bit_length())))):
+                c, ctz = _odd((odd >> (MUL_CHUNK * j)) & ((1 << MUL_CHUNK) - 1))
+                y = min(wa + c.bit_length(), used - MUL_CHUNK * (i + j) - ctz)
+                if c and y > 0:
+                    m = Mul(wa, False, c.bit_length(), False, y_bits=y)
                     out[m] = out.get(m, 0) + p.pe
     return out
 
@@ -456,16 +460,19 @@ def _odd(m: int) -> tuple[int, int]:
     return m >> tz, tz
 
 
-def _times_const_pipe(m: Module, x, mult: int, stages: int, name: str):
+def _times_const_pipe(m: Module, x, valid, mult: int, stages: int, name: str):
     """``x · mult`` of the signed ``x`` and a constant, ``stages`` registers later (the last
     one is the caller's): sign and magnitude, the magnitude times the constant's odd part in
     multiplier tiles (:func:`~rtl_templates.pipeline.mul_pipe`), delays to ``stages``, the
-    sign and the trailing zeros put back."""
+    sign and the trailing zeros put back. ``valid``: high when ``x`` holds an operand (the
+    partial products' copies load only then; see :func:`~rtl_templates.pipeline.mul_pipe`:
+    without them, Yosys's ``ice40_dsp`` takes the tiles' sum into an SB_MAC16 and resolves
+    its carry out to a constant)."""
     odd, tz = _odd(mult)
     neg, mag = abs_pipe(m, x, name)
     odd_c = Const(odd, unsigned(max(1, odd.bit_length())))
-    prod = mul_pipe(m, mag, odd_c, name)
-    prod = delay(m, prod, stages - 2 - mul_stages(len(mag), len(odd_c)), f"{name}_al")
+    prod = mul_pipe(m, mag, odd_c, name, valid)
+    prod = delay(m, prod, stages - 2 - mul_stages(len(mag), len(odd_c), copy=True), f"{name}_al")
     neg = delay(m, neg, stages - 2, f"{name}_neg")
     return Mux(neg, -prod, prod) << tz
 
@@ -513,13 +520,14 @@ class AddBlock(wiring.Component):
         pb = [Signal(signed(signed_width(blo * p.mb, bhi * p.mb)), name=f"pb_{k}")
               for k in range(PE)]            # "ort": the fixed term joins one stage later
         za, zb = (0, 0) if p.ort else (p.za, p.zb)
+        v_mag = delay(m, v1, 2, "v_mag")     # the cycles the products' magnitudes are valid
         for k, (x, y) in enumerate(zip(lanes(a1, PE, p.a_type.bits, p.a_type.signed),
                                        lanes(b1, PE, p.b_type.bits, p.b_type.signed))):
             da = reg(m, za - x if p.neg_a else x - za, signed(p.da_bits), f"da_{k}")
             db = reg(m, zb - y if p.neg_b else y - zb, signed(p.db_bits), f"db_{k}")
             cs = p.const_stages
-            m.d.sync += [pa[k].eq(_times_const_pipe(m, da, p.ma, cs, f"pa_{k}")),
-                         pb[k].eq(_times_const_pipe(m, db, p.mb, cs, f"pb_{k}"))]
+            m.d.sync += [pa[k].eq(_times_const_pipe(m, da, v_mag, p.ma, cs, f"pa_{k}")),
+                         pb[k].eq(_times_const_pipe(m, db, v_mag, p.mb, cs, f"pb_{k}"))]
         v2 = delay(m, v1, 1 + p.const_stages, "v2")
         if p.ort:
             pa = [delay(m, x, 1, f"pa_{k}") for k, x in enumerate(pa)]

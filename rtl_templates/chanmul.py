@@ -204,12 +204,19 @@ class ChanMul(wiring.Component):
             m.d.sync += x1.eq(self.i0.payload)
         dxb, dsb = signed_width(*p.dx_bounds), signed_width(*p.ds_bounds)
         prods = []
+        v2 = delay(m, v1, 1, "v2")
         for k, (x, s) in enumerate(zip(lanes(x1, PE, p.x_type.bits, p.x_type.signed),
                                        lanes(rd.data, PE, p.s_type.bits, p.s_type.signed))):
             dx = reg(m, x - p.zx, signed(dxb), f"dx_{k}")
             ds = reg(m, s - p.zs, signed(dsb), f"ds_{k}")
-            prods.append(reg(m, dx * ds, signed(p.acc_bits), f"prod_{k}"))
-        v3 = delay(m, v1, 2, "v3")
+            # loads only when its operands are valid: Yosys's ice40_dsp takes this product
+            # register into the SB_MAC16 correctly then (a plain one, followed by the
+            # requantizer's plain sum register, it resolves to a constant: Yosys 0.70)
+            prod = Signal(signed(p.acc_bits), name=f"prod_{k}", reset_less=True)
+            with m.If(v2):
+                m.d.sync += prod.eq(dx * ds)
+            prods.append(prod)
+        v3 = delay(m, v2, 1, "v3")
         rq = RequantPipeline(m, v3, prods, [Const(0, 1)] * PE, Const(p.rq.mult[0], p.rq.mult_bits),
                              p.rq, p.acc_bits, p.out_type.bits)
         out.write(rq.data, rq.valid)
