@@ -94,15 +94,44 @@ class Block:
         self.spec = block_spec(self.kind)
         self.spec.check(self.params)
         self._cost: tuple[object, Cost] | None = None
+        #: family → the output bits its consumer uses, where not all (:func:`mark_live`)
+        self.out_live: dict[str, object] = {}
 
     @property
     def cost(self) -> Cost:
+        """The kind's cost of the parameters; on a family where the consumer uses only some
+        output bits, the resources the tools leave (the kind's ``resources_live``)."""
         if self._cost is None or self._cost[0] is not self.params:
-            self._cost = (self.params, self.spec.cost(self.params))
+            c = self.spec.cost(self.params)
+            if self.out_live:
+                c = dataclasses.replace(c, by_family={
+                    f: self.spec.resources_live(self.params, f, self.out_live[f])
+                    if f in self.out_live else r for f, r in c.by_family.items()})
+            self._cost = (self.params, c)
         return self._cost[1]
 
     def timing(self, first: int, last: int) -> tuple[int, int]:
         return self.spec.timing(self.params, first, last)
+
+
+def mark_live(blocks: list[Block]) -> None:
+    """Tell each block with a ``resources_live`` face whose one output another block of
+    ``blocks`` reads which of its output bits that reader uses, where it does not use all
+    (``input_live``): a window FIFO in front of a unit whose input lanes have zero weights
+    loses the block RAM tiles of those lanes' columns."""
+    readers = {s: (b, k) for b in blocks for k, s in enumerate(b.inputs)}
+    for b in blocks:
+        live = {}
+        if b.spec.resources_live is not None and len(b.outputs) == 1 \
+                and b.outputs[0] in readers:
+            c, k = readers[b.outputs[0]]
+            if c.spec.input_live is not None:
+                for f in FAMILIES:
+                    mask = c.spec.input_live(c.params, f)[k]
+                    if mask is not None:
+                        live[f] = mask
+        if live != b.out_live:
+            b.out_live, b._cost = live, None
 
 
 @dataclass
@@ -307,6 +336,7 @@ def lower_op(ig: IntGraph, op, f: Folding) -> list[Block]:
         b.produce(t, s, ins.count(t))
     op.lower(b, ig, f)
     check_lut_lanes(op, f, b.blocks)
+    mark_live(b.blocks)
     return b.blocks
 
 
@@ -422,6 +452,7 @@ def lower(ig: IntGraph, folding: dict[str, Folding] | None = None,
                         starts[0] if starts else "", out_stream, fold, dict(b.tensor_streams),
                         starts[1:], errors, op_after, unreached, complete)
     _size_join_fifos(dfg, b.join_fifos)
+    mark_live(dfg.blocks)
     return dfg
 
 

@@ -24,6 +24,15 @@ entry. Every face is required and has one signature for all kinds:
     :class:`FoldSpace`: the PE and SIMD values the block accepts and its cycles per frame
     for each (plumbing blocks have the single choice PE = SIMD = 1).
 
+Two faces are optional, for what a block alone cannot see of its resources:
+
+``input_live(p, family)``
+    per input port, which bits of a beat the block ever uses (a bool array of the port's
+    width), or None where it uses all; the tools remove what computes the others upstream;
+``resources_live(p, family, live)``
+    the block's :class:`~hwgen.rtl_templates.resources.Resources` on ``family`` when its
+    consumer uses only the output bits ``live`` marks (one-output blocks).
+
 An unknown kind, a missing face or a parameters object of the wrong type is an error, never
 a silent default.
 """
@@ -58,6 +67,8 @@ class BlockSpec:
     timing: Callable[[Any, int, int], tuple[int, int]]
     manifest: Callable[[Any], dict]
     fold_space: Callable[[Any], FoldSpace]
+    input_live: Callable[[Any, str], list] | None = None
+    resources_live: Callable[[Any, str, Any], Any] | None = None
 
     def check(self, p) -> None:
         if not isinstance(p, self.params):
@@ -69,8 +80,9 @@ _BLOCKS: dict[str, BlockSpec] = {}
 
 
 def register_block(kind: str, *, params: type, component, golden, cost, timing, manifest,
-                   fold_space) -> BlockSpec:
-    """Register block ``kind``; every face is required (see the module documentation)."""
+                   fold_space, input_live=None, resources_live=None) -> BlockSpec:
+    """Register block ``kind``; every face is required but ``input_live`` and
+    ``resources_live`` (see the module documentation)."""
     if kind in _BLOCKS:
         raise ValueError(f"block kind '{kind}' is already registered")
     if not dataclasses.is_dataclass(params):
@@ -80,7 +92,11 @@ def register_block(kind: str, *, params: type, component, golden, cost, timing, 
     for face, fn in faces.items():
         if not callable(fn):
             raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
-    spec = BlockSpec(kind, params, **faces)
+    for face, fn in (("input_live", input_live), ("resources_live", resources_live)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
+    spec = BlockSpec(kind, params, **faces, input_live=input_live,
+                     resources_live=resources_live)
     _BLOCKS[kind] = spec
     return spec
 

@@ -62,6 +62,12 @@ def resource_parts(p: FIFOParams, family: str) -> dict[str, res.Resources]:
     return {"fifo": res.fifo(p.width, p.depth, family)}
 
 
+def resources_live(p: FIFOParams, family: str, live) -> res.Resources:
+    """The FIFO on ``family`` when its consumer uses only the bits ``live`` marks."""
+    return res.fitted({"fifo": res.fifo(p.width, p.depth, family, live)},
+                      RESOURCE_FIT.get(family)).rounded()
+
+
 def manifest(p: FIFOParams) -> dict:
     return {"width": p.width, "depth": p.depth}
 
@@ -89,4 +95,5 @@ class StreamFIFO(wiring.Component):
 
 
 register_block("fifo", params=FIFOParams, component=StreamFIFO, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space,
+               resources_live=resources_live)

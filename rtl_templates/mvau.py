@@ -497,6 +497,33 @@ def tree_cost(live: np.ndarray, width: int, keep: int, family: str,
     return out
 
 
+def _zero_products(p: MVAUParams) -> np.ndarray:
+    """(PE, SIMD): 1 where the lane's weight is zero in every row and fold."""
+    v = np.asarray(p.weights).reshape(p.nf, p.pe, p.sf, p.simd)
+    return (v == 0).all(axis=(0, 2)).astype(np.int8)
+
+
+def dead_input_lanes(p: MVAUParams, family: str) -> np.ndarray:
+    """(SIMD,) bool: the input lanes no product uses on ``family`` — a lane whose weight is
+    zero in every row and fold, where the products are logic (the tools fold a product by
+    zero there, and the lane's operand registers with it; a DSP tile's operand stays)."""
+    none = np.zeros(p.simd, dtype=bool)
+    if p.datapath != "mul" or p.lut_lanes or not p.weight_lanes[0]:
+        return none
+    dot = Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True,
+              y_bits=min(p.in_type.bits + p.w_bits, p.acc_bits))
+    if res.dsp_tiles(dot, family):
+        return none
+    return _zero_products(p).all(axis=0)
+
+
+def input_live(p: MVAUParams, family: str) -> list:
+    """The input bits the unit uses on ``family`` (None: all): not those of
+    :func:`dead_input_lanes`."""
+    dead = dead_input_lanes(p, family)
+    return [np.repeat(~dead, p.in_type.bits) if dead.any() else None]
+
+
 def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     """The unit's hardware in the resource model's parts (see :mod:`rtl_templates.resources`):
     memories, output FIFO, control, operand and product registers, adder trees,
@@ -549,8 +576,8 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         extra = lut_extra_stages(p)
         ff += SIMD * ib + w_reg + (2 + extra) * lanes * tw
         if zero and res.dsp_tiles(dot, family) == 0 and not p.lut_lanes:
-            kept = ~(np.asarray(p.weights).reshape(NF, PE, SF, SIMD) == 0).all(axis=(0, 2))
-            dead = int((~kept.any(axis=0)).sum())
+            kept = _zero_products(p) == 0
+            dead = int(dead_input_lanes(p, family).sum())
             ff -= dead * ib * (1 + 2 * (2 if p.weights_in_bram else 1))
             if NF > 1:
                 parts["mem_i"] = res.memory((SIMD - dead) * ib, SF, family, rom=False,
@@ -812,4 +839,4 @@ def fold_space(p: MVAUParams) -> FoldSpace:
 
 
 register_block("mvau", params=MVAUParams, component=MVAU, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space, input_live=input_live)

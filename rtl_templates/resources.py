@@ -401,6 +401,8 @@ def live_columns(cols: np.ndarray) -> tuple[int, int]:
 
 #: ECP5 LUT RAM: words per TRELLIS_DPR16X4
 DPR_WORDS = 16
+#: data bits of one LUT RAM cell (ECP5 TRELLIS_DPR16X4)
+DPR_BITS = 4
 
 
 def rom_luts(depth: int, family: str) -> float:
@@ -469,25 +471,59 @@ def rom(init, width: int, family: str, read_ports: int = 1) -> Resources:
     return memory(spec.width, spec.depth, family, rom=True, read_ports=read_ports)
 
 
-def fifo(width: int, depth: int, family: str) -> Resources:
+def fifo(width: int, depth: int, family: str, live=None) -> Resources:
     """:class:`~rtl_templates.memory.BufferedFIFO` of ``depth`` words of ``width`` bits:
     the inner queue's memory (``depth - 1`` words, registers up to two), the output
     register, the pointers, fill levels and the full and non-empty flags; per slice of a wide
-    word."""
+    word.
+
+    ``live``: which of the word's bits the consumer uses (None: all). The tools remove the
+    output register's unused bits, and of a memory the tiles (block RAM, LUT RAM) whose
+    columns are all unused; the memory keeps the kind the whole word chose."""
     slices = fifo_slices(width)
     if len(slices) > 1:
-        return sum((fifo(w, depth, family) for w in slices), Resources())
+        lo, out = 0, Resources()
+        for w in slices:
+            out = out + fifo(w, depth, family, None if live is None else live[lo:lo + w])
+            lo += w
+        return out
+    kept = width if live is None else int(np.count_nonzero(live))
     if depth <= 1:
-        return Resources(ff=width + 1, lut4=2)
+        return Resources(ff=kept + 1, lut4=2)
     n = depth - 1
     ptr = max(1, (max(n, 2) - 1).bit_length())
     lvl = max(1, n.bit_length())
     store = memory(max(width, 1), n, family, rom=False, rw="dont_care")
     if store.bram == 0 and store.dram == 0:     # registers, and r_data the read register
-        store = Resources(ff=width * n + width, lut4=width * (n - 1) + n)
+        store = Resources(ff=kept * n + kept, lut4=kept * (n - 1) + n)
+    elif live is not None and kept < width:
+        store = _live_tiles(store, width, n, family, np.asarray(live, dtype=bool))
     ctl = (Resources(ff=(2 * ptr if n > 1 else 0) + lvl + 3, lut4=lvl + 6) + add(lvl, family)
            + (add(ptr, family) * 2 if n > 1 else Resources()))
     return store + ctl
+
+
+def _live_tiles(store: Resources, width: int, depth: int, family: str, live: np.ndarray
+                ) -> Resources:
+    """A FIFO's inner memory (``store``, of the whole ``width``) with the tiles whose columns
+    ``live`` never marks removed: tiles side by side each hold a group of columns as wide as
+    one tile takes at this depth (LUT RAM: :data:`DPR_BITS` columns)."""
+    if store.bram:
+        def count(w: int) -> int:
+            return yosys_mapping(w, depth, family, style=BLOCK, rom=False,
+                                 rw="dont_care").count
+        one = count(1)
+        unit = 1
+        while unit < width and count(unit + 1) == one:
+            unit += 1
+        tiles = sum(count(min(unit, width - lo)) for lo in range(0, width, unit)
+                    if live[lo:lo + unit].any())
+        return Resources(bram=tiles, lut4=store.lut4)
+    groups = -(-width // DPR_BITS)
+    kept = sum(bool(live[lo:lo + DPR_BITS].any()) for lo in range(0, width, DPR_BITS))
+    bits = int(np.count_nonzero(live))
+    return Resources(dram=store.dram * kept / groups, ff=bits,
+                     lut4=store.lut4 * bits / width)
 
 
 # ============================================================================ calibration

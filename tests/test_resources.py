@@ -29,6 +29,7 @@ from hwgen.rtl_templates.resources import (
     Resources,
     bit_columns,
     dsp_tiles,
+    fifo,
     fitted,
     live_columns,
     memory,
@@ -110,6 +111,52 @@ def test_block_ram_tiles_follow_the_policy():
     assert r.bram == 0 and r.dram == 4 and r.ff == 8          # 2 × 16 words × 4 bits × 2
     r = memory(8, 16, "ecp5", rom=True)
     assert (r.bram, r.dram) == (0, 0) and r.lut4 == 8 and r.ff == 8
+
+
+def test_fifo_tiles_of_unused_columns_are_dropped():
+    """A FIFO whose consumer uses only some bits keeps the tiles holding a used bit: a
+    6-word × 144-bit store is 9 SB_RAM40_4K of 16 columns; with bits used in 8 of them, 8
+    (Yosys removes a tile none of whose outputs is read). LUT RAM: by 4-bit cell."""
+    full = fifo(144, 7, "ice40")
+    assert full.bram == 9 and fifo(144, 7, "ice40", np.ones(144, bool)) == full
+    live = np.zeros(144, bool)
+    live[[0, 17, 40, 50, 70, 90, 120, 143]] = True      # 8 of the 9 column groups
+    assert fifo(144, 7, "ice40", live).bram == 8
+    d = fifo(16, 17, "ecp5")
+    assert d.dram == 4 and d.bram == 0
+    live = np.zeros(16, bool)
+    live[[1, 2, 9]] = True                               # cells 0 and 2 of 4
+    assert fifo(16, 17, "ecp5", live).dram == 2
+    assert fifo(16, 17, "ecp5", live).ff == d.ff - 13    # the read register's unused bits
+
+
+def test_window_fifo_estimate_follows_the_units_dead_lanes():
+    """In a design, the FIFO in front of a unit whose input lanes have zero weight in every
+    row loses those lanes' columns where the products are logic (the QONNX 2-bit CNN at 64
+    cycles: conv32's 36 lanes of 4 bits, 15 used; iCE40: 8 tiles of 9); on ECP5 (DSP tiles
+    take the products) nothing changes."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import qonnx_models
+
+    from hwgen.dataflow.importer import to_int_graph
+    from hwgen.dataflow.loader import load_model_proto
+    from hwgen.dataflow.lower import lower
+
+    ig = to_int_graph(load_model_proto(qonnx_models.cnn("2bit").model))
+    dfg = lower(ig, target_cycles=64)
+    win = next(b for b in dfg.blocks if b.kind == "fifo" and b.layer == "conv32")
+    unit = next(b for b in dfg.blocks if b.kind == "mvau" and b.layer == "conv32")
+    p = unit.params
+    zero = (np.asarray(p.weights).reshape(p.nf, p.pe, p.sf, p.simd) == 0).all(axis=(0, 1, 2))
+    used = np.repeat(~zero, p.in_type.bits)
+    assert int(zero.sum()) == 21 and win.params.width == used.size
+    groups = sum(used[k:k + 16].any() for k in range(0, used.size, 16))
+    assert win.cost.resources("ice40").bram == groups == 8
+    own = block_spec("fifo").cost(win.params)
+    assert own.resources("ice40").bram == 9
+    assert win.cost.resources("ecp5") == own.resources("ecp5")
+    tot = dfg.estimate()["resources"]["ice40"]["bram"]
+    assert tot == sum(b.cost.resources("ice40").bram for b in dfg.blocks)
 
 
 def test_rom_columns():
