@@ -392,6 +392,42 @@ def synthesize(verilog: str, top: str, family: str, *, options=(), cache: bool =
         raise HwgenError(f"unknown FPGA family {family!r} (choose {', '.join(SYNTH_COMMANDS)})")
     check_identifier(top)
     options = tuple(str(o) for o in options)
+    try:
+        return _synthesize(verilog, top, family, options, cache, timeout, progress, cache_dir)
+    except HwgenError as e:
+        fallback = ABC9_FALLBACK.get(family)
+        if fallback is None or fallback in options or not _abc9_crashed(str(e)):
+            raise
+        if progress:
+            progress(f"Yosys's ABC9 crashed (a Yosys bug); mapping the LUTs again with "
+                     f"{' '.join(SYNTH_COMMANDS[family])} {fallback}")
+        return _synthesize(verilog, top, family, options + (fallback,), cache, timeout,
+                           progress, cache_dir)
+
+
+#: the synthesis option that maps LUTs without ABC9, per family: the fallback when the
+#: WebAssembly build of ABC9 traps (Yosys 0.70, a 12-entry width converter on iCE40); block
+#: RAM and DSP tiles are mapped before, so those counts are the same
+ABC9_FALLBACK = {"ice40": "-noabc"}
+
+
+def _abc9_crashed(message: str) -> bool:
+    """Whether a failed Yosys run (its error ``message`` names the kept log) trapped in
+    ABC9."""
+    if "wasm trap" not in message:
+        return False
+    m = re.search(r"\(log: (.+)\)$", message)
+    try:
+        text = Path(m.group(1)).read_text(errors="replace") if m else ""
+    except OSError:
+        return False
+    steps = re.findall(r"^[\d.]+ Executing (\S+?)(?: pass|\.)", text, re.M)
+    return bool(steps) and steps[-1].startswith("ABC9")
+
+
+def _synthesize(verilog: str, top: str, family: str, options: tuple[str, ...], cache: bool,
+                timeout: float | None, progress: Progress | None,
+                cache_dir: str | os.PathLike | None) -> SynthResult:
     root = Path(cache_dir) if cache_dir is not None else cache_root()
     key = synth_key(verilog, top, family, options)
     final = root / f"yosys-{key}"

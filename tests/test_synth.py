@@ -191,6 +191,37 @@ def test_a_netlist_yosys_got_wrong_is_refused(cache):
                    if (p / "tworeg.v").is_file())
 
 
+def test_abc9_crash_falls_back_to_yosys_lut_mapping(tmp_path, monkeypatch):
+    """When the WebAssembly ABC9 traps (the log's last step is ABC9), iCE40 synthesis runs
+    again with ``-noabc`` and says so; any other failure, or a trap elsewhere, is raised."""
+    log = tmp_path / "crash-yosys.log"
+    log.write_text("4.52.14.4. Executing ABC9_EXE pass (technology mapping using ABC9).\n\n"
+                   "4.52.14.5. Executing ABC9.\n")
+    other = tmp_path / "other-yosys.log"
+    other.write_text("4.10. Executing MEMORY_LIBMAP pass (mapping memories to cells).\n")
+    calls, said = [], []
+    real = synth._synthesize
+
+    def fake(verilog, top, family, options, *rest):
+        calls.append(options)
+        if "-noabc" not in options:
+            raise HwgenError(f"yosys synth_ice40 {top} failed: wasm trap: wasm `unreachable` "
+                             f"instruction executed (log: {log})")
+        return real(verilog, top, family, options, *rest)
+    monkeypatch.setattr(synth, "_synthesize", fake)
+    res = synthesize(TINY, "tiny", "ice40", cache_dir=tmp_path, progress=said.append)
+    assert calls == [(), ("-noabc",)] and res.options == ("-noabc",)
+    assert (res.dsp, res.bram) == (EXPECTED["ice40"]["dsp"], EXPECTED["ice40"]["bram"])
+    assert any("ABC9 crashed" in m for m in said)
+    with pytest.raises(HwgenError, match="wasm trap"):      # ECP5: no fallback defined
+        synthesize(TINY, "tiny", "ecp5", cache_dir=tmp_path)
+    log.write_text(other.read_text())                        # a trap outside ABC9
+    calls.clear()
+    with pytest.raises(HwgenError, match="wasm trap"):
+        synthesize(TINY, "tiny", "ice40", cache_dir=tmp_path, options=("-dsp",))
+    assert calls == [("-dsp",)]
+
+
 def test_timeout_and_interrupt_kill_the_tool(tmp_path, monkeypatch):
     with pytest.raises(HwgenError, match=r"failed: stopped after 0.01 s \(timeout\)"):
         synthesize(TINY, "tiny", "ice40", cache_dir=tmp_path, timeout=0.01)
