@@ -347,13 +347,14 @@ class BufferedFIFO(Elaboratable):
     ``w_rdy``, ``r_data``, ``r_en``, ``r_rdy``, ``level``), built so the tools map it as this
     module's policy says:
 
-    an inner queue of ``depth - 1`` words and the output register ``r_data``. A word written
-    in cycle t can be read from cycle t + 2 on. ``w_rdy`` (a register) is high while the inner
-    queue has room, ``r_rdy`` while the output register holds a word (neither depends on ``r_en`` or
-    ``w_en``). The inner queue is a :func:`ram` whose reads never meet a write of the same
-    word (``rw="dont_care"``): a register for one word (so FIFOs of up to 2 words have no
-    memory), then LUT RAM or block RAM by the policy. Depth 1 is one register that takes a
-    word only while empty.
+    an inner queue of ``depth - 1`` words and the output register ``r_data`` (for a block
+    RAM queue a register of its own beside the tile, fed by a read of the next head every
+    cycle). A word written in cycle t can be read from cycle t + 2 on. ``w_rdy`` (a
+    register) is high while the inner queue has room, ``r_rdy`` while the output register
+    holds a word (neither depends on ``r_en`` or ``w_en``). The inner queue is a
+    :func:`ram` whose reads never meet a write of the same word (``rw="dont_care"``): a
+    register for one word (so FIFOs of up to 2 words have no memory), then LUT RAM or block
+    RAM by the policy. Depth 1 is one register that takes a word only while empty.
 
     A word wider than :data:`FIFO_SLICE_BITS` is split into slices, each a FIFO with its own
     pointers and levels (all in step; the ports' flags are the first slice's): one control
@@ -419,15 +420,34 @@ class BufferedFIFO(Elaboratable):
             m.d.sync += [self.w_rdy.eq(inner_level != n - 1), nonempty.eq(1)]
         with m.Elif(do_inner_read & ~do_write):
             m.d.sync += [self.w_rdy.eq(1), nonempty.eq(inner_level != 1)]
+        block = n > 1 and self.inner_style == BLOCK
         wr, rd = ram(m, "storage", width=max(self.width, 1), depth=n, rw="dont_care",
-                     read_en=True)
+                     read_en=not block)
         produce = Signal(range(max(n, 2)))
         consume = Signal(range(max(n, 2)))
-        m.d.comb += [
-            wr.addr.eq(produce), wr.data.eq(self.w_data), wr.en.eq(do_write),
-            rd.addr.eq(consume), rd.en.eq(do_inner_read),
-            self.r_data.eq(rd.data[:self.width]),
-        ]
+        m.d.comb += [wr.addr.eq(produce), wr.data.eq(self.w_data), wr.en.eq(do_write)]
+        if block:
+            # A block RAM's data leaves the tile late (ECP5 DP16KD: 5.8 ns after the clock),
+            # so the output word is a register of its own, next to the tile, not the tile's
+            # read register. The RAM reads every cycle the word at the head the next cycle
+            # (``consume``, or ``consume + 1`` kept in ``consume_1`` when this cycle reads);
+            # a head written in the last cycle (the only word) comes from ``w_last``.
+            consume_1 = Signal(range(max(n, 2)), init=1)
+            w_last = Signal(self.width, reset_less=True)
+            wrote = Signal()
+            m.d.comb += rd.addr.eq(Mux(do_inner_read, consume_1, consume))
+            m.d.sync += wrote.eq(do_write)
+            with m.If(do_write):
+                m.d.sync += w_last.eq(self.w_data)
+            with m.If(do_inner_read):
+                m.d.sync += [
+                    self.r_data.eq(Mux(wrote & (inner_level == 1), w_last,
+                                       rd.data[:self.width])),
+                    consume_1.eq(Mux(consume_1 == n - 1, 0, consume_1 + 1)),
+                ]
+        else:
+            m.d.comb += [rd.addr.eq(consume), rd.en.eq(do_inner_read),
+                         self.r_data.eq(rd.data[:self.width])]
         if n > 1:
             with m.If(do_write):
                 m.d.sync += produce.eq(Mux(produce == n - 1, 0, produce + 1))

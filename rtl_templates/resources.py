@@ -44,6 +44,7 @@ from hwgen.rtl_templates.memory import (
     DISTRIBUTED,
     LOGIC_ROM_MAX_DEPTH,
     MemorySpec,
+    fifo_memory,
     fifo_slices,
     rom_spec,
     yosys_mapping,
@@ -498,6 +499,9 @@ def fifo(width: int, depth: int, family: str, live=None) -> Resources:
         store = Resources(ff=kept * n + kept, lut4=kept * (n - 1) + n)
     elif live is not None and kept < width:
         store = _live_tiles(store, width, n, family, np.asarray(live, dtype=bool))
+    if n > 1 and fifo_memory(width, depth).chosen_style == BLOCK:
+        # the output word beside the tile, the last word written, the next head's address
+        store = store + Resources(ff=2 * kept + ptr + 1, lut4=kept + ptr)
     ctl = (Resources(ff=(2 * ptr if n > 1 else 0) + lvl + 3, lut4=lvl + 6) + add(lvl, family)
            + (add(ptr, family) * 2 if n > 1 else Resources()))
     return store + ctl
