@@ -467,33 +467,93 @@ def _own_keys(shape) -> np.ndarray:
     return -1 - np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
 
 
+#: widest sum (result bits) Yosys leaves to plain gates: wider ones become carry chains
+#: (``$__ICE40_CARRY_WRAPPER`` on iCE40: its ``arith_map.v`` fails for ``Y_WIDTH <= 2``;
+#: ECP5 keeps sums of up to 4 bits in LUTs, measured on XNOR popcounts)
+GATE_SUM_BITS = {"ice40": 2, "ecp5": 4}
+
+
 def tree_cost(live: np.ndarray, width: int, keep: int, family: str,
-              keys: np.ndarray | None = None) -> res.Resources:
+              keys: np.ndarray | None = None, early: np.ndarray | None = None,
+              pad: int = 2) -> res.Resources:
     """:func:`tree_sum` of every row of ``live`` (rows: PEs, columns: ``width``-bit terms,
     False where the term is a constant zero), its sums registered after every level but the
     last, the low ``keep`` bits kept: a sum with a zero side is its other side (no adder), a
-    sum of zeros is nothing (no register). With ``keys`` (same shape), rows whose keys agree
-    over a sum's lanes share it (the tools merge equal adders and registers)."""
+    sum of zeros is nothing (no register). An adder of ``w``-bit operands is
+    ``res.add(w + pad)`` (``pad`` 2: a product term, one bit wider than ``width``; 0: a ±1
+    term of exactly ``width`` bits), up to 3 bits LUTs only.
+
+    With ``keys`` (same shape), rows whose keys agree over a lane are the same term
+    register (the tools merge equal registers), and the tree is built as Yosys merges it:
+
+    - ``early`` (same shape, default none): terms Yosys knows in its coarse passes (a
+      constant weight whose stored bits are all 0, the weight register's initial value;
+      the other bits of that register stay flip-flops until the fine-grained passes). A
+      sum whose terms are all early is merged with every equal one, register and all.
+    - In the fine-grained passes the other equal terms merge, and so do the sums built of
+      gates (up to :data:`GATE_SUM_BITS` result bits) and their registers; a wider sum is a
+      carry chain, which ``opt_merge`` does not merge (not a cell type it knows), so its
+      register stays one per row and so does every sum above it.
+    - ABC then merges equal logic between registers: an adder is counted once per distinct
+      pair of operand registers."""
     assert TREE_LEVELS_PER_STAGE == 1
     rows, n = live.shape
-    keys = _own_keys(live.shape) if keys is None else keys
+    live = np.asarray(live, bool)
+    if keys is None:
+        ids = _own_keys(live.shape)
+    else:   # a term register: the lane's (column, key), or one of its own (negative key)
+        keys = np.asarray(keys, dtype=np.int64)
+        ids = np.where(keys >= 0, np.arange(n)[None, :] * (int(keys.max(initial=0)) + 1)
+                       + keys, -1 - np.arange(rows * n).reshape(rows, n))
+    early = np.zeros(live.shape, bool) if early is None else np.asarray(early, bool) & live
+    early = early | ~live       # a zero term is a constant too
     out, k, w, level, total = res.Resources(), n, width, 0, max(0, (n - 1).bit_length())
+    fresh = int(ids.max(initial=0)) + 1
+
+    def number(values: np.ndarray) -> np.ndarray:
+        """New register ids for ``values`` (rows; equal rows get the same id)."""
+        nonlocal fresh
+        if len(values) == 0:
+            return np.zeros(0, np.int64)
+        _, inv = np.unique(values, axis=0, return_inverse=True)
+        inv = np.asarray(inv).reshape(-1)
+        out_ids = fresh + inv
+        fresh += int(inv.max()) + 1
+        return out_ids
+
     while k > 1:
-        level, span, k = level + 1, 1 << (level + 1), (k + 1) // 2
+        level, k2 = level + 1, (k + 1) // 2
         # sums of terms up to 3 bits (an XNOR popcount's first levels) are LUTs, one per
         # result bit, no carry chain (measured in Yosys)
-        adder = res.Resources(lut4=w + 1) if w <= 3 else res.add(min(w + 2, keep), family)
+        adder = res.Resources(lut4=w + 1) if w <= 3 else res.add(min(w + pad, keep), family)
+        gates = w + 1 <= GATE_SUM_BITS.get(family, 0)
         w += 1
-        half = span // 2
-        for j in range(k):
-            block = keys[:, j * span:min((j + 1) * span, n)]
-            lo_half = live[:, j * span:j * span + half].any(axis=1)
-            hi_half = live[:, j * span + half:min((j + 1) * span, n)].any(axis=1)
-            summed = lo_half & hi_half
-            out = out + adder * len(np.unique(block[summed], axis=0))
+        if k % 2:       # an odd count: the last term is passed on alone
+            ids = np.concatenate([ids, np.zeros((rows, 1), np.int64)], axis=1)
+            live = np.concatenate([live, np.zeros((rows, 1), bool)], axis=1)
+            early = np.concatenate([early, np.ones((rows, 1), bool)], axis=1)
+        la, lb, ea, eb = live[:, 0::2], live[:, 1::2], early[:, 0::2], early[:, 1::2]
+        ia, ib = ids[:, 0::2], ids[:, 1::2]
+        both = la & lb
+        nids = np.zeros((rows, k2), np.int64)
+        regs = 0
+        for j in range(k2):
+            pair = np.stack([ia[:, j], ib[:, j]], axis=1)
+            if both[:, j].any():
+                out = out + adder * len(np.unique(pair[both[:, j]], axis=0))
+            # equal sums merge in the coarse passes (all terms early) or as gates
+            merge = both[:, j] & (gates | (ea[:, j] & eb[:, j]))
+            alone = both[:, j] & ~merge
+            passed = la[:, j] ^ lb[:, j]        # the other side is zero: passed on
+            nids[merge, j] = number(pair[merge])
+            nids[alone, j] = number(np.arange(int(alone.sum()))[:, None])
+            nids[passed, j] = number(np.where(la[passed, j], ia[passed, j],
+                                              ib[passed, j])[:, None])
             if level < total:
-                held = lo_half | hi_half
-                out = out + res.Resources(ff=len(np.unique(block[held], axis=0)) * min(w, keep))
+                regs += len(np.unique(nids[la[:, j] | lb[:, j], j]))
+        if level < total:
+            out = out + res.Resources(ff=regs * min(w, keep))
+        ids, live, early, k = nids, la | lb, ea & eb, k2
     return out
 
 
@@ -565,6 +625,7 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     # operands, products or ±1 terms, adder trees
     ff = (2 * SIMD * ib + w_reg) * (2 if p.weights_in_bram else 1)
     kept = None     # (PE, SIMD): the lanes whose products are left (None: all)
+    early = None    # (PE, SIMD): ±1 terms Yosys knows in its coarse passes (tree_cost)
     if p.datapath == "mul":
         tw = ib + wb
         dot = Mul(ib, p.in_type.signed, wb, True, y_bits=min(tw, A))
@@ -610,16 +671,20 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
                 terms = terms + res.Resources(ff=tw * const.size)
                 if p.datapath == "select" and (const == 0).any():
                     terms = terms + varying
-        if p.datapath == "xnor" and (keys >= 0).any():  # equal sums of bits merge too
+        if p.datapath in ("xnor", "select") and (keys >= 0).any():     # equal sums merge
             kept = np.ones(keys.shape, bool)
+            # a weight of -1 is stored as a 0 bit, the weight register's initial value:
+            # Yosys knows those terms (~x, -x) in its coarse passes (tree_cost)
+            v = np.asarray(p.weights).reshape(NF, PE, SF, SIMD)
+            early = (keys >= 0) & (v == -1).all(axis=(0, 2))
     tree = res.Resources()
     for ops, w in tree_sum_groups(SIMD, tw):
         w = min(w + 2, A)
         tree = tree + res.add(w, family) + res.Resources(lut4=(ops - 2) * w)
     parts["terms"] = terms + res.Resources(ff=ff)
     parts["tree"] = tree * PE + res.Resources(ff=PE * tree_sum_registers(SIMD, tw, A)) \
-        if kept is None else tree_cost(kept, tw, A, family,
-                                       keys if p.datapath == "xnor" else None)
+        if kept is None else tree_cost(kept, tw, A, family, keys, early, pad=0) \
+        if p.datapath in ("xnor", "select") else tree_cost(kept, tw, A, family)
     parts["acc"] = res.accumulate(A, family) * PE + res.Resources(ff=3 * PE * A + p_reg)
     parts.update(RequantPipeline.parts(
         p.requant, A, ob, PE, family, sign=is_bipolar(p.out_type), spacing=SF,

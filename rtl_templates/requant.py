@@ -236,6 +236,16 @@ def round_clamp_mag(m: Module, neg, mag, rq: Requant, name: str):
     return clamp(m, v, rq.lo, rq.hi, name)
 
 
+def sign_chain(w: int, family: str) -> res.Resources:
+    """The sign of a ``w``-bit sum ``a + b`` whose other bits are unused (a sign
+    requantizer's ``sum + bias`` with a positive zero point: ``2·s + 1 > 0`` is ``s >= 0``):
+    once ABC has found the rest unused, the tools keep the carry chain, one LUT4 for the
+    top bit (iCE40) and the sign's register (measured: QONNX bipolar MLP)."""
+    if family == "ecp5":
+        return res.add(w, family)
+    return res.Resources(lut4=1, carry=w)
+
+
 class RequantPipeline:
     """The requantizer tail of ``len(sums)`` lanes, built into module ``m``.
 
@@ -299,8 +309,8 @@ class RequantPipeline:
         copies = lanes if mult_copies is None else mult_copies
         depth = RequantPipeline.depth(rq, acc_bits, sign, spacing, identity)
         bits = depth + lanes * acc_bits + copies * live     # valid delays, sum + bias, m1
-        if sign:
-            return bits + lanes
+        if sign:    # with a positive zero point only the sign of sum + bias is used
+            return bits + lanes - (lanes * (acc_bits - 1) if rq.zero_point > 0 else 0)
         if identity:
             return bits + lanes * min(out_bits, acc_bits)
         bits += lanes * (1 + acc_bits) + copies * live      # sign and magnitude, m2
@@ -335,6 +345,8 @@ class RequantPipeline:
         if identity:
             return {"rq_front": res.add(a, family) * lanes, "rq_ff": ff}
         if sign:
+            if rq.zero_point > 0:   # 2·s + 1 > 0 is s >= 0: the sign of sum + bias only
+                return {"rq_sign": sign_chain(a, family) * lanes, "rq_ff": ff}
             return {"rq_sign": res.add(a, family) * lanes + res.compare(a + 1, family) * lanes,
                     "rq_ff": ff}
         w = a + rq.mult_bits

@@ -171,6 +171,11 @@ def soft_logic(mul: Mul, family: str) -> Resources:
     rule = DSP_RULES[family]
     a, b, y = mul.cell()
     slices = _soft(a, b, y, mul.a_signed or mul.b_signed, rule, True)
+    if slices == [(max(a, b), min(a, b), mul.a_signed or mul.b_signed)] \
+            and min(a, b) >= 2 and mul.a_bits + mul.b_bits <= 4 and not mul.constant:
+        # operands of 4 bits in all (a zero bit a mixed product adds is a constant): each
+        # product bit is a function of at most 4 inputs, one LUT4, no carry chain
+        return Resources(lut4=y)
     out = Resources()
     for sa, sb, sg in slices:
         if min(sa, sb) <= 1:
