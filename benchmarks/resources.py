@@ -67,8 +67,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from silicon import BOARDS, model_path  # noqa: E402
 from silicon import MODELS as SILICON_MODELS  # noqa: E402  (benchmarks/silicon.py)
-from silicon import model_path  # noqa: E402
 
 FAMILIES = ("ecp5", "ice40")
 KEYS = ("lut4", "ff", "dsp", "bram")
@@ -77,7 +77,8 @@ QUICK_DESIGNS = ("mlp", "qonnx-mlp-4bit", "qonnx-cnn-4bit", "qonnx-bipolar")
 #: "" is --target-cycles 1024 (the default before device-aware folding), "@t64" a fast folding
 #: "@85f": the folding searched for the ulx3s-85f (compile's default), "@85f-ll": the same
 #: with products beyond the DSP tiles in logic cells (``--logic-lanes``)
-FOLDINGS = {"": 1024, "@t64": 64, "@t16k": 16384, "@85f": None, "@85f-ll": None}
+FOLDINGS = {"": 1024, "@t64": 64, "@t16k": 16384, "@85f": None, "@85f-ll": None,
+            "@icebreaker": None}
 #: the designs: benchmarks/silicon.py's, the QOperator ResNet and FINN's networks
 MODELS = {**SILICON_MODELS, "resnet-qop": "digits_resnet_qop.onnx",
           "finn-tfc-w1a1": "finn/tfc-w1a1.onnx", "finn-tfc-w2a2": "finn/tfc-w2a2.onnx",
@@ -89,8 +90,11 @@ MODELS = {**SILICON_MODELS, "resnet-qop": "digits_resnet_qop.onnx",
 #: the foldings a design is taken at (default: 1024 and 64 cycles per frame and the
 #: ``ulx3s-85f`` search, compile's default); FINN's CNV
 #: needs far more parallelism than any device holds at those; the MLPerf Tiny networks are
-#: taken as compile folds them for the ULX3S-85F
+#: taken as compile folds them for the ULX3S-85F; FINN's TFC also as it folds them for the
+#: iCEBreaker
 MODEL_FOLDINGS = {"finn-cnv-w1a1": ("@t16k",), "finn-cnv-w2a2": ("@t16k", "@85f-ll"),
+                  **{m: ("", "@t64", "@85f", "@icebreaker")
+                     for m in ("finn-tfc-w1a1", "finn-tfc-w2a2")},
                   **{m: ("@85f", "@85f-ll") for m in ("mlperf-resnet8", "mlperf-dscnn",
                                                       "mlperf-mobilenet",
                                                       "mlperf-autoencoder")}}
@@ -201,7 +205,7 @@ def compile_design(name: str, tmp: Path):
     base, _, fold = name.partition("@")
     target = FOLDINGS["@" + fold if fold else ""]
     comp = hwgen.compile(model_path(MODELS[base], tmp), tmp / name, target_cycles=target,
-                         logic_lanes=fold.endswith("-ll"))
+                         logic_lanes=fold.endswith("-ll"), board=BOARDS.get("@" + fold))
     _, ig, folding = design_folder.load(comp.out_dir)
     return comp, lower(ig, folding)
 

@@ -57,6 +57,8 @@ MODELS = {
     "qonnx-cnn-4bit": ("cnn", ("4bit",)),
     "qonnx-cnn-2bit": ("cnn", ("2bit",)),
     "qonnx-bipolar": ("bipolar_mlp", ()),
+    "finn-tfc-w1a1": "finn/tfc-w1a1.onnx",
+    "finn-tfc-w2a2": "finn/tfc-w2a2.onnx",
 }
 #: "" is --target-cycles 1024 (the default before device-aware folding), "@t64" a fast folding,
 #: "@85f" today's default (no target: the folding searched for the default board)
