@@ -307,3 +307,34 @@ def test_block_estimate_against_yosys(family):
     assert (est.dsp, est.bram) == (res.dsp, res.bram) == (2, 0)
     assert abs(est.lut4 / res.lut4 - 1) <= 0.15, (est.lut4, res.lut4)
     assert abs(est.ff / res.ff - 1) <= 0.15, (est.ff, res.ff)
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("kind", ["add", "chanmul"])
+def test_constant_products_synthesize_on_ice40(kind):
+    """The adder's constant products and the per-channel multiplier's product, on iCE40:
+    a product register followed by a plain register made Yosys's ``ice40_dsp`` resolve
+    outputs to constants (the runner refuses such a netlist); with the enabled registers
+    the netlist implements the block and its SB_MAC16 and block RAM tiles are the
+    estimate's."""
+    from amaranth.back import verilog
+    from test_frame_blocks import _chanmul
+    from test_join_blocks import ADD_GRID
+
+    from hwgen.boards.synth import synthesize
+    from hwgen.rtl_templates.add import AddBlock
+    from hwgen.rtl_templates.chanmul import ChanMul
+    from hwgen.rtl_templates.quant import INT8, UINT8
+
+    if kind == "add":
+        cfg = ADD_GRID[3]                   # two-tile constant products (the refused row)
+        p = dataclasses.replace(cfg.params, elements=cfg.elems)
+        top = AddBlock(p)
+    else:
+        p = _chanmul(UINT8, INT8, 6, 5, 3)
+        top = ChanMul(p)
+    est = block_spec(kind).cost(p).resources("ice40")
+    res = synthesize(verilog.convert(top, name=f"{kind}_top", emit_src=False), f"{kind}_top",
+                     "ice40")
+    assert (est.dsp, est.bram) == (res.dsp, res.bram)
+    assert res.dsp > 0
