@@ -101,7 +101,10 @@ def lut_mul(m: Module, x, w, name: str, w_const: int | None = None):
 
 
 def _kept(m: Module, v, name: str):
-    r = Signal(v.shape(), name=name, attrs={"keep": 1})
+    # data: no reset (as :func:`~rtl_templates.pipeline.reg`). A reset would put a LUT
+    # (``~rst & v``) before every copy's flip-flop, and the tools share that LUT among the
+    # copies of one source bit: the copies are then fed from one place again.
+    r = Signal(v.shape(), name=name, attrs={"keep": 1}, reset_less=len(v) > 1)
     m.d.sync += r.eq(v)
     return r
 

@@ -65,7 +65,8 @@ from amaranth.lib.memory import Memory
 from hwgen.rtl_templates.pipeline import up_down
 
 __all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "FAMILIES", "ROM_LUT_BITS_PER_TILE",
-           "ROM_FANOUT", "FIFO_SLICE_BITS", "LOGIC_ROM_MAX_DEPTH", "BufferedFIFO", "Mapping",
+           "ROM_FANOUT", "FIFO_SLICE_BITS", "FIFO_LOGIC_SLICE_BITS", "LOGIC_ROM_MAX_DEPTH",
+           "BufferedFIFO", "Mapping",
            "MemorySpec", "ROMLayout",
            "bram_tiles", "choose_style", "fifo_memory", "fifo_slices", "lane_rom",
            "lane_rom_slices", "plain_rom_attrs", "ram", "rom", "rom_layout", "rom_spec",
@@ -330,15 +331,26 @@ def _register_ram(m: Module, name: str, width: int, rw: str, read_en: bool):
     return wr, rd
 
 
-#: widest slice of a :class:`BufferedFIFO` with one control: a multiple of every block and
-#: LUT RAM data width (ECP5 36, 18, 9, 4; iCE40 16, 8), so slicing adds no memory tiles
+#: widest slice of a :class:`BufferedFIFO` with one control whose queue is block RAM: a
+#: multiple of every block RAM data width (ECP5 36, 18, 9; iCE40 16, 8), so slicing adds no
+#: tiles
 FIFO_SLICE_BITS = 144
+#: widest slice of a :class:`BufferedFIFO` with one control whose queue is LUT RAM or
+#: registers: a multiple of the LUT RAM's data width (ECP5 TRELLIS_DPR16X4: 4) and of the
+#: block RAM widths iCE40 (no LUT RAM) maps such a queue to (16, 8). A control (the read
+#: and write enables) drives every flip-flop of its slice's output word; a word read by
+#: lanes spread over the die spreads too, and one enable for 144 of its bits routed 5.7 ns
+#: on an LFE5U-85F
+FIFO_LOGIC_SLICE_BITS = 32
 
 
-def fifo_slices(width: int) -> list[int]:
-    """The widths of a :class:`BufferedFIFO`'s slices."""
-    full, rest = divmod(width, FIFO_SLICE_BITS)
-    return [FIFO_SLICE_BITS] * full + ([rest] if rest or not full else [])
+def fifo_slices(width: int, depth: int) -> list[int]:
+    """The widths of the slices of a :class:`BufferedFIFO` of ``depth`` words."""
+    n = depth - 1
+    block = n > 1 and choose_style(max(width, 1), n, rom=False, rw="dont_care") == BLOCK
+    size = FIFO_SLICE_BITS if block else FIFO_LOGIC_SLICE_BITS
+    full, rest = divmod(width, size)
+    return [size] * full + ([rest] if rest or not full else [])
 
 
 class BufferedFIFO(Elaboratable):
@@ -356,10 +368,11 @@ class BufferedFIFO(Elaboratable):
     register for one word (so FIFOs of up to 2 words have no memory), then LUT RAM or block
     RAM by the policy. Depth 1 is one register that takes a word only while empty.
 
-    A word wider than :data:`FIFO_SLICE_BITS` is split into slices, each a FIFO with its own
-    pointers and levels (all in step; the ports' flags are the first slice's): one control
-    driving the write and read enables of hundreds of bits costs more in routing than a
-    clock period."""
+    A wide word is split into slices (:func:`fifo_slices`: of :data:`FIFO_SLICE_BITS` for a
+    block RAM queue, else :data:`FIFO_LOGIC_SLICE_BITS`), each a FIFO with its own pointers
+    and levels (all in step; the ports' flags are the first slice's): one control driving
+    the write and read enables of hundreds of bits costs more in routing than a clock
+    period."""
 
     def __init__(self, *, width: int, depth: int):
         if width < 0 or depth < 1:
@@ -381,9 +394,9 @@ class BufferedFIFO(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        if len(fifo_slices(self.width)) > 1:
+        if len(fifo_slices(self.width, self.depth)) > 1:
             lo = 0
-            for k, w in enumerate(fifo_slices(self.width)):
+            for k, w in enumerate(fifo_slices(self.width, self.depth)):
                 part = BufferedFIFO(width=w, depth=self.depth)
                 m.submodules[f"slice{k}"] = part
                 m.d.comb += [part.w_data.eq(self.w_data[lo:lo + w]), part.w_en.eq(self.w_en),

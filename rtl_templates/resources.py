@@ -486,7 +486,7 @@ def fifo(width: int, depth: int, family: str, live=None) -> Resources:
     ``live``: which of the word's bits the consumer uses (None: all). The tools remove the
     output register's unused bits, and of a memory the tiles (block RAM, LUT RAM) whose
     columns are all unused; the memory keeps the kind the whole word chose."""
-    slices = fifo_slices(width)
+    slices = fifo_slices(width, depth)
     if len(slices) > 1:
         lo, out = 0, Resources()
         for w in slices:

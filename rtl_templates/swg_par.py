@@ -268,7 +268,8 @@ RESOURCE_FIT: res.Fit = {
 
 def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
     """The delay lines, the window register, the output multiplexer and register, the
-    output FIFO, the counters and flags (and their copies for the window register)."""
+    output FIFO, the counters and flags (and their copies for the window register and the
+    output word's slices)."""
     KH = p.kernel[0]
     EW = p.span[1]
     Hp, Wp = p.padded
@@ -280,7 +281,7 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
             else res.Resources(ff=2 * pix))
     ctl = cb(Hp) + cb(Wp) + 2 * cb(N) + cb(p.beats_per_window) + 4
     # the shift register's copies of the step control: held and inside flags, a beat index
-    copies = (len(shift_slices(p)) - 1) * (2 + cb(p.beats_per_window))
+    copies = (len(shift_slices(p)) + len(output_slices(p)) - 2) * (2 + cb(p.beats_per_window))
     ctl += copies
     return {
         "line": line * (KH - 1),
@@ -300,6 +301,15 @@ def shift_slices(p: SWGParParams) -> list[tuple[int, int, int]]:
     width = p.kernel[0] * p.simd * p.qtype.bits
     return [(s, lo, min(width, lo + SHIFT_GROUP_BITS)) for s in range(p.span[1])
             for lo in range(0, width, SHIFT_GROUP_BITS)]
+
+
+def output_slices(p: SWGParParams) -> list[tuple[int, int]]:
+    """The output word's slices, each selected by a beat index of its own: (low bit, high
+    bit); one slice when a window is one beat (no selection)."""
+    width = p.window_par * p.qtype.bits
+    if p.beats_per_window == 1:
+        return [(0, width)]
+    return [(lo, min(width, lo + SHIFT_GROUP_BITS)) for lo in range(0, width, SHIFT_GROUP_BITS)]
 
 
 def _bits(flags: list[bool]) -> Const:
@@ -414,11 +424,18 @@ class SWGPar(wiring.Component):
         data = Signal(P * bits)
         valid = Signal()
         m.d.sync += valid.eq(emit)
-        # no enable: the FIFO takes the beat only when valid
-        with m.Switch(bi):
-            for b in range(B):
-                with m.Case(b):
-                    m.d.sync += data.eq(window[b * P * bits:(b + 1) * P * bits])
+        # no enable (the FIFO takes the beat only when valid): the last beat is the default
+        # case, so a beat index the window never reaches (B not a power of two) does not
+        # hold the word -- a hold is an enable of the whole word, one net across the die.
+        # The beat index selects every bit of the word, so each slice of the word
+        # (:func:`output_slices`) is selected by a copy of the control of its own.
+        for k, (lo, hi) in enumerate(output_slices(p)):
+            sel = bi if k == 0 else control(f"o{lo}_")[3]
+            with m.Switch(sel):
+                for b in range(B):
+                    with (m.Case(b) if b < B - 1 else m.Default()):
+                        m.d.sync += data[lo:hi].eq(
+                            window[b * P * bits + lo:b * P * bits + hi])
         out.write(data, valid)
         return m
 

@@ -126,17 +126,23 @@ def test_fifo_matches_model_and_amaranth_stalls(depth, width):
 
 def test_fifo_storage_follows_the_policy():
     """No memory for FIFOs of up to two words; 64-bit words in LUT RAM up to 33, in block
-    RAM beyond."""
+    RAM beyond; a queue of registers or LUT RAM in slices of 32 bits, each with its own
+    memory, a block RAM queue in one slice of up to 144."""
     styles, memories = {}, {}
     for d in (1, 2, 3, 4, 33, 34):
         fifo = M.BufferedFIFO(width=64, depth=d)
         styles[d] = fifo.inner_style
         frag = Fragment.get(fifo, None)
-        memories[d] = [name for _, name, _ in frag.subfragments]
+        memories[d] = [(name, [n for _, n, _ in sub.subfragments])
+                       for sub, name, _ in frag.subfragments]
     assert styles == {1: None, 2: M.LOGIC, 3: M.DISTRIBUTED, 4: M.DISTRIBUTED,
                       33: M.DISTRIBUTED, 34: M.BLOCK}
-    assert memories == {1: [], 2: [], 3: ["storage"], 4: ["storage"], 33: ["storage"],
-                        34: ["storage"]}
+    sliced = [("slice0", ["storage"]), ("slice1", ["storage"])]
+    assert memories == {1: [("slice0", []), ("slice1", [])],
+                        2: [("slice0", []), ("slice1", [])],
+                        3: sliced, 4: sliced, 33: sliced, 34: [("storage", [])]}
+    assert [M.fifo_slices(64, d) for d in (2, 33, 34)] == [[32, 32], [32, 32], [64]]
+    assert M.fifo_slices(300, 34) == [144, 144, 12]
     assert M.fifo_memory(64, 34).chosen_style == M.BLOCK
     assert M.fifo_memory(8, 34).chosen_style == M.DISTRIBUTED
 
