@@ -421,7 +421,7 @@ class SWGPar(wiring.Component):
             window = Cat(*(pixel(kh, kw) for kh in range(KH) for kw in range(KW)))
 
         # --- output beat: registered, then the FIFO ------------------------------------------
-        data = Signal(P * bits)
+        data = Signal(P * bits, reset_less=True)    # data: ``valid`` says when
         valid = Signal()
         m.d.sync += valid.eq(emit)
         # no enable (the FIFO takes the beat only when valid): the last beat is the default
