@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from hwgen.boards.const_flops import VERSION as CONST_FLOPS_VERSION
+from hwgen.boards.const_flops import split_constant_flops
 from hwgen.boards.devices import Device, by_name
 from hwgen.boards.dsp_pack import VERSION as DSP_PACK_VERSION
 from hwgen.boards.dsp_pack import netlist_top, pack_dsp_registers
@@ -160,6 +162,9 @@ class PnrResult:
     #: registers moved into ECP5 multiplier tiles before place and route
     #: (:func:`hwgen.boards.dsp_pack.pack_dsp_registers`; empty: none packed)
     dsp_registers: dict[str, int] = field(default_factory=dict, hash=False)
+    #: flip-flops with constant inputs copied per load cell before place and route
+    #: (:func:`hwgen.boards.const_flops.split_constant_flops`)
+    constant_flop_copies: int = 0
     cached: bool = field(default=False, compare=False)
 
     def used(self, bel: str) -> int:
@@ -602,8 +607,10 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
     Failing timing is a result (``met`` False), not an error. ``clock`` is the port whose
     net is the main clock. ``pack_dsp`` (ECP5): the registers before and after each
     multiplier tile move into it first (:func:`~hwgen.boards.dsp_pack.pack_dsp_registers`),
-    which Yosys does not do for ECP5. A design with more I/O bits than the package has pins
-    is refused (nextpnr-ecp5 would place it anyway): measure a core through :func:`timing_wrapper`.
+    which Yosys does not do for ECP5, after each load of a flip-flop with constant inputs
+    has a copy of its own (:func:`~hwgen.boards.const_flops.split_constant_flops`). A
+    design with more I/O bits than the package has pins is refused (nextpnr-ecp5 would
+    place it anyway): measure a core through :func:`timing_wrapper`.
     ``cache``, ``timeout``, ``progress`` and ``cache_dir`` as for :func:`synthesize`."""
     dev = by_name(device) if isinstance(device, str) else device
     if synth.family != dev.family:
@@ -620,7 +627,8 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
     pack_dsp = bool(pack_dsp) and dev.family == "ecp5"
     key = content_key("nextpnr", version, synth.key, dev.name, dev.nextpnr_args,
                       float(freq_mhz), int(seed), options, clock,
-                      f"dsp_pack {DSP_PACK_VERSION}" if pack_dsp else "")
+                      f"dsp_pack {DSP_PACK_VERSION} const_flops {CONST_FLOPS_VERSION}"
+                      if pack_dsp else "")
     final = root / f"nextpnr-{key}"
     step = f"{dev.nextpnr.removeprefix('yowasp-')} {synth.top} on {dev.name} at {freq_mhz:g} MHz"
     if cache:
@@ -637,9 +645,10 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-nextpnr-{key}-", dir=root))
     try:
-        packed = {}
+        packed, copies = {}, 0
         if pack_dsp:
             data = json.loads(netlist.read_text())
+            copies = split_constant_flops(data)
             packed = pack_dsp_registers(data).as_dict()
             (tmp / "netlist.json").write_text(json.dumps(data))
         else:
@@ -657,7 +666,8 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
         res = PnrResult(device=dev.name, freq_mhz=float(freq_mhz), seed=int(seed), **parsed,
                         nextpnr_version=f"{dev.nextpnr} {version}", seconds=seconds,
                         options=options, log=str(final / "nextpnr.log"),
-                        report=str(final / "report.json"), key=key, dsp_registers=packed)
+                        report=str(final / "report.json"), key=key, dsp_registers=packed,
+                        constant_flop_copies=copies)
         (tmp / "result.json").write_text(json.dumps(res.as_dict(), indent=1) + "\n")
         publish(tmp, final)
     finally:

@@ -72,8 +72,8 @@ def lut_mul(m: Module, x, w, name: str, w_const: int | None = None):
     ppw = xb + 2
     n = booth_digits(wb)
     # copies of the operands of the lane's own (kept apart by the tools), next to its logic
-    x = _kept(m, x, f"{name}_x")
-    w = Const(w_const, signed(wb)) if w_const is not None else _kept(m, w, f"{name}_w")
+    x = kept_copy(m, x, f"{name}_x")
+    w = Const(w_const, signed(wb)) if w_const is not None else kept_copy(m, w, f"{name}_w")
     ones, negs = [], []
     for i in range(n):
         one, two, neg = booth_digit(w, i)
@@ -100,13 +100,25 @@ def lut_mul(m: Module, x, w, name: str, w_const: int | None = None):
     return terms[0] + (last << (2 * (n - 1)))
 
 
-def _kept(m: Module, v, name: str):
-    # data: no reset (as :func:`~rtl_templates.pipeline.reg`). A reset would put a LUT
-    # (``~rst & v``) before every copy's flip-flop, and the tools share that LUT among the
-    # copies of one source bit: the copies are then fed from one place again.
+def kept_copy(m: Module, v, name: str):
+    """``v`` registered in a copy the tools keep apart (``keep``; the synthesis runner puts
+    it on the flip-flops, ``boards/synth.py: KEEP_COPIES``). Data: no reset (as
+    :func:`~rtl_templates.pipeline.reg`). A reset would put a LUT (``~rst & v``) before
+    every copy's flip-flop, and the tools share that LUT among the copies of one source bit:
+    the copies are then fed from one place again."""
     r = Signal(v.shape(), name=name, attrs={"keep": 1}, reset_less=len(v) > 1)
     m.d.sync += r.eq(v)
     return r
+
+
+def tile_operand(m: Module, v, name: str, apart: bool):
+    """A hard multiplier tile's operand register. ``apart`` (a unit with lanes in logic): a
+    kept copy of the tile's own. Yosys merges flip-flops with the same input, and a plain
+    operand register merges into a logic lane's kept copy of the same operand: that copy
+    then drives tiles in the multiplier rows besides its own lane's logic, and pulls the
+    lane there (the digits CNN with logic lanes: 59 of 132 tiles fed so). A copy of the
+    tile's own has one load, and moves into the tile (``boards/dsp_pack.py``)."""
+    return kept_copy(m, v, name) if apart else reg(m, v, v.shape(), name)
 
 
 def lane_constants(lo, hi) -> list[int | None]:

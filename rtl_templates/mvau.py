@@ -70,6 +70,7 @@ from hwgen.rtl_templates.lutmul import (
     lut_mul_const_parts,
     lut_mul_parts,
     lut_mul_stages,
+    tile_operand,
 )
 from hwgen.rtl_templates.memory import (
     LOGIC,
@@ -635,7 +636,9 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         hard = PE * SIMD - p.lut_lanes
         lanes = hard - (zero if res.dsp_tiles(dot, family) == 0 else 0)
         extra = lut_extra_stages(p)
-        ff += SIMD * ib + w_reg + (2 + extra) * lanes * tw
+        # the tiles' operands: one register per input lane (the tools merge the PE copies),
+        # or, beside lanes in logic, a copy per tile (lutmul.tile_operand)
+        ff += (hard if p.lut_lanes else SIMD) * ib + w_reg + (2 + extra) * lanes * tw
         if zero and res.dsp_tiles(dot, family) == 0 and not p.lut_lanes:
             kept = _zero_products(p) == 0
             dead = int(dead_input_lanes(p, family).sum())
@@ -880,8 +883,9 @@ class MVAU(wiring.Component):
             prod = lut_mul(m, x, w, f"lmul_{name}", self._wconst[lane])[:tw.width].as_signed()
             return delay(m, prod, PROD_STAGES + extra - lut_mul_stages(p.w_bits),
                          f"lmul_{name}_d")
-        prod = reg(m, reg(m, x, x.shape(), f"xt_{name}") * reg(m, w, w.shape(), f"wt_{name}"),
-                   tw, f"prod_{name}")
+        apart = bool(p.lut_lanes)
+        prod = reg(m, tile_operand(m, x, f"xt_{name}", apart) *
+                   tile_operand(m, w, f"wt_{name}", apart), tw, f"prod_{name}")
         return delay(m, prod, extra, f"prod_{name}_d")
 
 

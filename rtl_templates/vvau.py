@@ -68,6 +68,7 @@ from hwgen.rtl_templates.lutmul import (
     lut_mul_const_parts,
     lut_mul_parts,
     lut_mul_stages,
+    tile_operand,
 )
 from hwgen.rtl_templates.memory import LOGIC, lane_rom, lane_rom_slices, plain_rom_attrs
 from hwgen.rtl_templates.pipeline import (
@@ -487,8 +488,10 @@ class VVAU(wiring.Component):
                              .as_signed(),
                              LUT_PROD_STAGES - lut_mul_stages(wb), f"lmul_{n}_d")
                 return reg(m, prod, tw, f"prodr_{n}")
-            return reg(m, reg(m, reg(m, x, x.shape(), f"xt_{n}") * reg(m, w, w.shape(), f"wt_{n}"),
-                              tw, f"prod_{n}"), tw, f"prodr_{n}")
+            apart = bool(p.lut_lanes)
+            return reg(m, reg(m, tile_operand(m, x, f"xt_{n}", apart) *
+                              tile_operand(m, w, f"wt_{n}", apart), tw, f"prod_{n}"),
+                       tw, f"prodr_{n}")
         # the adder tree over the SIMD positions of each lane
         prods = [tree_sum(m, [product(s, l) for s in range(S)], f"dot_{l}") for l in range(L)]
         v1, first1, last1, cb1 = (delay(m, x, 3 + tree_stages(S), f"{n}_p") for x, n in

@@ -1,10 +1,12 @@
-"""ECP5 multiplier registers moved into the MULT18X18D tiles (``hwgen.boards.dsp_pack``).
+"""ECP5 multiplier registers moved into the MULT18X18D tiles (``hwgen.boards.dsp_pack``), and
+flip-flops of constant input copied per load (``hwgen.boards.const_flops``).
 
 The packed netlist is checked against Yosys's own by SAT: both netlists with the ECP5
 simulation models of the fabric cells and a behavioural MULT18X18D
 (``tests/data/mult18x18d_model.v``) in a miter, every output equal for six cycles from
 zeroed registers under free inputs (reset included). A deliberately broken packing fails the
-same check, so the check can fail.
+same check, so the check can fail. The split of constant-input flip-flops passes the same
+check.
 """
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from pathlib import Path
 
 import pytest
 from amaranth.back import verilog
-from amaranth.hdl import Const, Module, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
 
+from hwgen.boards.const_flops import split_constant_flops
 from hwgen.boards.dsp_pack import pack_dsp_registers
 from hwgen.boards.synth import place_and_route, synthesize
 from hwgen.rtl_templates.pipeline import reg
@@ -136,3 +139,43 @@ def test_nextpnr_places_the_packed_tiles(netlist, tmp_path):
     assert pnr.used("TRELLIS_FF") == res.ff - pnr.dsp_registers["flipflops"]
     plain = place_and_route(res, "ECP5 LFE5U-25F", 125, cache_dir=tmp_path, pack_dsp=False)
     assert plain.dsp_registers == {} and plain.key != pnr.key
+
+
+def constant_flop_design() -> str:
+    """Registers whose input is a constant but whose initial value is not (Yosys keeps them:
+    they differ in the first cycle), with loads in separate cells, and one with a port load."""
+    m = Module()
+    a, b, c = Signal(4), Signal(4), Signal(4)
+    y0, y1, y2 = Signal(4), Signal(4), Signal(4)
+    k0, k1 = Signal(2, reset_less=True), Signal(2, reset_less=True)
+    m.d.sync += [k0.eq(3), k1.eq(3)]
+    m.d.sync += [y0.eq(a + k0), y1.eq(b ^ Cat(k1, k1)), y2.eq(c & Cat(k0, k1))]
+    return verilog.convert(m, name="t", ports=[a, b, c, y0, y1, y2, k0])
+
+
+def test_constant_flops_split_per_load_and_nothing_changes(tmp_path):
+    res = synthesize(constant_flop_design(), "t", "ecp5", cache_dir=tmp_path / "cache")
+    gold = json.loads(Path(res.netlist).read_text())
+    gate = json.loads(json.dumps(gold))
+    cells = gate["modules"]["t"]["cells"]
+
+    def constant_ffs():
+        return {n: c for n, c in cells.items() if c["type"] == "TRELLIS_FF"
+                and all(not isinstance(b, int) for b in c["connections"]["DI"])}
+
+    merged = constant_ffs()
+    assert merged                           # Yosys kept (and merged) the registers
+    added = split_constant_flops(gate)
+    assert added > 0
+    ffs = constant_ffs()
+    assert len(ffs) == len(merged) + added
+    # every copy drives the loads of one cell
+    loads: dict[int, set[str]] = {}
+    for n, c in cells.items():
+        for port, bits in c["connections"].items():
+            if c["port_directions"][port] == "input":
+                for b in bits:
+                    loads.setdefault(b, set()).add(n)
+    assert all(len(loads.get(c["connections"]["Q"][0], ())) <= 1 for c in ffs.values())
+    assert equivalent(tmp_path, gold, gate)
+    assert split_constant_flops(gate) == 0      # once is enough

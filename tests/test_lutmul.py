@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from test_mvau import Cfg, _check_cycles, _check_outputs, _job, _top, random_fra
 from test_vvau import GRID
 
 import hwgen
+from hwgen.boards.dsp_pack import pack_dsp_registers
 from hwgen.boards.synth import synthesize
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.lutmul import lut_mul, lut_mul_stages
@@ -169,6 +171,26 @@ def test_lut_lanes_estimate_against_yosys(family):
     assert est.dsp == res.dsp == 2
     assert abs(est.lut4 / res.lut4 - 1) <= 0.15, (est.lut4, res.lut4)
     assert abs(est.ff / res.ff - 1) <= 0.15, (est.ff, res.ff)
+
+
+@pytest.mark.synth
+def test_tile_operands_apart_from_logic_lanes():
+    """Beside lanes in logic, each tile has operand registers of its own. A plain operand
+    register merges (Yosys ``opt_merge``) into a logic lane's kept copy of the same input,
+    which then feeds tiles besides its lane's logic: no flip-flop of a lane in logic may
+    drive a multiplier tile, and every tile's operand registers move into it."""
+    p = dataclasses.replace(Cfg(8, 24, 4, 6, INT8, INT8).params, lut_lanes=6)
+    res = synthesize(verilog.convert(MVAU(p), name="m", emit_src=False), "m", "ecp5")
+    netlist = json.loads(Path(res.netlist).read_text())
+    mod = netlist["modules"]["m"]
+    lane_bits = {b for n, v in mod["netnames"].items() if "lmul_" in n for b in v["bits"]
+                 if isinstance(b, int) and b > 1}      # not the constants
+    tiles = [c for c in mod["cells"].values() if c["type"] == "MULT18X18D"]
+    fed = [c for c in tiles for pin, bits in c["connections"].items()
+           if pin[0] in "AB" and pin[1:].isdigit() and bits[0] in lane_bits]
+    assert len(tiles) == 18 + p.pe and not fed
+    stats = pack_dsp_registers(netlist)
+    assert stats.inputs >= 2 * 18            # both operands of every dot-product tile
 
 
 def test_digits_mlp_with_lut_lanes_verilator(tmp_path):
