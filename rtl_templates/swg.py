@@ -58,7 +58,11 @@ Line buffer memory
     only its last row inside the map. There the old word is the right one;
     :func:`rw_dont_care` finds those shapes by going through the last beats of every output
     row, and every other buffer is built without read-before-write logic
-    (``rw="dont_care"``).
+    (``rw="dont_care"``). A LUT RAM buffer is written a cycle late, from registers of the
+    beat, its address and the write (:func:`late_write`): its write enable, which reaches
+    every cell of the buffer, then starts at a flip-flop. :func:`rw_dont_care` then counts
+    the words a cycle later (a read of a new word comes ``READ_DELAY`` + 1 cycles after the
+    row's last beat is taken, after the late write).
 
 Pipeline (a beat issued in cycle t)
     t: row/column/kernel counters → input row and column, pad flag, buffer slot
@@ -105,7 +109,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.memory import ram
+from hwgen.rtl_templates.memory import DISTRIBUTED, choose_style, ram
 from hwgen.rtl_templates.pipeline import counter_bits, delay, reg
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import pack_word
@@ -429,9 +433,10 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
     ctl_ff = loops + bases + writer + pipe + cb(FIFO_DEPTH + 1)
     if bounds_registered(p):
         ctl_ff += cb(H + R + 1) + cb(H)
+    if late_write(p):       # the late write's data, address and enable
+        ctl_ff += width + cb(depth) + 1
     return {
-        "buf": res.memory(width, depth, family, rom=False,
-                          rw="dont_care" if rw_dont_care(p) else "old"),
+        "buf": res.memory(width, depth, family, rom=False, rw=buffer_rw(p)),
         "fifo": res.fifo(width, FIFO_DEPTH, family),
         "ctl": res.Resources(ff=ctl_ff, lut4=ctl_ff, carry=ctl_ff / 2),
         "data": res.mux(width, family) + res.Resources(ff=width),
@@ -446,10 +451,31 @@ def bounds_registered(p: SWGParams) -> bool:
     return p.out_shape[1] * p.kernel[0] * p.kernel[1] * p.cb > 1
 
 
-def rw_dont_care(p: SWGParams) -> bool:
+def buffer_style(p: SWGParams) -> str:
+    """The line buffer's memory style (``memory.choose_style`` with the reads and writes of
+    the schedule)."""
+    rw = "dont_care" if rw_dont_care(p) else "old"
+    return choose_style(p.simd * p.qtype.bits, max(p.buffer_rows * p.in_shape[1] * p.cb, 2),
+                        rom=False, rw=rw)
+
+
+def late_write(p: SWGParams) -> bool:
+    """Whether the line buffer is written a cycle late from registers: a LUT RAM buffer,
+    whose write enable reaches every cell."""
+    return buffer_style(p) == DISTRIBUTED
+
+
+def buffer_rw(p: SWGParams) -> str:
+    """The line buffer's read/write mode: ``dont_care`` where :func:`rw_dont_care` finds no
+    read meeting a write of its word, with the writes as they land."""
+    return "dont_care" if rw_dont_care(p, late=int(late_write(p))) else "old"
+
+
+def rw_dont_care(p: SWGParams, late: int = 0) -> bool:
     """True when no line buffer read whose data is used meets a write of the same word in the
     same cycle, so the buffer needs no read-before-write logic (see the module documentation,
-    *Line buffer memory*)."""
+    *Line buffer memory*). ``late``: the writes land that many cycles after their beats are
+    taken (:func:`late_write`)."""
     H, W, _ = p.in_shape
     OH, OW = p.out_shape
     KH, KW = p.kernel
@@ -484,8 +510,9 @@ def rw_dont_care(p: SWGParams) -> bool:
             row, word = last[L - 1 - j]
             if row is None:
                 continue
-            for a in range(min(step, j // rb + 1)):    # writer in row F + R + a ...
-                if row % R == (first(J) + R + a) % R and word <= j - a * rb:   # ... word ≤ q
+            q = j - late                               # the last word landed
+            for a in range(min(step, q // rb + 1) if q >= 0 else 0):    # writer in row F + R + a
+                if row % R == (first(J) + R + a) % R and word <= q - a * rb:   # ... word ≤ q
                     return False
     return True
 
@@ -520,8 +547,9 @@ class SWG(wiring.Component):
         row_beats = W * CB
         depth = R * row_beats
 
+        late = late_write(p)
         wr, rd = ram(m, "linebuf", width=SIMD * bits, depth=max(depth, 2),
-                     rw="dont_care" if rw_dont_care(p) else "old")
+                     rw=buffer_rw(p), style=buffer_style(p))
 
         # --- output FIFO and credits ---------------------------------------------------
         out = OutputCredits(m, self.o, SIMD * bits, FIFO_DEPTH)
@@ -621,7 +649,16 @@ class SWG(wiring.Component):
         wbeat = Signal(range(max(row_beats, 2)))
         m.d.comb += self.i.ready.eq(wrel < FR)
         fire = self.i.valid & self.i.ready
-        m.d.comb += [wr.addr.eq(waddr), wr.data.eq(self.i.payload), wr.en.eq(fire)]
+        if late:
+            # the write a cycle late, from registers: the enable reaches every LUT RAM cell
+            # of the buffer from a flip-flop (see *Line buffer memory*)
+            wen = Signal()
+            m.d.sync += wen.eq(fire)
+            m.d.comb += [wr.addr.eq(reg(m, waddr, waddr.shape(), "waddr_late")),
+                         wr.data.eq(reg(m, self.i.payload, unsigned(SIMD * bits), "wdata_late")),
+                         wr.en.eq(wen)]
+        else:
+            m.d.comb += [wr.addr.eq(waddr), wr.data.eq(self.i.payload), wr.en.eq(fire)]
         row_done = fire & (wbeat == row_beats - 1)
         with m.If(fire):
             m.d.sync += [
