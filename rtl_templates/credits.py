@@ -40,10 +40,12 @@ class OutputCredits:
         """``issued``: a step that will write one output beat issues this cycle (only while
         ``room``)."""
         last = (self.credits == 1) & issued
+        #: ``room``'s value in the next cycle (for a register the caller keeps in step)
+        self.room_next = self._taken | (self.room & ~last)
         # ``taken`` (the FIFO's read, a wide net) and ``issued`` arrive late
         self._m.d.sync += [self.credits.eq(up_down(self._m, self.credits, self._taken,
                                                    issued)),
-                           self.room.eq(self._taken | (self.room & ~last))]
+                           self.room.eq(self.room_next)]
 
     def write(self, data, en):
         """The pipeline's last stage: ``data`` enters the FIFO when ``en``."""

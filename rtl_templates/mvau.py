@@ -761,9 +761,13 @@ class MVAU(wiring.Component):
         can_issue = Signal()
         # with SPRAM weights: nothing is taken or issued before they are loaded
         issue = (~first_nf | self.i.valid) & (~last_sf | room)
-        take = first_nf & (~last_sf | room)
         if loaded is not None:
-            issue, take = issue & loaded, take & loaded
+            issue, take = issue & loaded, first_nf & (~last_sf | room) & loaded
+        else:
+            # the input's ready from a register of its own, kept equal to first_nf &
+            # (~last_sf | room) (its next value below): it reaches the enables of every slice
+            # of the wide word before the unit (the FIFO's) from a flip-flop, not through a gate
+            take = Signal(init=int(SF > 1 or depth != 0), name="take")
         m.d.comb += [can_issue.eq(issue), self.i.ready.eq(take)]
         _, waddrs = rom_counter(m, NF * SF, can_issue, "widx", copies=len(w_addr))
         m.d.comb += [a.eq(w) for a, w in zip(w_addr, waddrs)]
@@ -785,6 +789,10 @@ class MVAU(wiring.Component):
                 m.d.sync += [sf.eq(sf + 1), last_sf.eq(sf == SF - 2)]
 
         out.spend(can_issue & last_sf)
+        if loaded is None:
+            first_nf_next = Mux(can_issue & last_sf, nf == NF - 1, first_nf)
+            last_sf_next = Mux(can_issue, Mux(last_sf, SF == 1, sf == SF - 2), last_sf)
+            m.d.sync += take.eq(first_nf_next & (~last_sf_next | out.room_next))
 
         # --- stage 1: operands ---------------------------------------------------------
         v1, first1, last1 = Signal(), Signal(), Signal()
