@@ -172,7 +172,7 @@ def _fold_args(p):
     p.add_argument("--logic-lanes", action="store_true",
                    help="let the device search build products of logic cells once the DSP "
                         "tiles are spent (shorter intervals; most of the logic filled, and a "
-                        "lower clock: about 100 MHz on ECP5 so far)")
+                        "lower clock: 101-118 MHz on ECP5 so far)")
 
 
 def _target_opts(args) -> dict:
