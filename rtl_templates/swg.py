@@ -233,6 +233,11 @@ class SWGParams:
         return _choose_rows(self)
 
     @functools.cached_property
+    def buffer_words(self) -> int:
+        """The line buffer RAM's words: R rows of W·CB beats (at least 2)."""
+        return max(self.buffer_rows * self.in_shape[1] * self.cb, 2)
+
+    @functools.cached_property
     def steady_cycles(self) -> int:
         return _steady_period(self, self.buffer_rows)
 
@@ -389,7 +394,7 @@ def address_multiplies(p: SWGParams) -> dict[res.Mul, int]:
     Yosys maps like any product (on ECP5 a MULT18X18D when both factors have 2 bits or
     more)."""
     W, R = p.in_shape[1], p.buffer_rows
-    addr_bits = (max(R * W * p.cb, 2) - 1).bit_length()
+    addr_bits = (p.buffer_words - 1).bit_length()
     muls: dict[res.Mul, int] = {}
     for n, value in ((max(R, 2), W * p.cb), (max(W, 2), p.cb)):
         shift = (value & -value).bit_length() - 1
@@ -422,7 +427,7 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
     OH, OW = p.out_shape
     KH, KW = p.kernel
     width = p.simd * p.qtype.bits
-    depth = max(R * W * p.cb, 2)
+    depth = p.buffer_words
     cb = counter_bits
     loops = cb(OH) + cb(OW) + cb(KH) + cb(KW) + cb(p.cb)
     bases = 2 * (cb(H + max(p.pads) + max(p.span) + 2) + 1) + cb(R) + cb(H + R + 1) + cb(H)
@@ -455,8 +460,7 @@ def buffer_style(p: SWGParams) -> str:
     """The line buffer's memory style (``memory.choose_style`` with the reads and writes of
     the schedule)."""
     rw = "dont_care" if rw_dont_care(p) else "old"
-    return choose_style(p.simd * p.qtype.bits, max(p.buffer_rows * p.in_shape[1] * p.cb, 2),
-                        rom=False, rw=rw)
+    return choose_style(p.simd * p.qtype.bits, p.buffer_words, rom=False, rw=rw)
 
 
 def late_write(p: SWGParams) -> bool:
