@@ -781,17 +781,18 @@ class MVAU(wiring.Component):
                 ib_wr.data.eq(self.i.payload),
                 ib_wr.en.eq(self.i.valid & self.i.ready),
             ]
+        # the flags' next values (the input's ready register follows them)
+        first_nf_next = Mux(can_issue & last_sf, nf == NF - 1, first_nf)
+        last_sf_next = Mux(can_issue, Mux(last_sf, SF == 1, sf == SF - 2), last_sf)
+        m.d.sync += [first_nf.eq(first_nf_next), last_sf.eq(last_sf_next)]
         with m.If(can_issue):
             with m.If(last_sf):
-                m.d.sync += [sf.eq(0), last_sf.eq(SF == 1)]
-                m.d.sync += [nf.eq(Mux(nf == NF - 1, 0, nf + 1)), first_nf.eq(nf == NF - 1)]
+                m.d.sync += [sf.eq(0), nf.eq(Mux(nf == NF - 1, 0, nf + 1))]
             with m.Else():
-                m.d.sync += [sf.eq(sf + 1), last_sf.eq(sf == SF - 2)]
+                m.d.sync += sf.eq(sf + 1)
 
         out.spend(can_issue & last_sf)
         if loaded is None:
-            first_nf_next = Mux(can_issue & last_sf, nf == NF - 1, first_nf)
-            last_sf_next = Mux(can_issue, Mux(last_sf, SF == 1, sf == SF - 2), last_sf)
             m.d.sync += take.eq(first_nf_next & (~last_sf_next | out.room_next))
 
         # --- stage 1: operands ---------------------------------------------------------
