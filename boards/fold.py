@@ -29,6 +29,12 @@ The search (:func:`fold_for_device`):
    FIFOs included) and checked again; if the plumbing tips it over, the next candidate is
    taken.
 
+A model that fits no folding of a pipeline but whose layers are a chain the layer-sequential
+engine runs (``rtl_templates/seq_engine.py``: convolutions, depthwise and pointwise, global
+average pooling, fully connected) is put on that engine when the engine fits: one
+multiply–accumulate datapath running the layers one after another, its feature maps and
+weights in SPRAM on the UltraPlus (:func:`_engine`; the fit report's method says so).
+
 On a device with SPRAM (iCE40 UltraPlus), when the ops' block RAM tiles exceed their limit
 at a candidate, the weight memories that free the most block RAM tiles move into SPRAM, one
 by one, while the SPRAM tiles stay within their limit (:meth:`FoldSearch.move_to_spram`; the
@@ -138,6 +144,14 @@ class FitReport:
     largest: dict[str, str] = field(default_factory=dict)   # kind → op taking most of it
     #: op → (multiply–accumulates per frame, multiplier lanes at its folding)
     layer_macs: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: the layers share these multiplier lanes (the layer-sequential engine's), 0: each layer
+    #: has its own
+    shared_lanes: int = 0
+
+    @property
+    def lanes(self) -> int:
+        """The dot-product multipliers of the design."""
+        return self.shared_lanes or sum(n for _, n in self.layer_macs.values())
 
     @property
     def device(self) -> Device:
@@ -153,13 +167,14 @@ class FitReport:
     def mac_utilisation(self) -> float | None:
         """Busy multiplier-cycles ÷ (the layers' multiplier lanes × the interval): the share
         of the cycles the dot-product multipliers work (None: no layer multiplies)."""
-        lanes = sum(n for _, n in self.layer_macs.values())
+        lanes = self.lanes
         if not lanes or not self.interval:
             return None
         return sum(m for m, _ in self.layer_macs.values()) / (lanes * self.interval)
 
     def layer_utilisation(self) -> dict[str, float]:
-        """Each multiplying layer's MAC utilisation at the design's interval."""
+        """Each multiplying layer's MAC utilisation at the design's interval (on shared
+        lanes: the share of the interval the layer keeps them busy)."""
         return {n: m / (k * self.interval) for n, (m, k) in self.layer_macs.items()
                 if k and self.interval}
 
@@ -198,6 +213,7 @@ class FitReport:
             "macs_per_frame": self.macs,
             "multiplier_lanes": d.multiplier_lanes,
             "mac_utilisation": _round(self.mac_utilisation),
+            "shared_multiplier_lanes": self.shared_lanes or None,
             "layers": [{"name": n, "macs_per_frame": m, "multiplier_lanes": k,
                         "mac_utilisation": _round(m / (k * self.interval))
                         if k and self.interval else None}
@@ -379,13 +395,14 @@ def report(dfg: DataflowGraph, ig: IntGraph, target: Target, method: str,
         top = max(layers.items(), key=lambda nu: (nu[1][k], nu[0]), default=None)
         if top is not None and top[1][k] > 0:
             largest[k] = top[0]
-    layer_macs = {op.name: (op_macs(ig, op), op_lanes(op, dfg.folding[op.name]))
+    shared = 1 if any(f.sequential for f in dfg.folding.values()) else 0
+    layer_macs = {op.name: (op_macs(ig, op), shared or op_lanes(op, dfg.folding[op.name]))
                   for op in ig.ops if op.name in dfg.folding and op.name not in dfg.op_errors
                   and op_macs(ig, op)}
     return FitReport(target, method, int(est["cycles_per_frame"]), est["bottleneck"],
                      _dfg_use(dfg, target.device), dict(search.limit),
                      target.device.capacity(), search.macs, search.floor(), candidates,
-                     largest, layer_macs)
+                     largest, layer_macs, shared)
 
 
 def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
@@ -413,6 +430,10 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
     if not ok:
         if got is None:
             raise HwgenError(f"{what}: no folding of its layers lowers")
+        engine = None if sources else _engine(ig, s)
+        if engine is not None:
+            fold, dfg = engine
+            return fold, dfg, report(dfg, ig, target, ENGINE_METHOD, evaluated)
         if refuse:
             # more memory than any device holds: say so first
             check_memory(sum(u.memory_bits for u in got[1].values()), f"{what}: model")
@@ -456,6 +477,23 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
         raise _refusal(s, None, use, target, what, _layer_use(dfg, target.device),
                        "at any folding (the FIFOs between its layers included)")
     return fold, dfg, report(dfg, ig, target, "device search", evaluated)
+
+
+#: the fit report's method when the layer-sequential engine holds the model
+ENGINE_METHOD = "layer-sequential engine (no folding of a pipeline fits)"
+
+
+def _engine(ig: IntGraph, s: FoldSearch) -> tuple[dict[str, Folding], DataflowGraph] | None:
+    """The model on the layer-sequential engine (``rtl_templates/seq_engine.py``; weights and
+    feature maps in SPRAM where the device has it), if the engine runs it and it fits; None
+    otherwise."""
+    spram = bool(s.device.spram_blocks)
+    fold = {op.name: Folding(sequential=True, spram=spram) for op in ig.ops}
+    try:
+        dfg = lower(ig, fold)
+    except (HwgenError, ValueError):
+        return None
+    return (fold, dfg) if s.fits(_dfg_use(dfg, s.device)) else None
 
 
 def _refusal(s: FoldSearch, uses: dict[str, OpUse] | None, use: dict[str, int],

@@ -24,6 +24,7 @@ from hwgen.rtl_templates.fifo import FIFOParams
 from hwgen.rtl_templates.fork import ForkParams
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.resources import FAMILIES, total
+from hwgen.rtl_templates.seq_engine import SeqEngineParams, SeqLayer
 
 #: beats a FIFO holds beyond what the analysis asks for. At least 3: a FIFO of 2 words
 #: (``rtl_templates/memory.py: BufferedFIFO``, an inner queue of one word whose ``w_rdy`` does
@@ -47,6 +48,9 @@ class Folding:
     #: the layer's weight memory is built of logic cells (a ROM of LUTs) instead of block RAM
     #: (a matrix or vector unit's only)
     rom_logic: bool = False
+    #: the layer runs on the layer-sequential engine (``rtl_templates/seq_engine.py``) with
+    #: every other layer, one after another (all layers or none)
+    sequential: bool = False
 
     def as_dict(self) -> dict:
         """As a folding file and the manifest write it (``spram``, ``lut_lanes`` and
@@ -58,6 +62,8 @@ class Folding:
             d["lut_lanes"] = self.lut_lanes
         if self.rom_logic:
             d["rom_logic"] = True
+        if self.sequential:
+            d["sequential"] = True
         return d
 
 
@@ -452,8 +458,56 @@ def lower(ig: IntGraph, folding: dict[str, Folding] | None = None,
                         starts[0] if starts else "", out_stream, fold, dict(b.tensor_streams),
                         starts[1:], errors, op_after, unreached, complete)
     _size_join_fifos(dfg, b.join_fifos)
+    if any(f.sequential for f in fold.values()):
+        return engine_graph(dfg, ig)
     mark_live(dfg.blocks)
     return dfg
+
+
+#: the block kinds the layer-sequential engine runs (with the FIFOs between them dropped)
+ENGINE_KINDS = ("swg", "mvau", "vvau", "gap")
+
+
+def engine_graph(dfg: DataflowGraph, ig: IntGraph) -> DataflowGraph:
+    """``dfg`` (lowered fully serial, every op's folding ``sequential``) as one
+    layer-sequential engine between its input and output streams. A graph the engine cannot
+    run (a branch, a block kind it lacks, a folded layer) is an HwgenError naming the layer."""
+    fold = dfg.folding
+    mixed = sorted(n for n, f in fold.items() if not f.sequential)
+    if mixed:
+        raise HwgenError(f"layer {mixed[0]}: the layer-sequential engine runs every layer or "
+                         f"none (mark all layers \"sequential\")")
+    if not dfg.complete:
+        raise HwgenError("the layer-sequential engine needs the whole graph")
+    layers, swg, at = [], None, dfg.in_stream
+    for blk in dfg.blocks:
+        where = f"layer {blk.layer or blk.name}"
+        if len(blk.inputs) != 1 or blk.inputs[0] != at or len(blk.outputs) != 1:
+            raise HwgenError(f"{where}: the layer-sequential engine runs a chain of layers, "
+                             f"not branches or joins ({blk.kind})")
+        at = blk.outputs[0]
+        if blk.kind == "fifo":
+            continue
+        if blk.kind not in ENGINE_KINDS:
+            raise HwgenError(f"{where}: the layer-sequential engine has no {blk.kind} "
+                             f"(it runs convolutions, depthwise and pointwise, global average "
+                             f"pooling and fully connected layers)")
+        if blk.kind == "swg":
+            swg = blk.params
+            continue
+        layers.append(SeqLayer(blk.layer, blk.params, swg))
+        swg = None
+    try:
+        params = SeqEngineParams(tuple(layers), any(f.spram for f in fold.values()))
+    except ValueError as e:
+        raise HwgenError(f"the layer-sequential engine cannot run this model: {e}") from None
+    streams = {s: dfg.streams[s] for s in (dfg.in_stream, dfg.out_stream)}
+    engine = Block("engine", "seq_engine", params, [dfg.in_stream], [dfg.out_stream],
+                   layer=layers[0].name,
+                   onnx_nodes=tuple(n for b in dfg.blocks for n in b.onnx_nodes))
+    return DataflowGraph([engine], streams, dfg.input, dfg.output, dfg.in_stream,
+                         dfg.out_stream, fold, {ig.input: dfg.in_stream,
+                                                ig.output: dfg.out_stream})
 
 
 def row_fifo_depth(sp) -> int:

@@ -76,14 +76,14 @@ def read_folding(path) -> dict[str, Folding]:
         raise HwgenError(f'{p}: expected an object {{"layer": {{"pe": P, "simd": S}}, ...}}')
     out = {}
     for name, f in doc.items():
-        flags = ("spram", "rom_logic")
+        flags = ("spram", "rom_logic", "sequential")
         if not isinstance(f, dict) or set(f) - {"pe", "simd", "lut_lanes", *flags} or not all(
                 isinstance(v, int) and not isinstance(v, bool) for k, v in f.items()
                 if k not in flags) or not all(isinstance(f.get(k, False), bool)
                                               for k in flags):
             raise HwgenError(f'{p}: layer {name}: expected {{"pe": int, "simd": int}} '
                              f'(and "spram": true|false, "lut_lanes": int, "rom_logic": '
-                             f'true|false), got {f!r}')
+                             f'true|false, "sequential": true|false), got {f!r}')
         out[name] = Folding(**f)
     return out
 

@@ -156,7 +156,9 @@ def _fold_args(p):
     p.add_argument("--fold", metavar="FOLD.json",
                    help='per-layer folding: {"layer": {"pe": P, "simd": S}, ...} (a matrix '
                         'unit may add "lut_lanes": N, products built of logic cells, and '
-                        '"rom_logic": true, its weights in logic cells instead of block RAM)')
+                        '"rom_logic": true, its weights in logic cells instead of block RAM; '
+                        '"sequential": true on every layer puts the model on the '
+                        'layer-sequential engine)')
     p.add_argument("--target-cycles", type=int, metavar="N",
                    help="fold every layer (not fixed by --fold) to at most N cycles per "
                         "frame instead of searching for the device (with --fold: default "

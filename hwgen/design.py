@@ -259,10 +259,10 @@ def _check_manifest(m):
             # a layer name may hold dots ("/net/net.0/Gemm"): no dotted path through it
             _at(m["folding"][name], k, int, _pos, "an integer ≥ 1", f"folding.{name}")
         if not {"pe", "simd"} <= set(m["folding"][name]) <= {"pe", "simd", "spram", "lut_lanes",
-                                                              "rom_logic"}:
+                                                              "rom_logic", "sequential"}:
             raise _Bad(f"folding.{name} must hold pe and simd (and spram, lut_lanes, "
-                       f"rom_logic)")
-        for flag in ("spram", "rom_logic"):
+                       f"rom_logic, sequential)")
+        for flag in ("spram", "rom_logic", "sequential"):
             if flag in m["folding"][name]:
                 _at(m["folding"][name], flag, bool, within=f"folding.{name}")
         if "lut_lanes" in m["folding"][name]:

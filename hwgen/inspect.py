@@ -332,9 +332,10 @@ def format_text(rep: InspectReport, family: str = DEFAULT_FAMILY) -> str:
                      f"(bottleneck {f.bottleneck}), device bound {bound}{ratio}, floor "
                      f"{f.floor:,}")
         if f.mac_utilisation is not None:
-            lines.append(f"  MAC utilisation {_pct(f.mac_utilisation)}: the layers' "
-                         f"{sum(k for _, k in f.layer_macs.values()):,} dot-product "
-                         f"multipliers busy that share of the interval")
+            whose = "the engine's shared" if f.shared_lanes else "the layers'"
+            lines.append(f"  MAC utilisation {_pct(f.mac_utilisation)}: {whose} "
+                         f"{f.lanes:,} dot-product multipliers busy that share of the "
+                         f"interval")
         lines.append("  " + ("fits: " if f.fits else "DOES NOT FIT: ")
                      + ", ".join(f"{f.use[k]:,} of {f.limit[k]:,} {k}" for k in f.use))
     devs = rep.devices()

@@ -20,7 +20,9 @@ never stalls, so the stages need no enables; the blocks count
 """
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.pipeline import (
@@ -212,15 +214,35 @@ def round_clamp(m: Module, p, rq: Requant, name: str):
     return round_clamp_mag(m, neg, mag, rq, name)
 
 
-def round_clamp_mag(m: Module, neg, mag, rq: Requant, name: str):
+@dataclass(frozen=True)
+class RuntimeRequant:
+    """The values of a requantizer that several layers share and that change from layer to
+    layer (the layer-sequential engine's): signals for the zero point added before the
+    rounding, already times ``2**shift`` (``zp_first`` layers; 0 for the others), the zero
+    point added after it (0 for ``zp_first`` layers) and the clamp's bounds. The
+    :class:`~rtl_templates.quant.Requant` given beside it is then the envelope of the layers:
+    their common shift, their multipliers' width, the largest zero point (for widths) and
+    the widest bounds; with ``zp_first`` if any layer has it (a zero addend and a second
+    rounding leave the others' values alone: ``round24`` of a 24-bit value is itself)."""
+    zs: Value
+    zp: Value
+    lo: Value
+    hi: Value
+
+
+def round_clamp_mag(m: Module, neg, mag, rq: Requant, name: str,
+                    rt: RuntimeRequant | None = None):
     """:func:`round_clamp` of the product given as sign and magnitude: valid
     ``requant_stages(rq) - 1`` cycles after them. With ``rq.zp_first`` the zero point joins
     before the rounding, as float32 does it: round_half_even(round24(round24(p) +
-    zp·2**shift) / 2**shift)."""
+    zp·2**shift) / 2**shift). ``rt``: the zero points and bounds are signals
+    (:class:`RuntimeRequant`), ``rq`` their envelope."""
     kept = round24_pipe(m, mag, name)
     neg = delay(m, neg, ROUND24_STAGES, f"{name}_neg")
+    zb = abs(rq.zero_point).bit_length() + 1
     if rq.zp_first:
-        t = reg(m, Mux(neg, -kept, kept) + (rq.zero_point << rq.shift),
+        zs = rt.zs if rt is not None else (rq.zero_point << rq.shift)
+        t = reg(m, Mux(neg, -kept, kept) + zs,
                 signed(len(kept) + abs(rq.zero_point).bit_length() + rq.shift + 2),
                 f"{name}_zpsum")
         neg, mag2 = abs_pipe(m, t, f"{name}_z")
@@ -229,11 +251,17 @@ def round_clamp_mag(m: Module, neg, mag, rq: Requant, name: str):
         zp = 0
     else:
         zp = rq.zero_point
+    if rt is not None:
+        zp = rt.zp
+    else:
+        zb = abs(zp).bit_length() + 1
     ymag = rhe_pipe(m, kept, rq.shift, name)
     neg = delay(m, neg, 2, f"{name}_yneg")
-    zb = abs(zp).bit_length() + 1
     v = reg(m, Mux(neg, zp - ymag, zp + ymag), signed(len(ymag) + zb + 1), f"{name}_v")
-    return clamp(m, v, rq.lo, rq.hi, name)
+    if rt is None:
+        return clamp(m, v, rq.lo, rq.hi, name)
+    return reg(m, Mux(v < rt.lo, rt.lo, Mux(v > rt.hi, rt.hi, v)),
+               signed(signed_width(rq.lo, rq.hi)), name)
 
 
 def sign_chain(w: int, family: str) -> res.Resources:
@@ -369,7 +397,7 @@ class RequantPipeline:
 
     def __init__(self, m: Module, valid, sums, bias, mult, rq: Requant, acc_bits: int,
                  out_bits: int, sign: bool = False, spacing: int = 1, name: str = "rq",
-                 identity: bool = False):
+                 identity: bool = False, rt: RuntimeRequant | None = None):
         n, mult_w = len(sums), rq.mult_bits
         v1 = Signal(name=f"{name}_v1")
         s1 = [Signal(signed(acc_bits), name=f"{name}_s_{k}", reset_less=True) for k in range(n)]
@@ -404,7 +432,7 @@ class RequantPipeline:
             else:
                 prods = [mul_pipe(m, a, b, f"{name}_{k}_mul", v2)
                          for k, (a, b) in enumerate(mags)]
-            outs = [round_clamp_mag(m, neg, prod, rq, f"{name}_y_{k}")[:out_bits]
+            outs = [round_clamp_mag(m, neg, prod, rq, f"{name}_y_{k}", rt)[:out_bits]
                     for k, (neg, prod) in enumerate(zip(negs, prods))]
         self.valid = delay(m, v1, self.depth(rq, acc_bits, sign, spacing, identity) - 1,
                            f"{name}_v")

@@ -1,0 +1,720 @@
+"""Layer-sequential engine: a chain of layers computed one after another on one
+multiply–accumulate datapath and one requantizer, for models that fit no device as a
+pipeline of one block per layer (DS-CNN on the iCE40 UltraPlus).
+
+Layers
+    Each layer is a unit the lowering builds, with its window generator where it has one:
+    a convolution (:mod:`swg` + :mod:`mvau`), a depthwise convolution (:mod:`swg` +
+    :mod:`vvau`, one output channel per input channel), a pointwise convolution or a fully
+    connected layer (:mod:`mvau` alone) and global average pooling (:mod:`gap`). Every one is
+    a sum of products over the taps of a window, plus a bias, requantized:
+
+        y[pixel, oc] = requant(sum_taps x[tap] · w[oc, tap] + bias[oc])
+
+    where a tap outside the map reads the window generator's ``pad_value`` and global
+    average pooling has weights 1. :func:`geometry` gives each layer's loop bounds and
+    address steps; :class:`SeqEngineParams` gathers the weights of all layers (in the order
+    the datapath uses them), the per-channel bias and multiplier, and one requantizer
+    envelope for all layers: every layer's multipliers are scaled to the largest shift
+    (``round24(p·2**k) = round24(p)·2**k``, so the result does not change) and the zero
+    points and bounds are per layer (:class:`~rtl_templates.requant.RuntimeRequant`).
+
+Stream contract
+    ``i``: the first layer's input, one element per beat, in its stream order (channel-last).
+    ``o``: the last layer's output, one element per beat. A frame's input is taken in full
+    (one beat per cycle), then the layers run, then the output leaves; the next frame's input
+    is taken after the last output beat. With ``spram`` the weights are in SPRAM, loaded
+    from the weight-load stream (``wl_i``/``wl_o``/``loaded``, :mod:`spram`), and no input is
+    taken before they are.
+
+Hardware
+    Two feature-map buffers of :attr:`SeqEngineParams.buffer_words` words, each read or
+    written at one address per cycle (so SPRAM can hold them): layer ``l`` reads buffer
+    ``l mod 2`` and writes buffer ``(l + 1) mod 2``; the input goes to buffer 0. Words hold
+    values as two's complement of :attr:`SeqEngineParams.buffer_bits` (every tensor's range).
+    A layer's loop nest (output row, column, channel; kernel row, column, input channel) runs
+    one step per cycle: t: counters → input address (pixel base + tap offset + channel for a
+    depthwise layer) and pad flag; t+1: addresses registered into the buffer and the weight
+    memory; t+2: the words (or the pad value, or weight 1); t+3: operands registered;
+    t+4: product; t+5: the accumulator holds the sum (the first tap of an output replaces it),
+    and the bias and multiplier of the channel are read; then the requantizer
+    (:class:`~rtl_templates.requant.RequantPipeline`, its product over one DSP tile for several
+    cycles when the layers' windows allow it) and the write of the result to the other buffer.
+    After a layer's last step the engine waits for its last write, then starts the next
+    layer (the descriptor of each layer is a constant selected by the layer number).
+
+Cost
+    ``cycles = I + sum_l (steps_l + DRAIN) + O + 1`` per frame (``I``, ``O``: input and
+    output elements; ``steps_l`` = outputs × taps of layer ``l``; ``DRAIN`` = the datapath's
+    stages + the requantizer's), one product per cycle. Memory: two buffers, the weights,
+    the bias and multiplier words.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import numpy as np
+from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hwgen.rtl_templates import resources as res
+from hwgen.rtl_templates.block import fixed_fold, register_block
+from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.gap import GAPParams
+from hwgen.rtl_templates.gap import golden as gap_golden
+from hwgen.rtl_templates.memory import rom
+from hwgen.rtl_templates.mvau import MVAUParams
+from hwgen.rtl_templates.mvau import golden as mvau_golden
+from hwgen.rtl_templates.pipeline import delay, reg
+from hwgen.rtl_templates.quant import QType, Requant, signed_width
+from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline, RuntimeRequant
+from hwgen.rtl_templates.resources import Mul, unsigned_muls
+from hwgen.rtl_templates.spram import LOAD_BITS, MARK, LoadLayout, load_words, loaded_memory
+from hwgen.rtl_templates.swg import SWGParams
+from hwgen.rtl_templates.swg import golden as swg_golden
+from hwgen.rtl_templates.vvau import VVAUParams
+from hwgen.rtl_templates.vvau import golden as vvau_golden
+from hwgen.rtl_templates.xnor_mvau import is_bipolar
+
+#: stages from a step's counters to the accumulator holding its sum (module notes)
+MAC_STAGES = 5
+
+
+@dataclass(frozen=True, eq=False)
+class SeqLayer:
+    """One layer of the engine: its unit and, for a convolution, its window generator."""
+    name: str
+    unit: MVAUParams | VVAUParams | GAPParams
+    swg: SWGParams | None = None
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A layer as the engine's loop nest sees it: input ``H×W×C``, output ``OH×OW×OC``,
+    kernel, stride, dilation, top and left padding, taps per output (``KH·KW·ICT``: ``ICT``
+    input channels per kernel position, 1 for a depthwise layer, whose input channel is its
+    output channel), the pad value, weights 1 (``ones``: average pooling)."""
+    H: int
+    W: int
+    C: int
+    OH: int
+    OW: int
+    OC: int
+    KH: int = 1
+    KW: int = 1
+    SH: int = 1
+    SW: int = 1
+    DH: int = 1
+    DW: int = 1
+    top: int = 0
+    left: int = 0
+    ICT: int = 1
+    pad_value: int = 0
+    depthwise: bool = False
+    ones: bool = False
+
+    @property
+    def taps(self) -> int:
+        return self.KH * self.KW * self.ICT
+
+    @property
+    def in_elements(self) -> int:
+        return self.H * self.W * self.C
+
+    @property
+    def out_elements(self) -> int:
+        return self.OH * self.OW * self.OC
+
+    @property
+    def steps(self) -> int:
+        return self.out_elements * self.taps
+
+
+def geometry(layer: SeqLayer) -> Geometry:
+    """The loop nest of ``layer``; a layer the engine cannot run is a ValueError naming why."""
+    u, s = layer.unit, layer.swg
+    if isinstance(u, GAPParams):
+        if s is not None:
+            raise ValueError("average pooling takes no window generator")
+        return Geometry(u.pixels, 1, u.channels, 1, 1, u.channels, KH=u.pixels,
+                        depthwise=True, ones=True)
+    if is_bipolar(u.in_type) or is_bipolar(u.out_type):
+        raise ValueError("bipolar (1-bit) tensors")
+    if getattr(u, "identity", False):
+        raise ValueError("an accumulator passed on to a thresholding unit")
+    if isinstance(u, VVAUParams):
+        if s is None or not s.depthwise:
+            raise ValueError("a depthwise unit without its window generator")
+        if u.multiplier != 1:
+            raise ValueError(f"a depthwise multiplier of {u.multiplier}")
+        if u.pe != 1 or u.simd != 1 or s.simd != 1:
+            raise ValueError("a folded depthwise layer (the engine takes PE = SIMD = 1)")
+        H, W, C = s.in_shape
+        OH, OW = s.out_shape
+        return Geometry(H, W, C, OH, OW, C, *s.kernel, *s.stride, *s.dilation, s.pads[0],
+                        s.pads[1], 1, s.pad_value, depthwise=True)
+    if not isinstance(u, MVAUParams):
+        raise ValueError(f"a {type(u).__name__} unit")
+    if u.pe != 1 or u.simd != 1 or (s is not None and s.simd != 1):
+        raise ValueError("a folded matrix layer (the engine takes PE = SIMD = 1)")
+    if s is None:
+        return Geometry(u.vectors, 1, u.mw, u.vectors, 1, u.mh, ICT=u.mw)
+    if s.depthwise:
+        raise ValueError("a matrix unit after a depthwise window generator")
+    H, W, C = s.in_shape
+    OH, OW = s.out_shape
+    if u.mw != s.window_elems or u.vectors != OH * OW:
+        raise ValueError("a matrix unit whose input is not its window generator's windows")
+    return Geometry(H, W, C, OH, OW, u.mh, *s.kernel, *s.stride, *s.dilation, s.pads[0],
+                    s.pads[1], C, s.pad_value)
+
+
+def _chain_golden(layer: SeqLayer, x: np.ndarray) -> np.ndarray:
+    u = layer.unit
+    if layer.swg is not None:
+        x = swg_golden(layer.swg, x)
+    if isinstance(u, GAPParams):
+        return gap_golden(u, x)
+    if isinstance(u, VVAUParams):
+        return vvau_golden(u, x)
+    return mvau_golden(u, x)
+
+
+def _unit_weights(u) -> np.ndarray:
+    """The layer's weights in the order the datapath uses them: per output channel its taps."""
+    if isinstance(u, GAPParams):
+        return np.zeros(0, dtype=np.int64)
+    return np.asarray(u.weights, dtype=np.int64).reshape(-1)
+
+
+def _unit_bias(u, oc: int) -> np.ndarray:
+    if isinstance(u, GAPParams):
+        return np.full(oc, u.bias, dtype=np.int64)
+    return np.asarray(u.bias, dtype=np.int64).reshape(-1)
+
+
+def _unit_mults(u, oc: int) -> list[int]:
+    m = [int(v) for v in u.requant.mult]
+    return m * oc if len(m) == 1 else m
+
+
+@dataclass(frozen=True, eq=False)
+class SeqEngineParams:
+    """Everything that defines one engine: its layers in order (each layer's input is the
+    previous one's output) and where its memories live."""
+    layers: tuple[SeqLayer, ...]
+    #: weights and feature-map buffers in SPRAM, the weights loaded after reset
+    spram: bool = field(default=False, metadata={"digest": "omit_default"})
+
+    def __post_init__(self):
+        if not self.layers:
+            raise ValueError("an engine needs at least one layer")
+        object.__setattr__(self, "layers", tuple(self.layers))
+        for a, b in zip(self.layers, self.layers[1:]):
+            if self.geometry(a).out_elements != self.geometry(b).in_elements:
+                raise ValueError(f"layer {b.name} does not take layer {a.name}'s output")
+        if self.spram and self.load_layout.tiles > 2:
+            raise ValueError(f"{self.weights.size} weights take {self.load_layout.tiles} "
+                             f"SPRAM tiles beside the two buffers' (4 in all)")
+
+    @functools.cached_property
+    def geometries(self) -> tuple[Geometry, ...]:
+        return tuple(geometry(x) for x in self.layers)
+
+    def geometry(self, layer: SeqLayer) -> Geometry:
+        return geometry(layer)
+
+    @property
+    def in_type(self) -> QType:
+        return self.layers[0].unit.in_type
+
+    @property
+    def out_type(self) -> QType:
+        return self.layers[-1].unit.out_type
+
+    @property
+    def in_elements(self) -> int:
+        return self.geometries[0].in_elements
+
+    @property
+    def out_elements(self) -> int:
+        return self.geometries[-1].out_elements
+
+    @functools.cached_property
+    def shift(self) -> int:
+        """The common shift of the layers' requantizers (the largest)."""
+        return max(x.unit.requant.shift for x in self.layers)
+
+    @functools.cached_property
+    def weights(self) -> np.ndarray:
+        return np.concatenate([_unit_weights(x.unit) for x in self.layers])
+
+    @functools.cached_property
+    def weight_bases(self) -> tuple[int, ...]:
+        sizes = [_unit_weights(x.unit).size for x in self.layers]
+        return tuple(int(v) for v in np.cumsum([0] + sizes[:-1]))
+
+    @functools.cached_property
+    def channel_bases(self) -> tuple[int, ...]:
+        sizes = [g.OC for g in self.geometries]
+        return tuple(int(v) for v in np.cumsum([0] + sizes[:-1]))
+
+    @functools.cached_property
+    def w_bits(self) -> int:
+        """Bits of a stored weight (two's complement; at least 2, so weight 1 is one)."""
+        w = self.weights
+        return max(2, signed_width(int(w.min(initial=0)), int(w.max(initial=0))))
+
+    @functools.cached_property
+    def biases(self) -> np.ndarray:
+        return np.concatenate([_unit_bias(x.unit, g.OC)
+                               for x, g in zip(self.layers, self.geometries)])
+
+    @functools.cached_property
+    def mults(self) -> list[int]:
+        """Each channel's multiplier scaled to the common :attr:`shift`."""
+        out = []
+        for x, g in zip(self.layers, self.geometries):
+            k = self.shift - x.unit.requant.shift
+            out += [v << k for v in _unit_mults(x.unit, g.OC)]
+        return out
+
+    @functools.cached_property
+    def requant(self) -> Requant:
+        """The requantizer envelope of all layers (:class:`RuntimeRequant`)."""
+        rqs = [x.unit.requant for x in self.layers]
+        zp = max((r.zero_point for r in rqs), key=abs)
+        return Requant(tuple(self.mults), self.shift, zp, min(r.lo for r in rqs),
+                       max(r.hi for r in rqs), any(r.zp_first for r in rqs))
+
+    @functools.cached_property
+    def acc_bits(self) -> int:
+        return max(x.unit.acc_bits for x in self.layers)
+
+    @functools.cached_property
+    def buffer_bits(self) -> int:
+        """Bits of a feature-map word: two's complement holding every tensor's range."""
+        types = [self.in_type] + [x.unit.out_type for x in self.layers]
+        return signed_width(min(t.lo for t in types), max(t.hi for t in types))
+
+    @functools.cached_property
+    def buffer_words(self) -> int:
+        return max(max(g.in_elements, g.out_elements) for g in self.geometries)
+
+    @property
+    def spacing(self) -> int:
+        """The fewest cycles between two outputs of the accumulator (the smallest window)."""
+        return min(g.taps for g in self.geometries)
+
+    @property
+    def load_layout(self) -> LoadLayout | None:
+        return LoadLayout(self.w_bits, max(1, self.weights.size)) if self.spram else None
+
+    def weight_words(self) -> list[int]:
+        mask = (1 << self.w_bits) - 1
+        return [int(v) & mask for v in self.weights] or [0]
+
+    def load_words(self) -> list[int]:
+        return load_words(self.load_layout, self.weight_words()) if self.spram else []
+
+    def param_words(self) -> list[int]:
+        """The bias (``acc_bits``, two's complement) and multiplier of every channel."""
+        mask = (1 << self.acc_bits) - 1
+        return [(int(b) & mask) | (int(mu) << self.acc_bits)
+                for b, mu in zip(self.biases, self.mults)]
+
+    @functools.cached_property
+    def drain(self) -> int:
+        """Cycles a layer takes beyond its steps: from its last step to its last write, the
+        datapath's stages and the requantizer's (the next layer's first step follows)."""
+        return MAC_STAGES + RequantPipeline.depth(self.requant, self.acc_bits,
+                                                  spacing=self.spacing)
+
+    @property
+    def compute_cycles(self) -> int:
+        return sum(g.steps + self.drain for g in self.geometries)
+
+
+# ---------------------------------------------------------------------------- golden
+
+def golden(p: SeqEngineParams, x: np.ndarray) -> np.ndarray:
+    """Integer semantics: the layers' own golden functions in sequence."""
+    x = np.asarray(x, dtype=np.int64)
+    for layer in p.layers:
+        x = _chain_golden(layer, x)
+    return x
+
+
+# ---------------------------------------------------------------------------- cost
+
+def timing(p: SeqEngineParams, in_first: int, in_last: int) -> tuple[int, int]:
+    """The layers start the cycle after the last input beat; the first output leaves the
+    cycle after the last layer's last write."""
+    first = in_last + 1 + p.compute_cycles + 1
+    return first, first + p.out_elements - 1
+
+
+def _counter(n: int) -> int:
+    return max(1, int(n).bit_length())
+
+
+def resource_parts(p: SeqEngineParams, family: str) -> dict[str, res.Resources]:
+    """Structural parts: the buffers and memories, the loop counters and address adders,
+    the descriptor (constants selected by the layer), the datapath, the requantizer."""
+    gs = p.geometries
+    aw = _counter(4 * p.buffer_words)
+    cw = sum(_counter(max(getattr(g, k) for g in gs)) for k in ("OH", "OW", "OC", "KH", "KW",
+                                                                "ICT"))
+    parts: dict[str, res.Resources] = {}
+    if p.spram and family == "ice40":
+        L = p.load_layout
+        parts["mem"] = res.Resources(spram=L.tiles + 2, ff=_counter(L.rows) + 2,
+                                     lut4=_counter(L.rows) + 2 * aw, carry=_counter(L.rows))
+    else:
+        parts["mem"] = (res.memory(p.buffer_bits, p.buffer_words, family, rom=False) * 2
+                        + res.memory(p.w_bits, max(1, p.weights.size), family, rom=True))
+    pw = p.param_words()
+    if pw:
+        parts["params"] = res.memory(p.acc_bits + p.requant.mult_bits, len(pw), family,
+                                     rom=True)
+    # counters (value, end compare) and the incremental addresses (pixel, row, tap offset,
+    # weight and channel addresses, row/column positions)
+    adders = 5 * aw + 2 * _counter(p.weights.size + 1) + 4 * 8
+    parts["ctrl"] = res.Resources(lut4=2 * cw + adders + 40, carry=cw + adders,
+                                  ff=cw + adders + 12)
+    desc_bits = 16 * aw + 6 * 10 + 3 * p.buffer_bits + 2 * _counter(p.weights.size + 1)
+    parts["desc"] = res.Resources(lut4=desc_bits * min(1.0, len(gs) / 4))
+    prod = p.buffer_bits + p.w_bits
+    parts["mac"] = res.Resources(lut4=p.buffer_bits + p.w_bits + p.acc_bits,
+                                 carry=p.acc_bits,
+                                 ff=2 * (p.buffer_bits + p.w_bits) + prod + p.acc_bits + 12)
+    rq = RequantPipeline.parts(p.requant, p.acc_bits, p.buffer_bits, 1, family,
+                               spacing=p.spacing)
+    parts.update(rq)
+    parts["out"] = res.Resources(lut4=p.buffer_bits + 2 * aw, ff=aw + 4)
+    return parts
+
+
+def multiplies(p: SeqEngineParams) -> dict[Mul, int]:
+    mac = {Mul(p.buffer_bits, True, p.w_bits, True): 1}
+    rq = unsigned_muls(RequantPipeline.multiplies(p.requant, p.acc_bits, 1,
+                                                  spacing=p.spacing))
+    for k, v in rq.items():
+        mac[k] = mac.get(k, 0) + v
+    return mac
+
+
+def cost(p: SeqEngineParams) -> Cost:
+    cycles = p.in_elements + p.compute_cycles + p.out_elements + 1
+    bits = (2 * p.buffer_bits * p.buffer_words + p.w_bits * p.weights.size
+            + len(p.param_words()) * (p.acc_bits + p.requant.mult_bits))
+    muls = multiplies(p)
+    by_family, parts = {}, {}
+    for f in ("ecp5", "ice40"):
+        parts[f] = resource_parts(p, f)
+        by_family[f] = res.fitted(parts[f], LANE_FIT.get(f)).rounded()
+    regs = round(sum(r.ff for r in by_family.values()) / 2)
+    _, last = timing(p, 0, p.in_elements - 1)
+    return Cost(cycles=cycles, latency=last + 1, multipliers=1, memory_bits=bits,
+                registers=regs, multiplier_widths=[(p.buffer_bits, p.w_bits)],
+                multiplies=muls, by_family=by_family, parts=parts)
+
+
+# ---------------------------------------------------------------------------- hardware
+
+def _buffer(m: Module, name: str, p: SeqEngineParams):
+    """A feature-map buffer read or written at one address per cycle; in SPRAM without an
+    initial content (``spram.strip_load_init`` removes it by the name)."""
+    attrs = {"ram_style": "huge", "no_rw_check": 1} if p.spram else {"no_rw_check": 1}
+    mem = Memory(shape=p.buffer_bits, depth=p.buffer_words, init=[], attrs=attrs)
+    m.submodules[f"{name}_{MARK}" if p.spram else name] = mem
+    wr, rd = mem.write_port(), mem.read_port()
+    addr = Signal(range(max(p.buffer_words, 2)), name=f"{name}_addr")
+    m.d.comb += [wr.addr.eq(addr), rd.addr.eq(addr)]
+    return addr, wr, rd
+
+
+class SeqEngine(wiring.Component):
+    """The engine of :class:`SeqEngineParams` (module notes)."""
+
+    def __init__(self, p: SeqEngineParams):
+        self.p = p
+        members = {"i": In(stream.Signature(unsigned(p.in_type.bits))),
+                   "o": Out(stream.Signature(unsigned(p.out_type.bits)))}
+        if p.spram:
+            members.update(wl_i=In(stream.Signature(unsigned(LOAD_BITS))),
+                           wl_o=Out(stream.Signature(unsigned(LOAD_BITS))), loaded=Out(1))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        p = self.p
+        m = Module()
+        gs = p.geometries
+        L = len(gs)
+        BB, WB, AB = p.buffer_bits, p.w_bits, p.acc_bits
+        span = max((g.H + g.KH * g.DH) * (g.W + g.KW * g.DW) * g.C for g in gs)
+        A = signed(_counter(4 * max(span, p.buffer_words)) + 1)     # signed addresses
+        P = signed(_counter(max(max(g.H, g.W) + max(g.KH * g.DH, g.KW * g.DW)
+                                + max(g.top, g.left) for g in gs)) + 2)
+        nw = max(1, p.weights.size)
+        nch = max(1, len(p.biases))
+
+        # ---- the layer's descriptor: constants selected by the layer number
+        layer = Signal(range(max(L, 2)), name="layer")
+        d = {}
+
+        def field_(name, shape, values):
+            s = Signal(shape, name=f"d_{name}")
+            d[name] = s
+            return s, values
+
+        rq = p.requant
+        zb = abs(rq.zero_point).bit_length() + 1
+        lohi = signed(signed_width(rq.lo, rq.hi))
+        zs_w = signed(zb + rq.shift + 1)
+        fields = [
+            field_("OHm1", unsigned(_counter(max(g.OH for g in gs))), [g.OH - 1 for g in gs]),
+            field_("OWm1", unsigned(_counter(max(g.OW for g in gs))), [g.OW - 1 for g in gs]),
+            field_("OCm1", unsigned(_counter(max(g.OC for g in gs))), [g.OC - 1 for g in gs]),
+            field_("KHm1", unsigned(_counter(max(g.KH for g in gs))), [g.KH - 1 for g in gs]),
+            field_("KWm1", unsigned(_counter(max(g.KW for g in gs))), [g.KW - 1 for g in gs]),
+            field_("ICTm1", unsigned(_counter(max(g.ICT for g in gs))), [g.ICT - 1 for g in gs]),
+            field_("H", P, [g.H for g in gs]),
+            field_("W", P, [g.W for g in gs]),
+            field_("DH", P, [g.DH for g in gs]),
+            field_("DW", P, [g.DW for g in gs]),
+            field_("SH", P, [g.SH for g in gs]),
+            field_("SW", P, [g.SW for g in gs]),
+            field_("top", P, [-g.top for g in gs]),
+            field_("left", P, [-g.left for g in gs]),
+            field_("step_kx", A, [g.DW * g.C - (g.ICT - 1) for g in gs]),
+            field_("step_ky", A, [g.DH * g.W * g.C - (g.KW - 1) * g.DW * g.C - (g.ICT - 1)
+                                  for g in gs]),
+            field_("step_ox", A, [g.SW * g.C for g in gs]),
+            field_("step_oy", A, [g.SH * g.W * g.C for g in gs]),
+            field_("pix0", A, [(-g.top * g.W - g.left) * g.C for g in gs]),
+            field_("dw", unsigned(1), [int(g.depthwise) for g in gs]),
+            field_("ones", unsigned(1), [int(g.ones) for g in gs]),
+            field_("pad", signed(BB), [g.pad_value for g in gs]),
+            field_("wbase", unsigned(_counter(nw)), list(p.weight_bases)),
+            field_("pbase", unsigned(_counter(nch)), list(p.channel_bases)),
+            field_("outm1", unsigned(_counter(p.buffer_words)), [g.out_elements - 1 for g in gs]),
+            field_("zs", zs_w, [(x.unit.requant.zero_point << p.shift)
+                                if x.unit.requant.zp_first else 0 for x in p.layers]),
+            field_("zp", signed(zb), [0 if x.unit.requant.zp_first else x.unit.requant.zero_point
+                                      for x in p.layers]),
+            field_("lo", lohi, [x.unit.requant.lo for x in p.layers]),
+            field_("hi", lohi, [x.unit.requant.hi for x in p.layers]),
+        ]
+        with m.Switch(layer):
+            for k in range(L):
+                with m.Case(k):
+                    m.d.comb += [s.eq(v[k]) for s, v in fields]
+
+        # ---- memories
+        a0, wr0, rd0 = _buffer(m, "fm0", p)
+        a1, wr1, rd1 = _buffer(m, "fm1", p)
+        if p.spram:
+            w_addr, w_data, loaded = loaded_memory(m, "wmem", p.load_layout, self.wl_i,
+                                                   self.wl_o)
+            m.d.comb += self.loaded.eq(loaded)
+        else:
+            w_rd, = rom(m, "wrom", width=WB, init=p.weight_words())
+            w_addr, w_data, loaded = w_rd.addr, w_rd.data, Const(1, 1)
+        pwords = p.param_words()
+        p_rd, = rom(m, "prom", width=AB + rq.mult_bits, init=pwords)
+
+        # ---- phases
+        LOAD, RUN, DRAIN, EMIT = range(4)
+        phase = Signal(range(4), name="phase")
+        odd = Signal(name="odd")            # the layer reads buffer 1 (writes buffer 0)
+
+        # ---- loop counters (stage 0)
+        def ctr(name, like):
+            return Signal(len(like), name=name)
+        oy, ox, oc = ctr("oy", d["OHm1"]), ctr("ox", d["OWm1"]), ctr("oc", d["OCm1"])
+        ky, kx, ic = ctr("ky", d["KHm1"]), ctr("kx", d["KWm1"]), ctr("ic", d["ICTm1"])
+        by, bx = Signal(P, name="by"), Signal(P, name="bx")       # oy·SH - top, ox·SW - left
+        ty, tx = Signal(P, name="ty"), Signal(P, name="tx")       # ky·DH, kx·DW
+        row, pix = Signal(A, name="row"), Signal(A, name="pix")   # (by·W + bx)·C at ox 0 / now
+        toff = Signal(A, name="toff")                             # (ty·W + tx)·C + ic
+        wa = Signal(range(max(nw, 2)), name="wa")
+        pa = Signal(range(max(nch, 2)), name="pa")
+
+        end_ic, end_kx, end_ky = ic == d["ICTm1"], kx == d["KWm1"], ky == d["KHm1"]
+        end_oc, end_ox, end_oy = oc == d["OCm1"], ox == d["OWm1"], oy == d["OHm1"]
+        tap_end = end_ic & end_kx & end_ky
+        layer_end = tap_end & end_oc & end_ox & end_oy
+        first0 = (ic == 0) & (kx == 0) & (ky == 0)
+
+        iy, ix = Signal(P, name="iy"), Signal(P, name="ix")
+        addr0 = Signal(A, name="addr0")
+        m.d.comb += [iy.eq(by + ty), ix.eq(bx + tx),
+                     addr0.eq(pix + toff + Mux(d["dw"], oc, 0))]
+        outside = (iy < 0) | (iy >= d["H"]) | (ix < 0) | (ix >= d["W"])
+        issue = Signal(name="issue")
+        m.d.comb += issue.eq(phase == RUN)
+
+        def restart(m):
+            """Counters at the start of a layer (the descriptor of the layer about to run)."""
+            return [oy.eq(0), ox.eq(0), oc.eq(0), ky.eq(0), kx.eq(0), ic.eq(0), ty.eq(0),
+                    tx.eq(0), toff.eq(0)]
+
+        with m.If(issue):
+            with m.If(~end_ic):
+                m.d.sync += [ic.eq(ic + 1), toff.eq(toff + 1)]
+            with m.Elif(~end_kx):
+                m.d.sync += [ic.eq(0), kx.eq(kx + 1), tx.eq(tx + d["DW"]),
+                             toff.eq(toff + d["step_kx"])]
+            with m.Elif(~end_ky):
+                m.d.sync += [ic.eq(0), kx.eq(0), tx.eq(0), ky.eq(ky + 1), ty.eq(ty + d["DH"]),
+                             toff.eq(toff + d["step_ky"])]
+            with m.Else():
+                m.d.sync += [ic.eq(0), kx.eq(0), ky.eq(0), tx.eq(0), ty.eq(0), toff.eq(0)]
+                with m.If(~end_oc):
+                    m.d.sync += [oc.eq(oc + 1), pa.eq(pa + 1)]
+                with m.Else():
+                    m.d.sync += [oc.eq(0), pa.eq(d["pbase"])]
+                    with m.If(~end_ox):
+                        m.d.sync += [ox.eq(ox + 1), bx.eq(bx + d["SW"]),
+                                     pix.eq(pix + d["step_ox"])]
+                    with m.Else():
+                        m.d.sync += [ox.eq(0), bx.eq(d["left"]), oy.eq(oy + 1),
+                                     by.eq(by + d["SH"]), row.eq(row + d["step_oy"]),
+                                     pix.eq(row + d["step_oy"])]
+            with m.If(tap_end & end_oc):
+                m.d.sync += wa.eq(d["wbase"])
+            with m.Else():
+                m.d.sync += wa.eq(wa + 1)
+
+        # ---- datapath: t+1 addresses, t+2 words, t+3 operands, t+4 product, t+5 sum
+        v1 = reg(m, issue, unsigned(1), "v1")
+        first1 = reg(m, first0, unsigned(1), "first1")
+        last1 = reg(m, tap_end, unsigned(1), "last1")
+        pad1 = reg(m, outside, unsigned(1), "pad1")
+        ra1 = reg(m, addr0[:len(a0)], unsigned(len(a0)), "ra1")
+        wa1 = reg(m, wa, unsigned(len(wa)), "wa1")
+        pa1 = reg(m, pa, unsigned(len(pa)), "pa1")
+        m.d.comb += w_addr.eq(wa1)
+        v2, first2, last2, pad2 = (delay(m, s, 1, f"{s.name}_") for s in (v1, first1, last1,
+                                                                           pad1))
+        pa2 = delay(m, pa1, 1, "pa2")
+        rdata = Mux(odd, rd1.data, rd0.data).as_signed()
+        x3 = reg(m, Mux(pad2, d["pad"], rdata), signed(BB), "x3")
+        w3 = reg(m, Mux(d["ones"], 1, w_data.as_signed()), signed(WB), "w3")
+        v3, first3, last3 = (delay(m, s, 1, f"{s.name}_") for s in (v2, first2, last2))
+        pa3 = delay(m, pa2, 1, "pa3")
+        prod4 = reg(m, x3 * w3, signed(BB + WB), "prod4")
+        v4, first4, last4 = (delay(m, s, 1, f"{s.name}_") for s in (v3, first3, last3))
+        m.d.comb += p_rd.addr.eq(delay(m, pa3, 1, "pa4"))
+        acc = Signal(signed(AB), name="acc", reset_less=True)
+        with m.If(v4):
+            m.d.sync += acc.eq(Mux(first4, prod4, acc + prod4))
+        done5 = reg(m, v4 & last4, unsigned(1), "done5")
+        bias5 = p_rd.data[:AB].as_signed()
+        mult5 = p_rd.data[AB:]
+        rt = RuntimeRequant(d["zs"], d["zp"], d["lo"], d["hi"])
+        rqp = RequantPipeline(m, done5, [acc], [bias5], mult5, rq, AB, BB,
+                              spacing=p.spacing, rt=rt)
+        result = Signal(lohi, name="result")         # the clamped value, sign-extended below
+        m.d.comb += result.eq(rqp.data)
+
+        # ---- writes of the layer's results, the input, the output
+        oaddr = Signal(range(max(p.buffer_words, 2)), name="oaddr")
+        wen = Signal(name="wen")
+        wdata = Signal(BB, name="wdata")
+        waddr = Signal.like(oaddr, name="waddr")
+        to1 = Signal(name="to1")            # the write goes to buffer 1
+        rd_addr = Signal.like(oaddr, name="rd_addr")
+        m.d.comb += [wr0.data.eq(wdata), wr1.data.eq(wdata),
+                     wr0.en.eq(wen & ~to1), wr1.en.eq(wen & to1),
+                     a0.eq(Mux(wen & ~to1, waddr, rd_addr)),
+                     a1.eq(Mux(wen & to1, waddr, rd_addr)),
+                     rd_addr.eq(ra1)]
+        take = Signal(name="take")
+        m.d.comb += [self.i.ready.eq((phase == LOAD) & loaded),
+                     take.eq(self.i.valid & self.i.ready)]
+        in_val = (self.i.payload.as_signed() if p.in_type.signed else self.i.payload)
+        last_layer = layer == L - 1
+        with m.Switch(phase):
+            with m.Case(LOAD):
+                m.d.comb += [wen.eq(take), to1.eq(0), waddr.eq(oaddr), wdata.eq(in_val)]
+                with m.If(take):
+                    with m.If(oaddr == p.in_elements - 1):
+                        m.d.sync += [oaddr.eq(0), phase.eq(RUN), layer.eq(0), odd.eq(0)]
+                        m.d.sync += restart(m)
+                        m.d.sync += [by.eq(fields_value(gs, 0, "top")),
+                                     bx.eq(fields_value(gs, 0, "left")),
+                                     row.eq(fields_value(gs, 0, "pix0")),
+                                     pix.eq(fields_value(gs, 0, "pix0")),
+                                     wa.eq(p.weight_bases[0]), pa.eq(p.channel_bases[0])]
+                    with m.Else():
+                        m.d.sync += oaddr.eq(oaddr + 1)
+            with m.Case(RUN, DRAIN):
+                m.d.comb += [wen.eq(rqp.valid), to1.eq(~odd), waddr.eq(oaddr),
+                             wdata.eq(result)]
+                with m.If(issue & layer_end):
+                    m.d.sync += phase.eq(DRAIN)
+                with m.If(rqp.valid):
+                    with m.If(oaddr == d["outm1"]):
+                        m.d.sync += oaddr.eq(0)
+                        with m.If(last_layer):
+                            m.d.sync += [phase.eq(EMIT), odd.eq(~odd)]
+                        with m.Else():
+                            m.d.sync += [phase.eq(RUN), layer.eq(layer + 1), odd.eq(~odd)]
+                            m.d.sync += restart(m)
+                            with m.Switch(layer):
+                                for k in range(L - 1):
+                                    with m.Case(k):
+                                        m.d.sync += [
+                                            by.eq(fields_value(gs, k + 1, "top")),
+                                            bx.eq(fields_value(gs, k + 1, "left")),
+                                            row.eq(fields_value(gs, k + 1, "pix0")),
+                                            pix.eq(fields_value(gs, k + 1, "pix0")),
+                                            wa.eq(p.weight_bases[k + 1]),
+                                            pa.eq(p.channel_bases[k + 1])]
+                    with m.Else():
+                        m.d.sync += oaddr.eq(oaddr + 1)
+            with m.Case(EMIT):
+                # the word shown is oaddr's; the read address runs one ahead on a transfer
+                shown = Signal(name="shown")
+                sent = self.o.valid & self.o.ready
+                m.d.comb += [self.o.valid.eq(shown),
+                             self.o.payload.eq(Mux(odd, rd1.data, rd0.data)[:p.out_type.bits]),
+                             rd_addr.eq(Mux(sent, oaddr + 1, oaddr))]
+                m.d.sync += shown.eq(1)
+                with m.If(sent):
+                    with m.If(oaddr == p.out_elements - 1):
+                        m.d.sync += [oaddr.eq(0), phase.eq(LOAD), shown.eq(0), odd.eq(0)]
+                    with m.Else():
+                        m.d.sync += oaddr.eq(oaddr + 1)
+        return m
+
+
+def fields_value(gs, k: int, name: str) -> int:
+    """A descriptor value of layer ``k`` known at elaboration (the counters' start values)."""
+    g = gs[k]
+    return {"top": -g.top, "left": -g.left, "pix0": (-g.top * g.W - g.left) * g.C}[name]
+
+
+# ---------------------------------------------------------------------------- registration
+
+def manifest(p: SeqEngineParams) -> dict:
+    out = {"layers": [{"name": x.name, "kind": x.unit.__class__.__name__.replace(
+        "Params", "").lower(), "taps": g.taps, "outputs": g.out_elements}
+        for x, g in zip(p.layers, p.geometries)],
+        "weights": int(p.weights.size), "buffer_words": p.buffer_words}
+    if p.spram:
+        out["spram"] = True
+    return out
+
+
+def fold_space(p: SeqEngineParams):
+    return fixed_fold(cost(p).cycles)
+
+
+register_block("seq_engine", params=SeqEngineParams, component=SeqEngine, golden=golden,
+               cost=cost, timing=timing, manifest=manifest, fold_space=fold_space)
