@@ -504,7 +504,7 @@ def engine_graph(dfg: DataflowGraph, ig: IntGraph) -> DataflowGraph:
     streams = {s: dfg.streams[s] for s in (dfg.in_stream, dfg.out_stream)}
     engine = Block("engine", "seq_engine", params, [dfg.in_stream], [dfg.out_stream],
                    layer=layers[0].name,
-                   onnx_nodes=tuple(n for b in dfg.blocks for n in b.onnx_nodes))
+                   onnx_nodes=tuple(dict.fromkeys(n for b in dfg.blocks for n in b.onnx_nodes)))
     return DataflowGraph([engine], streams, dfg.input, dfg.output, dfg.in_stream,
                          dfg.out_stream, fold, {ig.input: dfg.in_stream,
                                                 ig.output: dfg.out_stream})

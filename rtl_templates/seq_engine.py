@@ -29,7 +29,8 @@ Stream contract
 
 Hardware
     Two feature-map buffers of :attr:`SeqEngineParams.buffer_words` words, each read or
-    written at one address per cycle (so SPRAM can hold them): layer ``l`` reads buffer
+    written at one address per cycle (so SPRAM can hold them, :attr:`~SeqEngineParams.
+    buffers_spram`; small ones are in block RAM): layer ``l`` reads buffer
     ``l mod 2`` and writes buffer ``(l + 1) mod 2``; the input goes to buffer 0. Words hold
     values as two's complement of :attr:`SeqEngineParams.buffer_bits` (every tensor's range).
     A layer's loop nest (output row, column, channel; kernel row, column, input channel) runs
@@ -81,6 +82,11 @@ from hwgen.rtl_templates.xnor_mvau import is_bipolar
 
 #: stages from a step's counters to the accumulator holding its sum (module notes)
 MAC_STAGES = 5
+#: SPRAM tiles of the UltraPlus
+SPRAM_TILES = 4
+#: the largest feature-map buffer kept in block RAM beside weights in SPRAM (4 of the
+#: UltraPlus's 30 tiles); a larger one goes to SPRAM
+BUFFER_BRAM_BITS = 16 * 1024
 
 
 @dataclass(frozen=True, eq=False)
@@ -216,9 +222,11 @@ class SeqEngineParams:
         for a, b in zip(self.layers, self.layers[1:]):
             if self.geometry(a).out_elements != self.geometry(b).in_elements:
                 raise ValueError(f"layer {b.name} does not take layer {a.name}'s output")
-        if self.spram and self.load_layout.tiles > 2:
+        tiles = self.load_layout.tiles + 2 * self.buffers_spram if self.spram else 0
+        if tiles > SPRAM_TILES:
             raise ValueError(f"{self.weights.size} weights take {self.load_layout.tiles} "
-                             f"SPRAM tiles beside the two buffers' (4 in all)")
+                             f"SPRAM tiles{' beside the two buffers' if self.buffers_spram else ''}"
+                             f" ({SPRAM_TILES} in all)")
 
     @functools.cached_property
     def geometries(self) -> tuple[Geometry, ...]:
@@ -305,6 +313,12 @@ class SeqEngineParams:
         return max(max(g.in_elements, g.out_elements) for g in self.geometries)
 
     @property
+    def buffers_spram(self) -> bool:
+        """The feature-map buffers are in SPRAM (with ``spram``, when each would take more
+        than :data:`BUFFER_BRAM_BITS` of block RAM); otherwise in block RAM."""
+        return self.spram and self.buffer_bits * self.buffer_words > BUFFER_BRAM_BITS
+
+    @property
     def spacing(self) -> int:
         """The fewest cycles between two outputs of the accumulator (the smallest window)."""
         return min(g.taps for g in self.geometries)
@@ -371,8 +385,11 @@ def resource_parts(p: SeqEngineParams, family: str) -> dict[str, res.Resources]:
     parts: dict[str, res.Resources] = {}
     if p.spram and family == "ice40":
         L = p.load_layout
-        parts["mem"] = res.Resources(spram=L.tiles + 2, ff=_counter(L.rows) + 2,
+        parts["mem"] = res.Resources(spram=L.tiles, ff=_counter(L.rows) + 2,
                                      lut4=_counter(L.rows) + 2 * aw, carry=_counter(L.rows))
+        parts["mem"] = parts["mem"] + (
+            res.Resources(spram=2) if p.buffers_spram else
+            res.memory(p.buffer_bits, p.buffer_words, family, rom=False) * 2)
     else:
         parts["mem"] = (res.memory(p.buffer_bits, p.buffer_words, family, rom=False) * 2
                         + res.memory(p.w_bits, max(1, p.weights.size), family, rom=True))
@@ -428,9 +445,10 @@ def cost(p: SeqEngineParams) -> Cost:
 def _buffer(m: Module, name: str, p: SeqEngineParams):
     """A feature-map buffer read or written at one address per cycle; in SPRAM without an
     initial content (``spram.strip_load_init`` removes it by the name)."""
-    attrs = {"ram_style": "huge", "no_rw_check": 1} if p.spram else {"no_rw_check": 1}
+    big = p.buffers_spram
+    attrs = {"ram_style": "huge", "no_rw_check": 1} if big else {"no_rw_check": 1}
     mem = Memory(shape=p.buffer_bits, depth=p.buffer_words, init=[], attrs=attrs)
-    m.submodules[f"{name}_{MARK}" if p.spram else name] = mem
+    m.submodules[f"{name}_{MARK}" if big else name] = mem
     wr, rd = mem.write_port(), mem.read_port()
     addr = Signal(range(max(p.buffer_words, 2)), name=f"{name}_addr")
     m.d.comb += [wr.addr.eq(addr), rd.addr.eq(addr)]

@@ -139,3 +139,28 @@ def test_layers_the_engine_refuses():
     b, _ = _pw(rng, "b", (3, 1, 4), 4, UINT8, UINT8, True)
     with pytest.raises(ValueError, match="does not take"):
         SeqEngineParams((a, b))
+
+
+def _single(kind: str, seed: int) -> SeqEngineParams:
+    rng = np.random.default_rng(seed)
+    if kind == "conv":      # stride 2, uneven padding, dilation, signed output
+        layer, _ = _conv(rng, "c", (6, 7, 3), 5, (2, 3), (2, 2), (0, 2, 1, 1), (2, 1), UINT8,
+                         INT8, 9, True)
+    elif kind == "dw":
+        layer, _ = _dw(rng, "d", (4, 3, 5), INT8, True)
+    elif kind == "pw":
+        layer, _ = _pw(rng, "p", (3, 2, 7), 4, INT8, UINT8, False)
+    else:
+        layer, _ = _gap(rng, "g", (3, 4, 6), UINT8, 11)
+    return SeqEngineParams((layer,))
+
+
+@pytest.mark.parametrize("kind", ["conv", "dw", "pw", "gap"])
+def test_single_layer_engines(kind):
+    """Each layer kind alone: every output element of the layer itself is compared."""
+    p = _single(kind, 7)
+    x = np.random.default_rng(8).integers(p.in_type.lo, p.in_type.hi + 1,
+                                          size=(2, p.in_elements))
+    want = golden(p, x)
+    assert len(np.unique(want)) > 3
+    assert np.array_equal(_run(p, x).frames, want)
