@@ -56,7 +56,7 @@ import functools
 from dataclasses import dataclass, field
 
 import numpy as np
-from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Mux, Shape, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -295,8 +295,10 @@ class SeqEngineParams:
         """The requantizer envelope of all layers (:class:`RuntimeRequant`)."""
         rqs = [x.unit.requant for x in self.layers]
         zp = max((r.zero_point for r in rqs), key=abs)
+        # a zero point of 0 added before the rounding changes nothing (round24 of a value
+        # round24 gave is itself): only a non-zero one needs the second rounding
         return Requant(tuple(self.mults), self.shift, zp, min(r.lo for r in rqs),
-                       max(r.hi for r in rqs), any(r.zp_first for r in rqs))
+                       max(r.hi for r in rqs), any(r.zp_first and r.zero_point for r in rqs))
 
     @functools.cached_property
     def acc_bits(self) -> int:
@@ -392,18 +394,14 @@ def resource_parts(p: SeqEngineParams, family: str) -> dict[str, res.Resources]:
             res.memory(p.buffer_bits, p.buffer_words, family, rom=False) * 2)
     else:
         parts["mem"] = (res.memory(p.buffer_bits, p.buffer_words, family, rom=False) * 2
-                        + res.memory(p.w_bits, max(1, p.weights.size), family, rom=True))
-    pw = p.param_words()
-    if pw:
-        parts["params"] = res.memory(p.acc_bits + p.requant.mult_bits, len(pw), family,
-                                     rom=True)
+                        + res.rom(p.weight_words(), p.w_bits, family))
+    parts["params"] = res.rom(p.param_words(), p.acc_bits + p.requant.mult_bits, family)
     # counters (value, end compare) and the incremental addresses (pixel, row, tap offset,
     # weight and channel addresses, row/column positions)
     adders = 5 * aw + 2 * _counter(p.weights.size + 1) + 4 * 8
     parts["ctrl"] = res.Resources(lut4=2 * cw + adders + 40, carry=cw + adders,
                                   ff=cw + adders + 12)
-    desc_bits = 16 * aw + 6 * 10 + 3 * p.buffer_bits + 2 * _counter(p.weights.size + 1)
-    parts["desc"] = res.Resources(lut4=desc_bits * min(1.0, len(gs) / 4))
+    parts["desc"] = res.Resources(lut4=descriptor_bits(p))
     prod = p.buffer_bits + p.w_bits
     parts["mac"] = res.Resources(lut4=p.buffer_bits + p.w_bits + p.acc_bits,
                                  carry=p.acc_bits,
@@ -413,6 +411,17 @@ def resource_parts(p: SeqEngineParams, family: str) -> dict[str, res.Resources]:
     parts.update(rq)
     parts["out"] = res.Resources(lut4=p.buffer_bits + 2 * aw, ff=aw + 4)
     return parts
+
+
+#: calibration of the engine's control and descriptor (Yosys on DS-CNN per tensor and with
+#: int8 activations and on the 8-bit TFC, each family; the requantizer's parts as calibrated
+#: on the units)
+ENGINE_FIT: res.Fit = res.merge_fits(LANE_FIT, {
+    "ice40": {"lut4": {"ctrl": 1.33, "desc": 4.3}, "carry": {"ctrl": 1.27},
+              "ff": {"ctrl": 0.1}},
+    "ecp5": {"lut4": {"ctrl": 2.42, "desc": 1.23}, "carry": {"ctrl": 0.68},
+             "ff": {"ctrl": 0.64}},
+})
 
 
 def multiplies(p: SeqEngineParams) -> dict[Mul, int]:
@@ -432,7 +441,7 @@ def cost(p: SeqEngineParams) -> Cost:
     by_family, parts = {}, {}
     for f in ("ecp5", "ice40"):
         parts[f] = resource_parts(p, f)
-        by_family[f] = res.fitted(parts[f], LANE_FIT.get(f)).rounded()
+        by_family[f] = res.fitted(parts[f], ENGINE_FIT.get(f)).rounded()
     regs = round(sum(r.ff for r in by_family.values()) / 2)
     _, last = timing(p, 0, p.in_elements - 1)
     return Cost(cycles=cycles, latency=last + 1, multipliers=1, memory_bits=bits,
@@ -441,6 +450,76 @@ def cost(p: SeqEngineParams) -> Cost:
 
 
 # ---------------------------------------------------------------------------- hardware
+
+def address_shape(p: SeqEngineParams):
+    """Signed shape of the input addresses and their steps (beyond the map with padding)."""
+    span = max((g.H + g.KH * g.DH) * (g.W + g.KW * g.DW) * g.C for g in p.geometries)
+    return signed(_counter(4 * max(span, p.buffer_words)) + 1)
+
+
+def position_shape(p: SeqEngineParams):
+    """Signed shape of the input rows and columns a window reaches (padding included)."""
+    return signed(_counter(max(max(g.H, g.W) + max(g.KH * g.DH, g.KW * g.DW)
+                               + max(g.top, g.left) for g in p.geometries)) + 2)
+
+
+def descriptor(p: SeqEngineParams) -> list[tuple[str, object, list[int]]]:
+    """The fields of the layer descriptor: (name, shape, one value per layer). The hardware
+    selects them by the layer number; a field equal in every layer is a constant."""
+    gs, A, P = p.geometries, address_shape(p), position_shape(p)
+    rq = p.requant
+    zb = abs(rq.zero_point).bit_length() + 1
+    lohi = signed(signed_width(rq.lo, rq.hi))
+    nw, nch = max(1, p.weights.size), max(1, len(p.biases))
+
+    def bits(attr):
+        return unsigned(_counter(max(getattr(g, attr) for g in gs)))
+    rqs = [x.unit.requant for x in p.layers]
+    return [
+        ("OHm1", bits("OH"), [g.OH - 1 for g in gs]),
+        ("OWm1", bits("OW"), [g.OW - 1 for g in gs]),
+        ("OCm1", bits("OC"), [g.OC - 1 for g in gs]),
+        ("KHm1", bits("KH"), [g.KH - 1 for g in gs]),
+        ("KWm1", bits("KW"), [g.KW - 1 for g in gs]),
+        ("ICTm1", bits("ICT"), [g.ICT - 1 for g in gs]),
+        ("H", P, [g.H for g in gs]),
+        ("W", P, [g.W for g in gs]),
+        ("DH", P, [g.DH for g in gs]),
+        ("DW", P, [g.DW for g in gs]),
+        ("SH", P, [g.SH for g in gs]),
+        ("SW", P, [g.SW for g in gs]),
+        ("top", P, [-g.top for g in gs]),
+        ("left", P, [-g.left for g in gs]),
+        ("step_kx", A, [g.DW * g.C - (g.ICT - 1) for g in gs]),
+        ("step_ky", A, [g.DH * g.W * g.C - (g.KW - 1) * g.DW * g.C - (g.ICT - 1)
+                        for g in gs]),
+        ("step_ox", A, [g.SW * g.C for g in gs]),
+        ("step_oy", A, [g.SH * g.W * g.C for g in gs]),
+        ("pix0", A, [(-g.top * g.W - g.left) * g.C for g in gs]),
+        ("dw", unsigned(1), [int(g.depthwise) for g in gs]),
+        ("ones", unsigned(1), [int(g.ones) for g in gs]),
+        ("pad", signed(p.buffer_bits), [g.pad_value for g in gs]),
+        ("wbase", unsigned(_counter(nw)), list(p.weight_bases)),
+        ("pbase", unsigned(_counter(nch)), list(p.channel_bases)),
+        ("outm1", unsigned(_counter(p.buffer_words)), [g.out_elements - 1 for g in gs]),
+        ("zs", signed(zb + rq.shift + 1), [(r.zero_point << p.shift) if r.zp_first else 0
+                                           for r in rqs]),
+        ("zp", signed(zb), [0 if r.zp_first else r.zero_point for r in rqs]),
+        ("lo", lohi, [r.lo for r in rqs]),
+        ("hi", lohi, [r.hi for r in rqs]),
+    ]
+
+
+def descriptor_bits(p: SeqEngineParams) -> int:
+    """Bits of the descriptor that differ between layers (each a function of the layer
+    number: one LUT4 up to 16 layers)."""
+    out = 0
+    for _, shape, values in descriptor(p):
+        w = Shape.cast(shape).width
+        raw = [v & ((1 << w) - 1) for v in values]
+        out += sum(1 for b in range(w) if len({(v >> b) & 1 for v in raw}) > 1)
+    return out
+
 
 def _buffer(m: Module, name: str, p: SeqEngineParams):
     """A feature-map buffer read or written at one address per cycle; in SPRAM without an
@@ -473,60 +552,17 @@ class SeqEngine(wiring.Component):
         gs = p.geometries
         L = len(gs)
         BB, WB, AB = p.buffer_bits, p.w_bits, p.acc_bits
-        span = max((g.H + g.KH * g.DH) * (g.W + g.KW * g.DW) * g.C for g in gs)
-        A = signed(_counter(4 * max(span, p.buffer_words)) + 1)     # signed addresses
-        P = signed(_counter(max(max(g.H, g.W) + max(g.KH * g.DH, g.KW * g.DW)
-                                + max(g.top, g.left) for g in gs)) + 2)
+        A, P = address_shape(p), position_shape(p)
         nw = max(1, p.weights.size)
         nch = max(1, len(p.biases))
 
         # ---- the layer's descriptor: constants selected by the layer number
         layer = Signal(range(max(L, 2)), name="layer")
-        d = {}
-
-        def field_(name, shape, values):
-            s = Signal(shape, name=f"d_{name}")
-            d[name] = s
-            return s, values
-
+        fields = [(Signal(shape, name=f"d_{name}"), values)
+                  for name, shape, values in descriptor(p)]
+        d = {s.name[2:]: s for s, _ in fields}
         rq = p.requant
-        zb = abs(rq.zero_point).bit_length() + 1
         lohi = signed(signed_width(rq.lo, rq.hi))
-        zs_w = signed(zb + rq.shift + 1)
-        fields = [
-            field_("OHm1", unsigned(_counter(max(g.OH for g in gs))), [g.OH - 1 for g in gs]),
-            field_("OWm1", unsigned(_counter(max(g.OW for g in gs))), [g.OW - 1 for g in gs]),
-            field_("OCm1", unsigned(_counter(max(g.OC for g in gs))), [g.OC - 1 for g in gs]),
-            field_("KHm1", unsigned(_counter(max(g.KH for g in gs))), [g.KH - 1 for g in gs]),
-            field_("KWm1", unsigned(_counter(max(g.KW for g in gs))), [g.KW - 1 for g in gs]),
-            field_("ICTm1", unsigned(_counter(max(g.ICT for g in gs))), [g.ICT - 1 for g in gs]),
-            field_("H", P, [g.H for g in gs]),
-            field_("W", P, [g.W for g in gs]),
-            field_("DH", P, [g.DH for g in gs]),
-            field_("DW", P, [g.DW for g in gs]),
-            field_("SH", P, [g.SH for g in gs]),
-            field_("SW", P, [g.SW for g in gs]),
-            field_("top", P, [-g.top for g in gs]),
-            field_("left", P, [-g.left for g in gs]),
-            field_("step_kx", A, [g.DW * g.C - (g.ICT - 1) for g in gs]),
-            field_("step_ky", A, [g.DH * g.W * g.C - (g.KW - 1) * g.DW * g.C - (g.ICT - 1)
-                                  for g in gs]),
-            field_("step_ox", A, [g.SW * g.C for g in gs]),
-            field_("step_oy", A, [g.SH * g.W * g.C for g in gs]),
-            field_("pix0", A, [(-g.top * g.W - g.left) * g.C for g in gs]),
-            field_("dw", unsigned(1), [int(g.depthwise) for g in gs]),
-            field_("ones", unsigned(1), [int(g.ones) for g in gs]),
-            field_("pad", signed(BB), [g.pad_value for g in gs]),
-            field_("wbase", unsigned(_counter(nw)), list(p.weight_bases)),
-            field_("pbase", unsigned(_counter(nch)), list(p.channel_bases)),
-            field_("outm1", unsigned(_counter(p.buffer_words)), [g.out_elements - 1 for g in gs]),
-            field_("zs", zs_w, [(x.unit.requant.zero_point << p.shift)
-                                if x.unit.requant.zp_first else 0 for x in p.layers]),
-            field_("zp", signed(zb), [0 if x.unit.requant.zp_first else x.unit.requant.zero_point
-                                      for x in p.layers]),
-            field_("lo", lohi, [x.unit.requant.lo for x in p.layers]),
-            field_("hi", lohi, [x.unit.requant.hi for x in p.layers]),
-        ]
         with m.Switch(layer):
             for k in range(L):
                 with m.Case(k):
