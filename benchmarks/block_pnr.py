@@ -50,7 +50,7 @@ from silicon import FOLDINGS, MODELS, TARGETS, model_path  # noqa: E402
 PLUMBING = ("fifo", "fork")
 
 
-def lowered(name: str, board: str | None = None, logic_lanes: bool = False):
+def lowered(name: str, board: str | None = None, logic_lanes: str | None = None):
     """The lowered dataflow graph of design ``name`` (``model``, ``model@t64``, ``model@tN``,
     ``model@dev``; ``model`` a silicon.py model or an ``.onnx`` file under ``examples/``)."""
     base, _, fold = name.partition("@")
@@ -143,8 +143,9 @@ def main(argv=None) -> None:
                     help="build the last N products of each chosen block of logic cells")
     ap.add_argument("--weight-bits", type=int, metavar="B",
                     help="cut the chosen blocks' weights to B bits (timing only)")
-    ap.add_argument("--logic-lanes", action="store_true",
-                    help="@dev: the device search may build products of logic cells")
+    ap.add_argument("--logic-lanes", action="store_const", const="all",
+                    help="products in logic cells beyond the device's bound (as hwgen "
+                         "compile --logic-lanes; by default down to it)")
     ap.add_argument("--board", help="@dev: the board to fold for")
     args = ap.parse_args(argv)
     dfg = lowered(args.design, args.board, args.logic_lanes)

@@ -1,6 +1,6 @@
 """How every example design sits on its board at the device-aware folding.
 
-    python benchmarks/fit_table.py [--layers] [--budget 0.85] [--dsp-only]
+    python benchmarks/fit_table.py [--layers] [--budget 0.85] [--dsp-only | --logic-lanes]
 
 Per design and board: the interval (cycles per frame of the bottleneck), the device bound
 (the model's multiply–accumulates ÷ the device's multiplier lanes), their ratio, the MAC
@@ -9,9 +9,11 @@ estimated use of each resource kind against the budget's limit, and the folding 
 every multiplying layer, in order, ``s`` marking weights in SPRAM, ``r`` weights in logic
 cells instead of block RAM, ``+LN``: N of its products
 built of logic cells; ``--layers`` adds one line per layer with its utilisation). The bound
-counts the DSP tiles' lanes only: products in logic cells can take a design below it (ratio
-under 1); ``--dsp-only`` keeps every product in a DSP tile. Nothing is simulated or
-synthesized: the figures are the estimates ``hwgen inspect`` prints.
+counts the DSP tiles' lanes only. As ``hwgen compile`` does by default, products go into
+logic cells only down to the bound; ``--logic-lanes`` lets them take a design below it
+(ratio under 1), ``--dsp-only`` keeps every product in a DSP tile. Models no pipeline
+folding fits go on the layer-sequential engine (DS-CNN on the iCEBreaker). Nothing is
+simulated or synthesized: the figures are the estimates ``hwgen inspect`` prints.
 """
 from __future__ import annotations
 
@@ -44,11 +46,11 @@ SHORT = {"logic cells": "LC", "flip-flops": "FF", "DSP tiles": "DSP", "block RAM
          "SPRAM tiles": "SPRAM"}
 
 
-def row(model: str, board: str, budget: float, layers: bool, dsp_only: bool = False
+def row(model: str, board: str, budget: float, layers: bool, lanes: str = "bound"
         ) -> list[str]:
     ig = to_int_graph(load_model(EX / model, upgrade=True))
     t0 = time.perf_counter()
-    target = dataclasses.replace(resolve_target(board, budget=budget), logic_lanes=not dsp_only)
+    target = dataclasses.replace(resolve_target(board, budget=budget), logic_lanes=lanes)
     fold, _, rep = fold_for_device(ig, target, refuse=False)
     dt = time.perf_counter() - t0
     ratio = f"{rep.interval / rep.bound:.2f}x" if rep.bound else "-"
@@ -72,14 +74,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", action="store_true", help="one line per multiplying layer")
     ap.add_argument("--budget", type=float, default=DEFAULT_BUDGET)
-    ap.add_argument("--dsp-only", action="store_true",
-                    help="every product in a DSP tile (no products in logic cells)")
+    ll = ap.add_mutually_exclusive_group()
+    ll.add_argument("--dsp-only", dest="lanes", action="store_const", const="dsp",
+                    default="bound", help="every product in a DSP tile")
+    ll.add_argument("--logic-lanes", dest="lanes", action="store_const", const="all",
+                    help="products in logic cells beyond the device's bound")
     args = ap.parse_args()
     print(f"{'design':40} {'board':10} {'interval':>9} {'bound':>8} {'ratio':>6} {'MAC':>5} "
           f"fit  use/limit")
     for model, boards in DESIGNS:
         for board in boards:
-            print("\n".join(row(model, board, args.budget, args.layers, args.dsp_only)),
+            print("\n".join(row(model, board, args.budget, args.layers, args.lanes)),
                   flush=True)
 
 

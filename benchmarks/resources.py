@@ -67,7 +67,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from silicon import BOARDS, model_path  # noqa: E402
+from silicon import BOARDS, lanes_of, model_path  # noqa: E402
 from silicon import MODELS as SILICON_MODELS  # noqa: E402  (benchmarks/silicon.py)
 
 FAMILIES = ("ecp5", "ice40")
@@ -75,10 +75,11 @@ KEYS = ("lut4", "ff", "dsp", "bram")
 #: the designs --quick takes
 QUICK_DESIGNS = ("mlp", "qonnx-mlp-4bit", "qonnx-cnn-4bit", "qonnx-bipolar")
 #: "" is --target-cycles 1024 (the default before device-aware folding), "@t64" a fast folding
-#: "@85f": the folding searched for the ulx3s-85f (compile's default), "@85f-ll": the same
-#: with products beyond the DSP tiles in logic cells (``--logic-lanes``)
+#: "@85f": the folding searched for the ulx3s-85f (compile's default: products in logic cells
+#: down to the device's bound), "@85f-ll": beyond it (``--logic-lanes``), "@85f-dsp": none
+#: (``--dsp-only``)
 FOLDINGS = {"": 1024, "@t64": 64, "@t16k": 16384, "@85f": None, "@85f-ll": None,
-            "@icebreaker": None}
+            "@85f-dsp": None, "@icebreaker": None}
 #: the designs: benchmarks/silicon.py's, the QOperator ResNet and FINN's networks
 MODELS = {**SILICON_MODELS, "resnet-qop": "digits_resnet_qop.onnx",
           "finn-tfc-w1a1": "finn/tfc-w1a1.onnx", "finn-tfc-w2a2": "finn/tfc-w2a2.onnx",
@@ -205,7 +206,7 @@ def compile_design(name: str, tmp: Path):
     base, _, fold = name.partition("@")
     target = FOLDINGS["@" + fold if fold else ""]
     comp = hwgen.compile(model_path(MODELS[base], tmp), tmp / name, target_cycles=target,
-                         logic_lanes=fold.endswith("-ll"), board=BOARDS.get("@" + fold))
+                         logic_lanes=lanes_of(fold), board=BOARDS.get("@" + fold))
     _, ig, folding = design_folder.load(comp.out_dir)
     return comp, lower(ig, folding)
 

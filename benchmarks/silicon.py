@@ -59,14 +59,24 @@ MODELS = {
     "qonnx-bipolar": ("bipolar_mlp", ()),
     "finn-tfc-w1a1": "finn/tfc-w1a1.onnx",
     "finn-tfc-w2a2": "finn/tfc-w2a2.onnx",
+    # the layer-sequential engine's models (@icebreaker)
+    "dscnn": "mlperf_tiny/dscnn_qdq.onnx",
+    "tfc8": "mlperf_tiny/tfc_bnfused_qdq.onnx",
 }
 #: "" is --target-cycles 1024 (the default before device-aware folding), "@t64" a fast folding,
-#: "@85f" today's default (no target: the folding searched for the default board)
-#: "@85f-ll" the same search with products beyond the DSP tiles in logic cells (--logic-lanes),
+#: "@85f" today's default (no target: the folding searched for the default board, products in
+#: logic cells down to the device's bound), "@85f-ll" the same search with products in logic
+#: cells beyond it (--logic-lanes), "@85f-dsp" with every product in a DSP tile (--dsp-only),
 #: "@icebreaker" the folding searched for the iCEBreaker (UP5K)
-FOLDINGS = {"": 1024, "@t64": 64, "@85f": None, "@85f-ll": None, "@icebreaker": None}
+FOLDINGS = {"": 1024, "@t64": 64, "@85f": None, "@85f-ll": None, "@85f-dsp": None,
+            "@icebreaker": None}
 #: the foldings compiled for a board other than compile's default
 BOARDS = {"@icebreaker": "icebreaker"}
+
+
+def lanes_of(fold: str) -> str | None:
+    """The ``logic_lanes`` of a folding's suffix: "-ll" all, "-dsp" none, else the default."""
+    return "all" if fold.endswith("-ll") else "dsp" if fold.endswith("-dsp") else None
 DESIGNS = [m + f for m in MODELS for f in FOLDINGS]
 TARGETS = {"ecp5": ("ECP5 LFE5U-85F", 125.0), "ice40": ("iCE40 UP5K", 48.0)}
 
@@ -116,7 +126,7 @@ def run_design(name: str, families: list[str], pnr: bool, seed: int,
         t0 = time.perf_counter()
         say("hwgen compile")
         comp = hwgen.compile(model_path(MODELS[base], Path(tmp)), Path(tmp) / "d",
-                             target_cycles=target, logic_lanes=fold.endswith("-ll"),
+                             target_cycles=target, logic_lanes=lanes_of(fold),
                              board=BOARDS.get("@" + fold))
         text = comp.verilog.read_text()
         top = comp.manifest["top"]

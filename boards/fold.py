@@ -76,14 +76,30 @@ DEFAULT_BUDGET = 0.85
 SCAN_MISSES = 8
 
 
+#: where the device search may build products of logic cells once the DSP tiles are spent:
+#: never ("dsp"), down to the device's bound ("bound", the default: intervals shorter than
+#: the model's MACs ÷ the DSP lanes come from DSP tiles alone), or as far as the logic allows
+#: ("all")
+LOGIC_LANES = ("dsp", "bound", "all")
+
+
 @dataclass(frozen=True)
 class Target:
     """What to fold for: a device (on a board, or bare) and the share of it to fill;
-    ``logic_lanes``: products may be built of logic cells beyond the DSP tiles."""
+    ``logic_lanes``: where products may be built of logic cells beyond the DSP tiles (one of
+    :data:`LOGIC_LANES`; True is "all", False "dsp", None the default "bound")."""
     device: Device
     board: Board | None = None
     budget: float = DEFAULT_BUDGET
-    logic_lanes: bool = False
+    logic_lanes: str = "bound"
+
+    def __post_init__(self):
+        mode = {True: "all", False: "dsp", None: "bound"}.get(self.logic_lanes,
+                                                              self.logic_lanes)
+        if mode not in LOGIC_LANES:
+            raise HwgenError(f"logic lanes must be one of {', '.join(LOGIC_LANES)} "
+                             f"(got {self.logic_lanes!r})")
+        object.__setattr__(self, "logic_lanes", mode)
 
     @property
     def label(self) -> str:
@@ -99,9 +115,10 @@ def _pct(x: float) -> str:
 
 
 def resolve_target(board: str | None = None, device: str | None = None,
-                   budget: float | None = None, logic_lanes: bool = False) -> Target:
-    """The target of ``--board``/``--device``/``--budget``/``--logic-lanes``; the default
-    board without either."""
+                   budget: float | None = None, logic_lanes: str | bool | None = None
+                   ) -> Target:
+    """The target of ``--board``/``--device``/``--budget``/``--logic-lanes``/``--dsp-only``;
+    the default board without either."""
     if budget is None:
         budget = DEFAULT_BUDGET
     if not (isinstance(budget, (int, float)) and 0 < budget <= 1):
@@ -113,7 +130,7 @@ def resolve_target(board: str | None = None, device: str | None = None,
                          f"(give one of them)")
     if b is None and d is None:
         b = board_by_name(DEFAULT_BOARD)
-    return Target(d or b.device, b, float(budget), bool(logic_lanes))
+    return Target(d or b.device, b, float(budget), logic_lanes)
 
 
 @dataclass
@@ -252,6 +269,9 @@ class FoldSearch:
             self.space[op.name] = [(o, int(sp.cycles(*o))) for o in opts]
             self.ops.append(op)
         self.macs = sum(op_macs(ig, op) for op in ig.ops)
+        lanes = self.device.multiplier_lanes
+        #: the device's bound (MACs ÷ DSP lanes), None without hard multipliers
+        self.bound = math.ceil(self.macs / lanes) if lanes and self.macs else None
 
     # ----------------------------------------------------------------- per op, per folding
     def op_use(self, op, o: tuple[int, ...], spram: bool = False,
@@ -311,7 +331,8 @@ class FoldSearch:
             uses[op.name] = got[1]
         if self.device.spram_blocks:
             self.move_to_spram(fold, uses)
-        if self.target.logic_lanes:
+        mode = self.target.logic_lanes
+        if mode == "all" or (mode == "bound" and self.bound and t >= self.bound):
             fold, uses = spill(self, fold, uses)
         return spill_roms(self, fold, uses)
 

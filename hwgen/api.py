@@ -106,7 +106,7 @@ def compile(model, out_dir, fold=None, name: str | None = None,
             force: bool = False, board: str | None = None, device: str | None = None,
             budget: float | None = None, jobs: int | None = None,
             cache: bool = True, assembly: str = "blocks",
-            logic_lanes: bool = False) -> CompileResult:
+            logic_lanes: str | bool | None = None) -> CompileResult:
     """ONNX model → ``out_dir``/<name>.v + manifest.json + design.npz (atomically).
 
     ``out_dir`` must be new, empty or an earlier output of hwgen holding nothing else; with
@@ -117,9 +117,10 @@ def compile(model, out_dir, fold=None, name: str | None = None,
     ``boards.boards.DEFAULT_BOARD``) at ``budget`` (a fraction of each resource, default
     0.85), every layer's PE/SIMD chosen for the shortest interval that fits
     (:func:`hwgen.boards.fold.fold_for_device`); a model that fits at no folding is refused.
-    ``logic_lanes``: the search may build products of logic cells once the DSP tiles are
-    spent (off by default: such designs fill most of the device's logic, and their timing
-    on the device is not yet characterised).
+    ``logic_lanes``: where the search may build products of logic cells once the DSP tiles
+    are spent (:data:`hwgen.boards.fold.LOGIC_LANES`): by default down to the device's bound
+    (the model's MACs ÷ its DSP lanes), "all" beyond it (such designs fill most of the
+    device's logic and close a lower clock), "dsp" never.
     ``fold`` (a FOLD.json path or {layer: Folding}) or ``target_cycles`` overrides that: the
     layers ``fold`` fixes take it, the others the smallest PE/SIMD reaching ``target_cycles``
     per frame (default ``dataflow.lower.DEFAULT_TARGET_CYCLES``), and the fit on the device
@@ -202,7 +203,7 @@ def _verilog(dfg, name: str, jobs, cache: bool, assembly: str = "blocks"):
 def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
              force: bool, board=None, device=None, budget=None, jobs=None,
              cache: bool = True, assembly: str = "blocks",
-             logic_lanes: bool = False) -> CompileResult:
+             logic_lanes: str | bool | None = None) -> CompileResult:
     """:func:`compile` of a quantized ``model``; ``origin`` is the model the user gave."""
     target = resolve_target(board, device, budget, logic_lanes)
     folding = read_folding(fold) if isinstance(fold, (str, Path)) else fold
@@ -371,7 +372,7 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
            device: str | None = None, budget: float | None = None, jobs: int | None = None,
            chunk: int | None = None, trace: bool = False, wave: WaveRequest | None = None,
            seed: int = 0, layers: bool = False, progress: Progress = QUIET,
-           logic_lanes: bool = False) -> VerifyReport:
+           logic_lanes: str | bool | None = None) -> VerifyReport:
     """Compile, simulate, and compare RTL with the golden model and with onnxruntime.
 
     ``jobs``, ``chunk``, ``wave``, ``seed``: as for :func:`simulate`. ``trace``: every stream

@@ -171,10 +171,14 @@ def _fold_args(p):
     p.add_argument("--budget", type=float, metavar="F",
                    help=f"share of each resource of the device a design may take "
                         f"(default {DEFAULT_BUDGET})")
-    p.add_argument("--logic-lanes", action="store_true",
-                   help="let the device search build products of logic cells once the DSP "
-                        "tiles are spent (shorter intervals; most of the logic filled, and a "
-                        "lower clock: 101-118 MHz on ECP5 so far)")
+    ll = p.add_mutually_exclusive_group()
+    ll.add_argument("--logic-lanes", dest="logic_lanes", action="store_const", const="all",
+                    help="let the device search build products of logic cells beyond the "
+                         "device's bound (by default only down to it: the model's MACs ÷ "
+                         "the DSP lanes); shorter intervals, most of the logic filled, a "
+                         "lower clock (101-118 MHz on ECP5 so far)")
+    ll.add_argument("--dsp-only", dest="logic_lanes", action="store_const", const="dsp",
+                    help="build every product in a DSP tile (no products of logic cells)")
 
 
 def _target_opts(args) -> dict:

@@ -114,7 +114,7 @@ class InspectReport:
 
 def inspect(model, fold=None, target_cycles: int | None = None, board: str | None = None,
             device: str | None = None, budget: float | None = None,
-            logic_lanes: bool = False) -> InspectReport:
+            logic_lanes: str | bool | None = None) -> InspectReport:
     """Inspect the ONNX model at ``model`` (see the module documentation). The folding is
     ``hwgen compile``'s: searched for the device of ``board``/``device`` (default board:
     ``boards.DEFAULT_BOARD``) at ``budget``, unless ``fold`` or ``target_cycles`` is given;

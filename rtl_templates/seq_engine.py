@@ -42,13 +42,14 @@ Hardware
     (:class:`~rtl_templates.requant.RequantPipeline`, its product over one DSP tile for several
     cycles when the layers' windows allow it) and the write of the result to the other buffer.
     After a layer's last step the engine waits for its last write, then starts the next
-    layer (the descriptor of each layer is a constant selected by the layer number).
+    layer: the descriptor of each layer is a constant selected by the layer number and
+    registered, in one cycle (SETUP) before the layer's first step.
 
 Cost
     ``cycles = I + sum_l (steps_l + DRAIN) + O + 1`` per frame (``I``, ``O``: input and
-    output elements; ``steps_l`` = outputs × taps of layer ``l``; ``DRAIN`` = the datapath's
-    stages + the requantizer's), one product per cycle. Memory: two buffers, the weights,
-    the bias and multiplier words.
+    output elements; ``steps_l`` = outputs × taps of layer ``l``; ``DRAIN`` = the setup
+    cycle + the datapath's stages + the requantizer's), one product per cycle. Memory: two
+    buffers, the weights, the bias and multiplier words.
 """
 from __future__ import annotations
 
@@ -344,10 +345,10 @@ class SeqEngineParams:
 
     @functools.cached_property
     def drain(self) -> int:
-        """Cycles a layer takes beyond its steps: from its last step to its last write, the
-        datapath's stages and the requantizer's (the next layer's first step follows)."""
-        return MAC_STAGES + RequantPipeline.depth(self.requant, self.acc_bits,
-                                                  spacing=self.spacing)
+        """Cycles a layer takes beyond its steps: the cycle that loads its descriptor, and
+        from its last step to its last write the datapath's stages and the requantizer's."""
+        return 1 + MAC_STAGES + RequantPipeline.depth(self.requant, self.acc_bits,
+                                                      spacing=self.spacing)
 
     @property
     def compute_cycles(self) -> int:
@@ -558,9 +559,11 @@ class SeqEngine(wiring.Component):
 
         # ---- the layer's descriptor: constants selected by the layer number
         layer = Signal(range(max(L, 2)), name="layer")
-        fields = [(Signal(shape, name=f"d_{name}"), values)
+        fields = [(Signal(shape, name=f"d_{name}_sel"), values)
                   for name, shape, values in descriptor(p)]
-        d = {s.name[2:]: s for s, _ in fields}
+        # registered (the layer's steps start a cycle after its number is set: SETUP), so the
+        # loop's compares and steps start at flip-flops, not at the selection's logic
+        d = {s.name[2:-4]: reg(m, s, s.shape(), s.name[:-4]) for s, _ in fields}
         rq = p.requant
         lohi = signed(signed_width(rq.lo, rq.hi))
         with m.Switch(layer):
@@ -582,8 +585,8 @@ class SeqEngine(wiring.Component):
         p_rd, = rom(m, "prom", width=AB + rq.mult_bits, init=pwords)
 
         # ---- phases
-        LOAD, RUN, DRAIN, EMIT = range(4)
-        phase = Signal(range(4), name="phase")
+        LOAD, SETUP, RUN, DRAIN, EMIT = range(5)
+        phase = Signal(range(5), name="phase")
         odd = Signal(name="odd")            # the layer reads buffer 1 (writes buffer 0)
 
         # ---- loop counters (stage 0)
@@ -698,7 +701,7 @@ class SeqEngine(wiring.Component):
                 m.d.comb += [wen.eq(take), to1.eq(0), waddr.eq(oaddr), wdata.eq(in_val)]
                 with m.If(take):
                     with m.If(oaddr == p.in_elements - 1):
-                        m.d.sync += [oaddr.eq(0), phase.eq(RUN), layer.eq(0), odd.eq(0)]
+                        m.d.sync += [oaddr.eq(0), phase.eq(SETUP), layer.eq(0), odd.eq(0)]
                         m.d.sync += restart(m)
                         m.d.sync += [by.eq(fields_value(gs, 0, "top")),
                                      bx.eq(fields_value(gs, 0, "left")),
@@ -707,6 +710,8 @@ class SeqEngine(wiring.Component):
                                      wa.eq(p.weight_bases[0]), pa.eq(p.channel_bases[0])]
                     with m.Else():
                         m.d.sync += oaddr.eq(oaddr + 1)
+            with m.Case(SETUP):
+                m.d.sync += phase.eq(RUN)
             with m.Case(RUN, DRAIN):
                 m.d.comb += [wen.eq(rqp.valid), to1.eq(~odd), waddr.eq(oaddr),
                              wdata.eq(result)]
@@ -718,7 +723,7 @@ class SeqEngine(wiring.Component):
                         with m.If(last_layer):
                             m.d.sync += [phase.eq(EMIT), odd.eq(~odd)]
                         with m.Else():
-                            m.d.sync += [phase.eq(RUN), layer.eq(layer + 1), odd.eq(~odd)]
+                            m.d.sync += [phase.eq(SETUP), layer.eq(layer + 1), odd.eq(~odd)]
                             m.d.sync += restart(m)
                             with m.Switch(layer):
                                 for k in range(L - 1):
