@@ -71,7 +71,10 @@ Pipeline (a beat issued in cycle t)
     t+6: earliest output transfer (the FIFO's latency is 2): :data:`PIPELINE_DEPTH` = 6.
     The bounds the issue and input conditions compare with (``F + R``, ``need``) are
     registers updated together with the row base they derive from, and so are the sums of
-    that base the next bounds are clamped from.
+    that base the next bounds are clamped from. The input's ready (``wrel < F + R``) is a
+    register of its own, computed a cycle ahead from the next values of ``wrel`` and
+    ``F + R`` (the same expressions that update them): it reaches the enables of the FIFO
+    before the generator (often a wide word in slices) from a flip-flop.
     The pipeline never stalls: a credit counter lets a beat issue only while the output FIFO
     is sure to have room. ``valid`` on ``o`` comes from the FIFO, never depends on ``ready``.
 
@@ -435,7 +438,8 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
     bases += 2 * (cb(H + max(p.pads) + max(p.span) + R + p.stride[0] + 2) + 1)
     writer = cb(depth) + cb(W * p.cb) + cb(2 * H + R + 5)
     pipe = cb(R) + cb(W) + cb(p.cb) + cb(depth) + 8
-    ctl_ff = loops + bases + writer + pipe + cb(FIFO_DEPTH + 1)
+    # ... and the input's ready register
+    ctl_ff = loops + bases + writer + pipe + cb(FIFO_DEPTH + 1) + 1
     if bounds_registered(p):
         ctl_ff += cb(H + R + 1) + cb(H)
     if late_write(p):       # the late write's data, address and enable
@@ -610,15 +614,20 @@ class SWG(wiring.Component):
         oh_last = oh == OH - 1
         frame_wrap = issue & win_last & ow_last & oh_last
 
+        # ``FR`` in the next cycle (the input's ready register follows it)
+        fr_new = Signal(FR.shape(), name="fr_new")
+        m.d.comb += fr_new.eq(Mux(issue & win_last & ow_last,
+                                  Mux(oh_last, const_first(-top) + R, FR_next), FR))
+        m.d.sync += FR.eq(fr_new)
         with m.If(issue & win_last):
             with m.If(ow_last):
                 m.d.sync += [ow.eq(0), wb.eq(-left)]
                 with m.If(oh_last):
-                    m.d.sync += [oh.eq(0), hb.eq(-top), FR.eq(const_first(-top) + R),
+                    m.d.sync += [oh.eq(0), hb.eq(-top),
                                  need.eq(const_need(-top)), hb_fr.eq(hb_fr.init),
                                  hb_need.eq(hb_need.init)]
                 with m.Else():
-                    m.d.sync += [oh.eq(oh + 1), hb.eq(hb + SH), FR.eq(FR_next),
+                    m.d.sync += [oh.eq(oh + 1), hb.eq(hb + SH),
                                  need.eq(need_next), hb_fr.eq(hb_fr + SH),
                                  hb_need.eq(hb_need + SH)]
                 nsb = sb + Mux(oh_last, (H - (OH - 1) * SH) % R, SH % R)
@@ -651,7 +660,11 @@ class SWG(wiring.Component):
         # --- writer ----------------------------------------------------------------------
         waddr = Signal(range(max(depth, 2)))
         wbeat = Signal(range(max(row_beats, 2)))
-        m.d.comb += self.i.ready.eq(wrel < FR)
+        # the input's ready from a register of its own, kept equal to ``wrel < FR`` (from their
+        # next values, below): it reaches the enables of every slice of the FIFO before the
+        # generator from a flip-flop, not through the compare
+        take = Signal(init=int(wrel.init < FR.init), name="take")
+        m.d.comb += self.i.ready.eq(take)
         fire = self.i.valid & self.i.ready
         if late:
             # the write a cycle late, from registers: the enable reaches every LUT RAM cell
@@ -669,7 +682,9 @@ class SWG(wiring.Component):
                 waddr.eq(Mux(waddr == depth - 1, 0, waddr + 1)),
                 wbeat.eq(Mux(wbeat == row_beats - 1, 0, wbeat + 1)),
             ]
-        m.d.sync += wrel.eq(wrel + row_done - Mux(frame_wrap, H, 0))
+        wrel_new = Signal(wrel.shape(), name="wrel_new")
+        m.d.comb += wrel_new.eq(wrel + row_done - Mux(frame_wrap, H, 0))
+        m.d.sync += [wrel.eq(wrel_new), take.eq(wrel_new < fr_new)]
         return m
 
 

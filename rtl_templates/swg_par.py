@@ -39,6 +39,11 @@ Hardware
     beats, one per cycle from the next cycle on; the next step waits for the cycle of the
     last beat (a step and the last beat share a cycle). Whether a position is inside the map
     or ends an output window is read from constant masks one step ahead into registers.
+    The input's ready, ``i.valid & inside & free`` (a step at a position inside the map),
+    is the input's valid and a register (``take``) kept equal to ``inside & free`` from the
+    next values of the flags, the beat index and the output credits (the expressions that
+    update them): only an AND with the valid lies between flip-flops and the enables of
+    the FIFO before the block.
 
 Pipeline (a beat issued in cycle t)
     t: beat index → the beat's ``P`` elements (a ``B``-way multiplexer of the window
@@ -279,7 +284,7 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
     cb = counter_bits
     line = (res.memory(pix, N, family, rom=False, rw="dont_care") if N > 1
             else res.Resources(ff=2 * pix))
-    ctl = cb(Hp) + cb(Wp) + 2 * cb(N) + cb(p.beats_per_window) + 4
+    ctl = cb(Hp) + cb(Wp) + 2 * cb(N) + cb(p.beats_per_window) + 5    # 5: flags, ready
     # the shift register's copies of the step control: held and inside flags, a beat index
     copies = (len(shift_slices(p)) + len(output_slices(p)) - 2) * (2 + cb(p.beats_per_window))
     ctl += copies
@@ -349,10 +354,15 @@ class SWGPar(wiring.Component):
         inside_next = _bits(rin).bit_select(ny, 1) & _bits(cin).bit_select(nx, 1)
 
         # --- step / emit control ---------------------------------------------------------
+        def free_of(pend, bi, room):
+            """No window held, or its last beat is emitted now: the next step may go."""
+            return ~pend | (pend & room & (bi == B - 1))
+
         def control(name: str):
-            """(step, emit, last beat, beat index): a window is held (``pend``) while its
-            beats are emitted; the next step waits for the last beat. A copy (``name``) has
-            its own ``inside`` flag too, so no term of its step is shared with the others."""
+            """(step, emit, last beat, beat index, next values of ``pend`` and ``bi``): a
+            window is held (``pend``) while its beats are emitted; the next step waits for the
+            last beat. A copy (``name``) has its own ``inside`` flag too, so no term of its
+            step is shared with the others."""
             ins = inside
             if name:
                 ins = Signal(init=inside.init, name=f"{name}inside")
@@ -360,26 +370,35 @@ class SWGPar(wiring.Component):
             bi = Signal(range(max(B, 2)), name=f"{name}bi")
             emit = pend & out.room
             last_beat = bi == B - 1
-            free = ~pend | (emit & last_beat)
+            free = free_of(pend, bi, out.room)
             step = Signal(name=f"{name}step")
             m.d.comb += step.eq(free & (~ins | self.i.valid))
             if name:
                 with m.If(step):
                     m.d.sync += ins.eq(inside_next)
-            with m.If(emit):
-                m.d.sync += bi.eq(Mux(last_beat, 0, bi + 1))
-            with m.If(step):
-                m.d.sync += pend.eq(ends)
-            with m.Elif(emit & last_beat):
-                m.d.sync += pend.eq(0)
-            return step, emit, last_beat, bi
+            # the state's next values (the input's ready register follows them)
+            pend_new = Signal(name=f"{name}pend_new")
+            bi_new = Signal(bi.shape(), name=f"{name}bi_new")
+            m.d.comb += [bi_new.eq(Mux(emit, Mux(last_beat, 0, bi + 1), bi)),
+                         pend_new.eq(Mux(step, ends, Mux(emit & last_beat, 0, pend)))]
+            m.d.sync += [bi.eq(bi_new), pend.eq(pend_new)]
+            return step, emit, last_beat, bi, pend_new, bi_new
 
-        step, emit, last_beat, bi = control("")
-        m.d.comb += self.i.ready.eq(step & inside)
+        step, emit, last_beat, bi, pend_new, bi_new = control("")
+        # The input's ready is ``step & inside`` = ``i.valid & inside & free``: the part
+        # without ``i.valid`` is a register of its own (``take``, kept equal to ``inside &
+        # free`` from their next values, below), so only the AND with the input's valid (the
+        # FIFO's output flag, a flip-flop) is left between flip-flops and the enables of the
+        # FIFO's slices. ``i.valid`` has no next value here, so that gate stays.
+        take = Signal(init=inside.init, name="take")     # no window is held at reset
+        m.d.comb += self.i.ready.eq(self.i.valid & take)
         out.spend(emit)
+        inside_new = Signal(name="inside_new")
+        m.d.comb += inside_new.eq(Mux(step, inside_next, inside))
+        m.d.sync += [inside.eq(inside_new),
+                     take.eq(inside_new & free_of(pend_new, bi_new, out.room_next))]
         with m.If(step):
             m.d.sync += [x.eq(nx), y.eq(ny),
-                         inside.eq(inside_next),
                          ends.eq(_bits(rwin).bit_select(ny, 1) & _bits(cwin).bit_select(nx, 1))]
 
         # --- the column: this step's pixel and the delay lines ----------------------------
