@@ -201,10 +201,11 @@ def passes_through(rq: Requant, acc_lo: int, acc_hi: int) -> bool:
             and max(-acc_lo, acc_hi) < (1 << F32_BITS))
 
 
-def requant_stages(rq: Requant) -> int:
-    """Register stages :func:`round_clamp` puts between its product and its result."""
+def requant_stages(rq: Requant, runtime: bool = False) -> int:
+    """Register stages :func:`round_clamp` puts between its product and its result
+    (``runtime``: with a :class:`RuntimeRequant`, whose clamp takes two)."""
     base = 1 + ROUND24_STAGES + 4          # |p|; round24; / 2**shift (2); sign + zp; clamp
-    return base + (2 + ROUND24_STAGES if rq.zp_first else 0)
+    return base + (2 + ROUND24_STAGES if rq.zp_first else 0) + int(runtime)
 
 
 def round_clamp(m: Module, p, rq: Requant, name: str):
@@ -260,8 +261,12 @@ def round_clamp_mag(m: Module, neg, mag, rq: Requant, name: str,
     v = reg(m, Mux(neg, zp - ymag, zp + ymag), signed(len(ymag) + zb + 1), f"{name}_v")
     if rt is None:
         return clamp(m, v, rq.lo, rq.hi, name)
-    return reg(m, Mux(v < rt.lo, rt.lo, Mux(v > rt.hi, rt.hi, v)),
-               signed(signed_width(rq.lo, rq.hi)), name)
+    # bounds that are signals: the compares (carry chains) in one stage, the choice in the next
+    below = reg(m, v < rt.lo, unsigned(1), f"{name}_below")
+    above = reg(m, v > rt.hi, unsigned(1), f"{name}_above")
+    v2 = reg(m, v, v.shape(), f"{name}_v2")
+    return reg(m, Mux(below, rt.lo, Mux(above, rt.hi, v2)), signed(signed_width(rq.lo, rq.hi)),
+               name)
 
 
 def sign_chain(w: int, family: str) -> res.Resources:
@@ -299,14 +304,15 @@ class RequantPipeline:
 
     @staticmethod
     def depth(rq: Requant, acc_bits: int, sign: bool = False, spacing: int = 1,
-              identity: bool = False) -> int:
-        """Registers from the input to :attr:`data`."""
+              identity: bool = False, runtime: bool = False) -> int:
+        """Registers from the input to :attr:`data` (``runtime``: built with a
+        :class:`RuntimeRequant`)."""
         if sign or identity:
             return 2
         seq = RequantPipeline.sequential(rq, acc_bits, spacing)
         prod = seq_mul_stages(acc_bits, rq.mult_bits) if seq else \
             mul_stages(acc_bits, rq.mult_bits, copy=True)
-        return 2 + prod + requant_stages(rq) - 1
+        return 2 + prod + requant_stages(rq, runtime) - 1
 
     @staticmethod
     def multiplies(rq: Requant, acc_bits: int, lanes: int, sign: bool = False,
@@ -434,6 +440,7 @@ class RequantPipeline:
                          for k, (a, b) in enumerate(mags)]
             outs = [round_clamp_mag(m, neg, prod, rq, f"{name}_y_{k}", rt)[:out_bits]
                     for k, (neg, prod) in enumerate(zip(negs, prods))]
-        self.valid = delay(m, v1, self.depth(rq, acc_bits, sign, spacing, identity) - 1,
+        self.valid = delay(m, v1, self.depth(rq, acc_bits, sign, spacing, identity,
+                                             rt is not None) - 1,
                            f"{name}_v")
         self.data = Cat(*outs)

@@ -46,7 +46,7 @@ Hardware
     registered, in one cycle (SETUP) before the layer's first step.
 
 Cost
-    ``cycles = I + sum_l (steps_l + DRAIN) + O + 1`` per frame (``I``, ``O``: input and
+    ``cycles = I + sum_l (steps_l + DRAIN) + O + 4`` per frame (``I``, ``O``: input and
     output elements; ``steps_l`` = outputs × taps of layer ``l``; ``DRAIN`` = the setup
     cycle + the datapath's stages + the requantizer's), one product per cycle. Memory: two
     buffers, the weights, the bias and multiplier words.
@@ -65,6 +65,7 @@ from amaranth.lib.wiring import In, Out
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.gap import GAPParams
 from hwgen.rtl_templates.gap import golden as gap_golden
 from hwgen.rtl_templates.memory import rom
@@ -85,6 +86,13 @@ from hwgen.rtl_templates.xnor_mvau import is_bipolar
 MAC_STAGES = 5
 #: SPRAM tiles of the UltraPlus
 SPRAM_TILES = 4
+#: beats of the output FIFO (the output leaves one beat per cycle from it)
+EMIT_FIFO = 4
+#: cycles from the last layer's last write to the first output transfer: the setup cycle,
+#: the first read's, the word's, and the output FIFO's two
+EMIT_DELAY = 5
+#: the loop nest, innermost first (the geometry's bounds)
+LOOPS = ("ICT", "KW", "KH", "OC", "OW", "OH")
 #: the largest feature-map buffer kept in block RAM beside weights in SPRAM (4 of the
 #: UltraPlus's 30 tiles); a larger one goes to SPRAM
 BUFFER_BRAM_BITS = 16 * 1024
@@ -348,7 +356,7 @@ class SeqEngineParams:
         """Cycles a layer takes beyond its steps: the cycle that loads its descriptor, and
         from its last step to its last write the datapath's stages and the requantizer's."""
         return 1 + MAC_STAGES + RequantPipeline.depth(self.requant, self.acc_bits,
-                                                      spacing=self.spacing)
+                                                      spacing=self.spacing, runtime=True)
 
     @property
     def compute_cycles(self) -> int:
@@ -368,9 +376,9 @@ def golden(p: SeqEngineParams, x: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------- cost
 
 def timing(p: SeqEngineParams, in_first: int, in_last: int) -> tuple[int, int]:
-    """The layers start the cycle after the last input beat; the first output leaves the
-    cycle after the last layer's last write."""
-    first = in_last + 1 + p.compute_cycles + 1
+    """The layers start the cycle after the last input beat; the first output leaves
+    :data:`EMIT_DELAY` cycles after the last layer's last write."""
+    first = in_last + p.compute_cycles + EMIT_DELAY
     return first, first + p.out_elements - 1
 
 
@@ -435,7 +443,8 @@ def multiplies(p: SeqEngineParams) -> dict[Mul, int]:
 
 
 def cost(p: SeqEngineParams) -> Cost:
-    cycles = p.in_elements + p.compute_cycles + p.out_elements + 1
+    # the next frame's first input the cycle after the last output
+    cycles = p.in_elements + p.compute_cycles + EMIT_DELAY - 1 + p.out_elements
     bits = (2 * p.buffer_bits * p.buffer_words + p.w_bits * p.weights.size
             + len(p.param_words()) * (p.acc_bits + p.requant.mult_bits))
     muls = multiplies(p)
@@ -476,7 +485,10 @@ def descriptor(p: SeqEngineParams) -> list[tuple[str, object, list[int]]]:
     def bits(attr):
         return unsigned(_counter(max(getattr(g, attr) for g in gs)))
     rqs = [x.unit.requant for x in p.layers]
+    loops = [(k, bits(k), [getattr(g, k) for g in gs]) for k in LOOPS]
     return [
+        *((f"{k}m2", w, [max(v - 2, 0) for v in vs]) for k, w, vs in loops),
+        *((f"{k}1", unsigned(1), [int(v == 1) for v in vs]) for k, w, vs in loops),
         ("OHm1", bits("OH"), [g.OH - 1 for g in gs]),
         ("OWm1", bits("OW"), [g.OW - 1 for g in gs]),
         ("OCm1", bits("OC"), [g.OC - 1 for g in gs]),
@@ -502,7 +514,7 @@ def descriptor(p: SeqEngineParams) -> list[tuple[str, object, list[int]]]:
         ("pad", signed(p.buffer_bits), [g.pad_value for g in gs]),
         ("wbase", unsigned(_counter(nw)), list(p.weight_bases)),
         ("pbase", unsigned(_counter(nch)), list(p.channel_bases)),
-        ("outm1", unsigned(_counter(p.buffer_words)), [g.out_elements - 1 for g in gs]),
+        ("outm2", unsigned(_counter(p.buffer_words)), [max(g.out_elements - 2, 0) for g in gs]),
         ("zs", signed(zb + rq.shift + 1), [(r.zero_point << p.shift) if r.zp_first else 0
                                            for r in rqs]),
         ("zp", signed(zb), [0 if r.zp_first else r.zero_point for r in rqs]),
@@ -585,8 +597,9 @@ class SeqEngine(wiring.Component):
         p_rd, = rom(m, "prom", width=AB + rq.mult_bits, init=pwords)
 
         # ---- phases
-        LOAD, SETUP, RUN, DRAIN, EMIT = range(5)
-        phase = Signal(range(5), name="phase")
+        LOAD, SETUP, RUN, EMIT = range(4)
+        phase = Signal(range(4), name="phase")
+        done = Signal(name="done")          # the last layer has written its last output
         odd = Signal(name="odd")            # the layer reads buffer 1 (writes buffer 0)
 
         # ---- loop counters (stage 0)
@@ -601,8 +614,12 @@ class SeqEngine(wiring.Component):
         wa = Signal(range(max(nw, 2)), name="wa")
         pa = Signal(range(max(nch, 2)), name="pa")
 
-        end_ic, end_kx, end_ky = ic == d["ICTm1"], kx == d["KWm1"], ky == d["KHm1"]
-        end_oc, end_ox, end_oy = oc == d["OCm1"], ox == d["OWm1"], oy == d["OHm1"]
+        # each counter's "at its last value" as a register of its own (set from the compare
+        # with the bound less one as the counter steps): the loop's carries start at
+        # flip-flops, not at six compares
+        ends = {k: Signal(name=f"end_{c.name}") for k, c in zip(LOOPS, (ic, kx, ky, oc, ox, oy))}
+        end_ic, end_kx, end_ky = ends["ICT"], ends["KW"], ends["KH"]
+        end_oc, end_ox, end_oy = ends["OC"], ends["OW"], ends["OH"]
         tap_end = end_ic & end_kx & end_ky
         layer_end = tap_end & end_oc & end_ox & end_oy
         first0 = (ic == 0) & (kx == 0) & (ky == 0)
@@ -612,34 +629,45 @@ class SeqEngine(wiring.Component):
         m.d.comb += [iy.eq(by + ty), ix.eq(bx + tx),
                      addr0.eq(pix + toff + Mux(d["dw"], oc, 0))]
         outside = (iy < 0) | (iy >= d["H"]) | (ix < 0) | (ix >= d["W"])
+        # a step issues in every cycle of RUN: a flip-flop of its own (it enables every counter)
         issue = Signal(name="issue")
-        m.d.comb += issue.eq(phase == RUN)
 
-        def restart(m):
-            """Counters at the start of a layer (the descriptor of the layer about to run)."""
+        def restart(k: int):
+            """Counters at the start of layer ``k``."""
+            g = gs[k]
             return [oy.eq(0), ox.eq(0), oc.eq(0), ky.eq(0), kx.eq(0), ic.eq(0), ty.eq(0),
-                    tx.eq(0), toff.eq(0)]
+                    tx.eq(0), toff.eq(0)] + [ends[n].eq(int(getattr(g, n) == 1)) for n in LOOPS]
 
+        def step(c, n):
+            """Counter ``c`` of loop ``n`` steps on (its end flag from the bound less two)."""
+            return [c.eq(c + 1), ends[n].eq(c == d[f"{n}m2"])]
+
+        def wrap(c, n):
+            return [c.eq(0), ends[n].eq(d[f"{n}1"])]
+
+        with m.If(issue & layer_end):       # the layer's last step
+            m.d.sync += issue.eq(0)
         with m.If(issue):
             with m.If(~end_ic):
-                m.d.sync += [ic.eq(ic + 1), toff.eq(toff + 1)]
+                m.d.sync += [*step(ic, "ICT"), toff.eq(toff + 1)]
             with m.Elif(~end_kx):
-                m.d.sync += [ic.eq(0), kx.eq(kx + 1), tx.eq(tx + d["DW"]),
+                m.d.sync += [*wrap(ic, "ICT"), *step(kx, "KW"), tx.eq(tx + d["DW"]),
                              toff.eq(toff + d["step_kx"])]
             with m.Elif(~end_ky):
-                m.d.sync += [ic.eq(0), kx.eq(0), tx.eq(0), ky.eq(ky + 1), ty.eq(ty + d["DH"]),
-                             toff.eq(toff + d["step_ky"])]
+                m.d.sync += [*wrap(ic, "ICT"), *wrap(kx, "KW"), tx.eq(0), *step(ky, "KH"),
+                             ty.eq(ty + d["DH"]), toff.eq(toff + d["step_ky"])]
             with m.Else():
-                m.d.sync += [ic.eq(0), kx.eq(0), ky.eq(0), tx.eq(0), ty.eq(0), toff.eq(0)]
+                m.d.sync += [*wrap(ic, "ICT"), *wrap(kx, "KW"), *wrap(ky, "KH"), tx.eq(0),
+                             ty.eq(0), toff.eq(0)]
                 with m.If(~end_oc):
-                    m.d.sync += [oc.eq(oc + 1), pa.eq(pa + 1)]
+                    m.d.sync += [*step(oc, "OC"), pa.eq(pa + 1)]
                 with m.Else():
-                    m.d.sync += [oc.eq(0), pa.eq(d["pbase"])]
+                    m.d.sync += [*wrap(oc, "OC"), pa.eq(d["pbase"])]
                     with m.If(~end_ox):
-                        m.d.sync += [ox.eq(ox + 1), bx.eq(bx + d["SW"]),
+                        m.d.sync += [*step(ox, "OW"), bx.eq(bx + d["SW"]),
                                      pix.eq(pix + d["step_ox"])]
                     with m.Else():
-                        m.d.sync += [ox.eq(0), bx.eq(d["left"]), oy.eq(oy + 1),
+                        m.d.sync += [*wrap(ox, "OW"), bx.eq(d["left"]), *step(oy, "OH"),
                                      by.eq(by + d["SH"]), row.eq(row + d["step_oy"]),
                                      pix.eq(row + d["step_oy"])]
             with m.If(tap_end & end_oc):
@@ -679,77 +707,87 @@ class SeqEngine(wiring.Component):
         result = Signal(lohi, name="result")         # the clamped value, sign-extended below
         m.d.comb += result.eq(rqp.data)
 
-        # ---- writes of the layer's results, the input, the output
+        # ---- writes of the layer's results and of the input, a cycle late from registers
+        # (the buffers' address multiplexer then selects by a flip-flop); the output
         oaddr = Signal(range(max(p.buffer_words, 2)), name="oaddr")
+        at_last = Signal(name="at_last")    # oaddr is the layer's last output
         wen = Signal(name="wen")
         wdata = Signal(BB, name="wdata")
-        waddr = Signal.like(oaddr, name="waddr")
         to1 = Signal(name="to1")            # the write goes to buffer 1
+        wen_r = reg(m, wen, unsigned(1), "wen_r")
+        to1_r = reg(m, to1, unsigned(1), "to1_r")
+        waddr_r = reg(m, oaddr, oaddr.shape(), "waddr_r")
+        wdata_r = reg(m, wdata, unsigned(BB), "wdata_r")
+        emitting = Signal(name="emitting")
+        eaddr = Signal.like(oaddr, name="eaddr")
         rd_addr = Signal.like(oaddr, name="rd_addr")
-        m.d.comb += [wr0.data.eq(wdata), wr1.data.eq(wdata),
-                     wr0.en.eq(wen & ~to1), wr1.en.eq(wen & to1),
-                     a0.eq(Mux(wen & ~to1, waddr, rd_addr)),
-                     a1.eq(Mux(wen & to1, waddr, rd_addr)),
-                     rd_addr.eq(ra1)]
+        m.d.comb += [wr0.data.eq(wdata_r), wr1.data.eq(wdata_r),
+                     wr0.en.eq(wen_r & ~to1_r), wr1.en.eq(wen_r & to1_r),
+                     a0.eq(Mux(wen_r & ~to1_r, waddr_r, rd_addr)),
+                     a1.eq(Mux(wen_r & to1_r, waddr_r, rd_addr)),
+                     rd_addr.eq(Mux(emitting, eaddr, ra1))]
         take = Signal(name="take")
         m.d.comb += [self.i.ready.eq((phase == LOAD) & loaded),
                      take.eq(self.i.valid & self.i.ready)]
         in_val = (self.i.payload.as_signed() if p.in_type.signed else self.i.payload)
         last_layer = layer == L - 1
+
+        # the output: the last layer's buffer read in order into an output FIFO, as credits
+        # allow (the read address is a register; o.valid never depends on o.ready)
+        out = OutputCredits(m, self.o, p.out_type.bits, EMIT_FIFO)
+        ereq = Signal(name="ereq")
+        m.d.comb += ereq.eq(emitting & out.room & (eaddr != p.out_elements))
+        out.spend(ereq)
+        out.write(Mux(odd, rd1.data, rd0.data)[:p.out_type.bits],
+                  reg(m, ereq, unsigned(1), "ereq1"))
+        sent = Signal(range(max(p.out_elements, 2)), name="sent")
+
+        def start_layer(k: int):
+            """Counters and positions at the start of layer ``k``."""
+            g = gs[k]
+            return restart(k) + [
+                by.eq(fields_value(gs, k, "top")), bx.eq(fields_value(gs, k, "left")),
+                row.eq(fields_value(gs, k, "pix0")), pix.eq(fields_value(gs, k, "pix0")),
+                wa.eq(p.weight_bases[k]), pa.eq(p.channel_bases[k]),
+                at_last.eq(int(g.out_elements == 1))]
+
         with m.Switch(phase):
             with m.Case(LOAD):
-                m.d.comb += [wen.eq(take), to1.eq(0), waddr.eq(oaddr), wdata.eq(in_val)]
+                m.d.comb += [wen.eq(take), to1.eq(0), wdata.eq(in_val)]
                 with m.If(take):
                     with m.If(oaddr == p.in_elements - 1):
                         m.d.sync += [oaddr.eq(0), phase.eq(SETUP), layer.eq(0), odd.eq(0)]
-                        m.d.sync += restart(m)
-                        m.d.sync += [by.eq(fields_value(gs, 0, "top")),
-                                     bx.eq(fields_value(gs, 0, "left")),
-                                     row.eq(fields_value(gs, 0, "pix0")),
-                                     pix.eq(fields_value(gs, 0, "pix0")),
-                                     wa.eq(p.weight_bases[0]), pa.eq(p.channel_bases[0])]
+                        m.d.sync += start_layer(0)
                     with m.Else():
                         m.d.sync += oaddr.eq(oaddr + 1)
             with m.Case(SETUP):
-                m.d.sync += phase.eq(RUN)
-            with m.Case(RUN, DRAIN):
-                m.d.comb += [wen.eq(rqp.valid), to1.eq(~odd), waddr.eq(oaddr),
-                             wdata.eq(result)]
-                with m.If(issue & layer_end):
-                    m.d.sync += phase.eq(DRAIN)
+                m.d.sync += [phase.eq(Mux(done, EMIT, RUN)), issue.eq(~done)]
+                with m.If(done):
+                    m.d.sync += [emitting.eq(1), eaddr.eq(0)]
+            with m.Case(RUN):        # steps issue until the layer's last, then it drains
+                m.d.comb += [wen.eq(rqp.valid), to1.eq(~odd), wdata.eq(result)]
                 with m.If(rqp.valid):
-                    with m.If(oaddr == d["outm1"]):
-                        m.d.sync += oaddr.eq(0)
+                    with m.If(at_last):
+                        m.d.sync += [oaddr.eq(0), phase.eq(SETUP), odd.eq(~odd)]
                         with m.If(last_layer):
-                            m.d.sync += [phase.eq(EMIT), odd.eq(~odd)]
+                            m.d.sync += done.eq(1)
                         with m.Else():
-                            m.d.sync += [phase.eq(SETUP), layer.eq(layer + 1), odd.eq(~odd)]
-                            m.d.sync += restart(m)
+                            m.d.sync += layer.eq(layer + 1)
                             with m.Switch(layer):
                                 for k in range(L - 1):
                                     with m.Case(k):
-                                        m.d.sync += [
-                                            by.eq(fields_value(gs, k + 1, "top")),
-                                            bx.eq(fields_value(gs, k + 1, "left")),
-                                            row.eq(fields_value(gs, k + 1, "pix0")),
-                                            pix.eq(fields_value(gs, k + 1, "pix0")),
-                                            wa.eq(p.weight_bases[k + 1]),
-                                            pa.eq(p.channel_bases[k + 1])]
+                                        m.d.sync += start_layer(k + 1)
                     with m.Else():
-                        m.d.sync += oaddr.eq(oaddr + 1)
+                        m.d.sync += [oaddr.eq(oaddr + 1), at_last.eq(oaddr == d["outm2"])]
             with m.Case(EMIT):
-                # the word shown is oaddr's; the read address runs one ahead on a transfer
-                shown = Signal(name="shown")
-                sent = self.o.valid & self.o.ready
-                m.d.comb += [self.o.valid.eq(shown),
-                             self.o.payload.eq(Mux(odd, rd1.data, rd0.data)[:p.out_type.bits]),
-                             rd_addr.eq(Mux(sent, oaddr + 1, oaddr))]
-                m.d.sync += shown.eq(1)
-                with m.If(sent):
-                    with m.If(oaddr == p.out_elements - 1):
-                        m.d.sync += [oaddr.eq(0), phase.eq(LOAD), shown.eq(0), odd.eq(0)]
+                with m.If(ereq):
+                    m.d.sync += eaddr.eq(eaddr + 1)
+                with m.If(self.o.valid & self.o.ready):
+                    with m.If(sent == p.out_elements - 1):
+                        m.d.sync += [sent.eq(0), phase.eq(LOAD), emitting.eq(0), done.eq(0),
+                                     odd.eq(0)]
                     with m.Else():
-                        m.d.sync += oaddr.eq(oaddr + 1)
+                        m.d.sync += sent.eq(sent + 1)
         return m
 
 
