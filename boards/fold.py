@@ -451,7 +451,8 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
     if not ok:
         if got is None:
             raise HwgenError(f"{what}: no folding of its layers lowers")
-        engine = None if sources else _engine(ig, s)
+        engine = None if sources else _engine(ig, s, sum(u.memory_bits
+                                                          for u in got[1].values()))
         if engine is not None:
             fold, dfg = engine
             return fold, dfg, report(dfg, ig, target, ENGINE_METHOD, evaluated)
@@ -504,10 +505,14 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
 ENGINE_METHOD = "layer-sequential engine (no folding of a pipeline fits)"
 
 
-def _engine(ig: IntGraph, s: FoldSearch) -> tuple[dict[str, Folding], DataflowGraph] | None:
+def _engine(ig: IntGraph, s: FoldSearch, memory_bits: int
+            ) -> tuple[dict[str, Folding], DataflowGraph] | None:
     """The model on the layer-sequential engine (``rtl_templates/seq_engine.py``; weights and
     feature maps in SPRAM where the device has it), if the engine runs it and it fits; None
-    otherwise."""
+    otherwise. ``memory_bits``: the slowest pipeline's, weights included; a model whose
+    memory is beyond all the device's RAM is not tried (the engine holds the weights too)."""
+    if memory_bits > s.device.memory_bits:
+        return None
     spram = bool(s.device.spram_blocks)
     fold = {op.name: Folding(sequential=True, spram=spram) for op in ig.ops}
     try:

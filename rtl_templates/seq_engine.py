@@ -340,7 +340,7 @@ class SeqEngineParams:
 
     def weight_words(self) -> list[int]:
         mask = (1 << self.w_bits) - 1
-        return [int(v) & mask for v in self.weights] or [0]
+        return (np.asarray(self.weights, dtype=np.int64) & mask).tolist() or [0]
 
     def load_words(self) -> list[int]:
         return load_words(self.load_layout, self.weight_words()) if self.spram else []
@@ -418,7 +418,14 @@ def resource_parts(p: SeqEngineParams, family: str) -> dict[str, res.Resources]:
     rq = RequantPipeline.parts(p.requant, p.acc_bits, p.buffer_bits, 1, family,
                                spacing=p.spacing)
     parts.update(rq)
-    parts["out"] = res.Resources(lut4=p.buffer_bits + 2 * aw, ff=aw + 4)
+    # the late write (enable, buffer, address, word), the output's read address and count,
+    # its FIFO and credits, the loop's end flags and the issue flag, the runtime clamp's stage
+    ob = p.out_type.bits
+    rq_v = p.acc_bits + p.requant.mult_bits - p.shift + abs(p.requant.zero_point).bit_length() + 3
+    parts["out"] = (res.Resources(lut4=p.buffer_bits + 2 * aw,
+                                  ff=2 + 2 * aw + p.buffer_bits + _counter(p.out_elements)
+                                  + len(LOOPS) + 2 + rq_v + 2)
+                    + res.fifo(ob, EMIT_FIFO, family))
     return parts
 
 
@@ -426,10 +433,10 @@ def resource_parts(p: SeqEngineParams, family: str) -> dict[str, res.Resources]:
 #: int8 activations and on the 8-bit TFC, each family; the requantizer's parts as calibrated
 #: on the units)
 ENGINE_FIT: res.Fit = res.merge_fits(LANE_FIT, {
-    "ice40": {"lut4": {"ctrl": 1.33, "desc": 4.3}, "carry": {"ctrl": 1.27},
-              "ff": {"ctrl": 0.1}},
-    "ecp5": {"lut4": {"ctrl": 2.42, "desc": 1.23}, "carry": {"ctrl": 0.68},
-             "ff": {"ctrl": 0.64}},
+    "ice40": {"lut4": {"ctrl": 1.48, "desc": 3.51}, "carry": {"ctrl": 1.38},
+              "ff": {"ctrl": 0.29}},
+    "ecp5": {"lut4": {"ctrl": 2.6, "desc": 0.1}, "carry": {"ctrl": 0.69},
+             "ff": {"ctrl": 0.83}},
 })
 
 

@@ -73,7 +73,7 @@ def test_inspect_agrees_with_compile(case, tmp_path):
     assert layers, "compile mapped no layer"
     for name in layers:
         f = rep.estimate.ops[name].folding
-        assert {"pe": f.pe, "simd": f.simd} == manifest["folding"][name], name
+        assert f.as_dict() == manifest["folding"][name], name
     mapped = [r.node for r in rep.rows if r.status == "mapped"]
     assert mapped == layers
 
