@@ -43,7 +43,8 @@ Hardware
     cycles when the layers' windows allow it) and the write of the result to the other buffer.
     After a layer's last step the engine waits for its last write, then starts the next
     layer: the descriptor of each layer is a constant selected by the layer number and
-    registered, in one cycle (SETUP) before the layer's first step.
+    registered, in one cycle (SETUP) before the layer's first step. Results and input words
+    are written a cycle late from registers; the output leaves through a credit-counted FIFO.
 
 Cost
     ``cycles = I + sum_l (steps_l + DRAIN) + O + 4`` per frame (``I``, ``O``: input and
