@@ -102,7 +102,7 @@ from hwgen.rtl_templates.resources import (
     rom_live,
     unsigned_muls,
 )
-from hwgen.rtl_templates.spram import LOAD_BITS, LoadLayout, load_words, loaded_memory
+from hwgen.rtl_templates.spram import LoadLayout, load_ports, load_words, loaded_memory
 from hwgen.rtl_templates.words import lanes, pack_word
 from hwgen.rtl_templates.xnor_mvau import (
     check_sign_requant,
@@ -707,8 +707,7 @@ class MVAU(wiring.Component):
             "o": Out(stream.Signature(unsigned(p.pe * p.out_type.bits))),
         }
         if p.spram:     # the weight-load stream through the block, and its weights' state
-            members.update(wl_i=In(stream.Signature(unsigned(LOAD_BITS))),
-                           wl_o=Out(stream.Signature(unsigned(LOAD_BITS))), loaded=Out(1))
+            members.update(load_ports())
         super().__init__(members)
 
     def elaborate(self, platform):

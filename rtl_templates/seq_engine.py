@@ -76,7 +76,7 @@ from hwgen.rtl_templates.pipeline import delay, reg
 from hwgen.rtl_templates.quant import QType, Requant, signed_width
 from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline, RuntimeRequant
 from hwgen.rtl_templates.resources import Mul, unsigned_muls
-from hwgen.rtl_templates.spram import LOAD_BITS, MARK, LoadLayout, load_words, loaded_memory
+from hwgen.rtl_templates.spram import MARK, LoadLayout, load_ports, load_words, loaded_memory
 from hwgen.rtl_templates.swg import SWGParams
 from hwgen.rtl_templates.swg import golden as swg_golden
 from hwgen.rtl_templates.vvau import VVAUParams
@@ -562,9 +562,8 @@ class SeqEngine(wiring.Component):
         self.p = p
         members = {"i": In(stream.Signature(unsigned(p.in_type.bits))),
                    "o": Out(stream.Signature(unsigned(p.out_type.bits)))}
-        if p.spram:
-            members.update(wl_i=In(stream.Signature(unsigned(LOAD_BITS))),
-                           wl_o=Out(stream.Signature(unsigned(LOAD_BITS))), loaded=Out(1))
+        if p.spram:     # the weight-load stream through the block, and its weights' state
+            members.update(load_ports())
         super().__init__(members)
 
     def elaborate(self, platform):

@@ -34,8 +34,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import stream
 from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
 
 #: bits of one weight-load beat and of one SPRAM column
 LOAD_BITS = 16
@@ -98,6 +100,13 @@ def load_words(layout: LoadLayout, words) -> list[int]:
             row |= (w & mask) << (lane * layout.width)
         out += [(row >> (LOAD_BITS * c)) & 0xFFFF for c in range(layout.columns)]
     return out
+
+
+def load_ports() -> dict:
+    """The component members of a block with a loaded memory: the weight-load stream in
+    (``wl_i``) and on (``wl_o``), and ``loaded``."""
+    return {"wl_i": In(stream.Signature(unsigned(LOAD_BITS))),
+            "wl_o": Out(stream.Signature(unsigned(LOAD_BITS))), "loaded": Out(1)}
 
 
 def loaded_memory(m: Module, name: str, layout: LoadLayout, wl_i, wl_o) -> tuple:
