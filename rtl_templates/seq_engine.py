@@ -578,8 +578,9 @@ class SeqEngine(wiring.Component):
 
         # ---- the layer's descriptor: constants selected by the layer number
         layer = Signal(range(max(L, 2)), name="layer")
-        fields = [(Signal(shape, name=f"d_{name}_sel"), values)
-                  for name, shape, values in descriptor(p)]
+        table = descriptor(p)
+        start = {name: values for name, _, values in table}   # the values a layer starts from
+        fields = [(Signal(shape, name=f"d_{name}_sel"), values) for name, shape, values in table]
         # registered (the layer's steps start a cycle after its number is set: SETUP), so the
         # loop's compares and steps start at flip-flops, not at the selection's logic
         d = {s.name[2:-4]: reg(m, s, s.shape(), s.name[:-4]) for s, _ in fields}
@@ -753,8 +754,8 @@ class SeqEngine(wiring.Component):
             """Counters and positions at the start of layer ``k``."""
             g = gs[k]
             return restart(k) + [
-                by.eq(fields_value(gs, k, "top")), bx.eq(fields_value(gs, k, "left")),
-                row.eq(fields_value(gs, k, "pix0")), pix.eq(fields_value(gs, k, "pix0")),
+                by.eq(start["top"][k]), bx.eq(start["left"][k]),
+                row.eq(start["pix0"][k]), pix.eq(start["pix0"][k]),
                 wa.eq(p.weight_bases[k]), pa.eq(p.channel_bases[k]),
                 at_last.eq(int(g.out_elements == 1))]
 
@@ -796,12 +797,6 @@ class SeqEngine(wiring.Component):
                     with m.Else():
                         m.d.sync += sent.eq(sent + 1)
         return m
-
-
-def fields_value(gs, k: int, name: str) -> int:
-    """A descriptor value of layer ``k`` known at elaboration (the counters' start values)."""
-    g = gs[k]
-    return {"top": -g.top, "left": -g.left, "pix0": (-g.top * g.W - g.left) * g.C}[name]
 
 
 # ---------------------------------------------------------------------------- registration
