@@ -373,8 +373,15 @@ class FoldSearch:
 
     # --------------------------------------------------------------------------- search
     def candidates(self) -> list[int]:
+        """The intervals to try: every op's cycle counts at or above the floor, and in the
+        "bound" mode the bound itself (layers folded to meet it, their products in logic
+        cells where the DSP tiles run out, land at or below it: with foldings in powers of two
+        the next candidate above can be 1.5x the bound)."""
         floor = self.floor()
-        return sorted({c for op in self.ops for _, c in self.space[op.name] if c >= floor})
+        cands = {c for op in self.ops for _, c in self.space[op.name] if c >= floor}
+        if self.target.logic_lanes == "bound" and self.bound and self.bound >= floor:
+            cands.add(self.bound)
+        return sorted(cands)
 
     def floor(self) -> int:
         return max((min(c for _, c in self.space[op.name]) for op in self.ops), default=0)
