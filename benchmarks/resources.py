@@ -14,7 +14,8 @@ kind. Designs: the example models and the QONNX test models of ``benchmarks/sili
 the QOperator ResNet and FINN's TFC at ``--target-cycles 1024``, at ``--target-cycles
 64`` and at the folding searched for the ``ulx3s-85f`` (``@85f``), FINN's CNV at
 ``--target-cycles 16384``, the MLPerf Tiny networks at ``@85f`` and the same with
-``--logic-lanes`` (``@85f-ll``), the whole core synthesized (no timing wrapper).
+``--logic-lanes`` (``@85f-ll``), and their per-channel forms (``-pc``) at ``@85f``, the whole
+core synthesized (no timing wrapper).
 ``--quick`` takes the small ones; ``--grid`` the test grids' blocks alone. The memories
 Yosys turned into registers ("Replacing memory ... with list of registers") are listed after
 the table.
@@ -87,7 +88,10 @@ MODELS = {**SILICON_MODELS, "resnet-qop": "digits_resnet_qop.onnx",
           "mlperf-resnet8": "mlperf_tiny/resnet8_qdq.onnx",
           "mlperf-dscnn": "mlperf_tiny/dscnn_qdq.onnx",
           "mlperf-mobilenet": "mlperf_tiny/mobilenet_v1_025_qdq.onnx",
-          "mlperf-autoencoder": "mlperf_tiny/autoencoder_qdq.onnx"}
+          "mlperf-autoencoder": "mlperf_tiny/autoencoder_qdq.onnx",
+          **{f"mlperf-{m}-pc": f"mlperf_tiny/{f}_qdq_perchannel.onnx"
+             for m, f in (("resnet8", "resnet8"), ("dscnn", "dscnn"),
+                          ("mobilenet", "mobilenet_v1_025"), ("autoencoder", "autoencoder"))}}
 #: the foldings a design is taken at (default: 1024 and 64 cycles per frame and the
 #: ``ulx3s-85f`` search, compile's default); FINN's CNV
 #: needs far more parallelism than any device holds at those; the MLPerf Tiny networks are
@@ -98,7 +102,9 @@ MODEL_FOLDINGS = {"finn-cnv-w1a1": ("@t16k",), "finn-cnv-w2a2": ("@t16k", "@85f-
                      for m in ("finn-tfc-w1a1", "finn-tfc-w2a2")},
                   **{m: ("@85f", "@85f-ll") for m in ("mlperf-resnet8", "mlperf-dscnn",
                                                       "mlperf-mobilenet",
-                                                      "mlperf-autoencoder")}}
+                                                      "mlperf-autoencoder")},
+                  **{f"mlperf-{m}-pc": ("@85f",) for m in ("resnet8", "dscnn", "mobilenet",
+                                                           "autoencoder")}}
 
 
 @dataclass
