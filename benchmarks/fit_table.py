@@ -10,8 +10,8 @@ every multiplying layer, in order, ``s`` marking weights in SPRAM, ``r`` weights
 cells instead of block RAM, ``+LN``: N of its products
 built of logic cells; ``--layers`` adds one line per layer with its utilisation). The bound
 counts the DSP tiles' lanes only. As ``hwgen compile`` does by default, products go into
-logic cells only down to the bound; ``--logic-lanes`` lets them take a design below it
-(ratio under 1), ``--dsp-only`` keeps every product in a DSP tile. Models no pipeline
+logic cells only for targets down to the bound (a layer folded to meet it may land below
+it); ``--logic-lanes`` lets the search target shorter intervals, ``--dsp-only`` keeps every product in a DSP tile. Models no pipeline
 folding fits go on the layer-sequential engine (DS-CNN on the iCEBreaker). Nothing is
 simulated or synthesized: the figures are the estimates ``hwgen inspect`` prints.
 """

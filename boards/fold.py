@@ -77,9 +77,9 @@ SCAN_MISSES = 8
 
 
 #: where the device search may build products of logic cells once the DSP tiles are spent:
-#: never ("dsp"), down to the device's bound ("bound", the default: intervals shorter than
-#: the model's MACs ÷ the DSP lanes come from DSP tiles alone), or as far as the logic allows
-#: ("all")
+#: never ("dsp"), for targets down to the device's bound ("bound", the default: the bound
+#: itself is the shortest target, the model's MACs ÷ the DSP lanes), or as far as the logic
+#: allows ("all")
 LOGIC_LANES = ("dsp", "bound", "all")
 
 

@@ -22,8 +22,10 @@ from hwgen.dataflow.operators import is_float_model
 from hwgen.dataflow.ops_qonnx import is_qonnx_model, qonnx_reference
 from hwgen.dataflow.weight_load import loaders
 from hwgen.errors import HwgenError
+from hwgen.ipxact import component_xml
 from hwgen.io import (
     DESIGN_NPZ,
+    IPXACT,
     MANIFEST,
     check_input_shape,
     check_no_nan,
@@ -106,8 +108,10 @@ def compile(model, out_dir, fold=None, name: str | None = None,
             force: bool = False, board: str | None = None, device: str | None = None,
             budget: float | None = None, jobs: int | None = None,
             cache: bool = True, assembly: str = "blocks",
-            logic_lanes: str | bool | None = None) -> CompileResult:
-    """ONNX model → ``out_dir``/<name>.v + manifest.json + design.npz (atomically).
+            logic_lanes: str | bool | None = None, ip_xact: bool = False) -> CompileResult:
+    """ONNX model → ``out_dir``/<name>.v + manifest.json + design.npz (atomically); with
+    ``ip_xact`` also component.xml, the design's IP-XACT description for Vivado's IP catalog
+    (:func:`hwgen.ipxact.component_xml`), in the same atomic write and in the manifest's files.
 
     ``out_dir`` must be new, empty or an earlier output of hwgen holding nothing else; with
     ``force`` it may hold other files, which are left alone (only hwgen's three files are
@@ -118,8 +122,8 @@ def compile(model, out_dir, fold=None, name: str | None = None,
     0.85), every layer's PE/SIMD chosen for the shortest interval that fits
     (:func:`hwgen.boards.fold.fold_for_device`); a model that fits at no folding is refused.
     ``logic_lanes``: where the search may build products of logic cells once the DSP tiles
-    are spent (:data:`hwgen.boards.fold.LOGIC_LANES`): by default down to the device's bound
-    (the model's MACs ÷ its DSP lanes), "all" beyond it (such designs fill most of the
+    are spent (:data:`hwgen.boards.fold.LOGIC_LANES`): by default for targets down to the
+    device's bound (the model's MACs ÷ its DSP lanes), "all" below it (such designs fill most of the
     device's logic and close a lower clock), "dsp" never.
     ``fold`` (a FOLD.json path or {layer: Folding}) or ``target_cycles`` overrides that: the
     layers ``fold`` fixes take it, the others the smallest PE/SIMD reaching ``target_cycles``
@@ -148,9 +152,10 @@ def compile(model, out_dir, fold=None, name: str | None = None,
         with quantized_copy(model, calibration, per_channel, symmetric,
                             activation_type) as (qdq, _):
             return _compile(qdq, Path(out_dir), fold, name, target_cycles, model, force,
-                            board, device, budget, jobs, cache, assembly, logic_lanes)
+                            board, device, budget, jobs, cache, assembly, logic_lanes,
+                            ip_xact)
     return _compile(Path(model), Path(out_dir), fold, name, target_cycles, model, force,
-                    board, device, budget, jobs, cache, assembly, logic_lanes)
+                    board, device, budget, jobs, cache, assembly, logic_lanes, ip_xact)
 
 
 def fold_design(ig, model_name: str, fold, folding, target_cycles, target, *,
@@ -203,7 +208,8 @@ def _verilog(dfg, name: str, jobs, cache: bool, assembly: str = "blocks"):
 def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
              force: bool, board=None, device=None, budget=None, jobs=None,
              cache: bool = True, assembly: str = "blocks",
-             logic_lanes: str | bool | None = None) -> CompileResult:
+             logic_lanes: str | bool | None = None,
+             ip_xact: bool = False) -> CompileResult:
     """:func:`compile` of a quantized ``model``; ``origin`` is the model the user gave."""
     target = resolve_target(board, device, budget, logic_lanes)
     folding = read_folding(fold) if isinstance(fold, (str, Path)) else fold
@@ -230,6 +236,10 @@ def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
         files = {f: design.file_hash(tmp / f) for f in (f"{name}.v", DESIGN_NPZ)}
         manifest = design.manifest_json(name, model.name, sha, ig, dfg, onnx_in, onnx_out,
                                         top.in_width, top.out_width, files, fit.as_dict())
+        if ip_xact:
+            (tmp / IPXACT).write_text(component_xml(manifest, text))
+            manifest["files"] = dict(sorted((manifest["files"] | {
+                IPXACT: design.file_hash(tmp / IPXACT)}).items()))
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return CompileResult(out_dir, out_dir / f"{name}.v", manifest, fit)
 

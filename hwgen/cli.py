@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--assembly", choices=api.ASSEMBLIES, default="blocks",
                    help="convert each distinct block on its own under a top of instances "
                         "(default), or the whole design as one (slower; for comparison)")
+    c.add_argument("--ip-xact", action="store_true",
+                   help="also write component.xml, an IP-XACT description of the design for "
+                        "Vivado's IP catalog (add the folder as an IP repository)")
     _force_arg(c)
     _fold_args(c)
     _quant_args(c)
@@ -173,10 +176,11 @@ def _fold_args(p):
                         f"(default {DEFAULT_BUDGET})")
     ll = p.add_mutually_exclusive_group()
     ll.add_argument("--logic-lanes", dest="logic_lanes", action="store_const", const="all",
-                    help="let the device search build products of logic cells beyond the "
-                         "device's bound (by default only down to it: the model's MACs ÷ "
-                         "the DSP lanes); shorter intervals, most of the logic filled, a "
-                         "lower clock (101-118 MHz on ECP5 so far)")
+                    help="let the device search build products of logic cells for "
+                         "intervals below the device's bound (by default only for targets "
+                         "down to it: the model's MACs ÷ the DSP lanes); shorter "
+                         "intervals, most of the logic filled, a lower clock (101-118 MHz "
+                         "on ECP5 so far)")
     ll.add_argument("--dsp-only", dest="logic_lanes", action="store_const", const="dsp",
                     help="build every product in a DSP tile (no products of logic cells)")
 
@@ -287,11 +291,12 @@ def run(argv=None) -> int:
     if args.cmd == "compile":
         res = api.compile(args.model, args.output, args.fold, args.name, args.target_cycles,
                           force=args.force, jobs=args.jobs, cache=not args.no_cache,
-                          assembly=args.assembly,
+                          assembly=args.assembly, ip_xact=args.ip_xact,
                           **_target_opts(args), **_quant_opts(args))
         est = res.estimate
-        print(f"wrote {res.verilog}, {res.out_dir / 'manifest.json'} and "
-              f"{res.out_dir / 'design.npz'}")
+        print(f"wrote {res.verilog}, {res.out_dir / 'manifest.json'}"
+              + (f", {res.out_dir / 'design.npz'} and {res.out_dir / 'component.xml'}"
+                 if args.ip_xact else f" and {res.out_dir / 'design.npz'}"))
         print(f"estimate: {est['cycles_per_frame']} cycles per frame (bottleneck "
               f"{est['bottleneck']}), latency {est['latency_cycles']} cycles, "
               f"{est['multipliers']} multipliers, {est['memory_bits']} memory bits")
