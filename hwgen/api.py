@@ -22,7 +22,6 @@ from hwgen.dataflow.operators import is_float_model
 from hwgen.dataflow.ops_qonnx import is_qonnx_model, qonnx_reference
 from hwgen.dataflow.weight_load import loaders
 from hwgen.errors import HwgenError
-from hwgen.ipxact import component_xml
 from hwgen.io import (
     DESIGN_NPZ,
     IPXACT,
@@ -34,6 +33,7 @@ from hwgen.io import (
     output_dir,
     read_input,
 )
+from hwgen.ipxact import component_xml
 from hwgen.progress import QUIET, Progress
 from hwgen.quantize import float_model_error, float_top1, quantized_copy
 from hwgen.reference import LayerReport, layer_agreement, run_batched

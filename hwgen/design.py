@@ -26,7 +26,7 @@ from hwgen.dataflow.operators import op_class
 from hwgen.dataflow.values import channel_last_order
 from hwgen.dataflow.weight_load import load_manifest
 from hwgen.errors import HwgenError
-from hwgen.io import DESIGN_NPZ, MANIFEST, plain_file_name
+from hwgen.io import DESIGN_NPZ, IPXACT, MANIFEST, plain_file_name
 from hwgen.rtl_templates.axis_top import axis_width
 from hwgen.rtl_templates.quant import QType, Requant
 from hwgen.rtl_templates.xnor_mvau import BIPOLAR
@@ -244,9 +244,9 @@ def _check_manifest(m):
     top = _at(m, "top", str, IDENTIFIER.fullmatch,
               "a Verilog identifier (letters, digits, _; not starting with a digit)")
     _at(m, "verilog", str, lambda v: v == f"{top}.v", f'"{top}.v" (the top module\'s file)')
-    _at(m, "files", dict, lambda f: set(f) == {f"{top}.v", DESIGN_NPZ} and all(
+    _at(m, "files", dict, lambda f: set(f) - {IPXACT} == {f"{top}.v", DESIGN_NPZ} and all(
         isinstance(h, str) and re.fullmatch(r"[0-9a-f]{64}", h) for h in f.values()),
-        f'{{"{top}.v": sha256, "{DESIGN_NPZ}": sha256}}')
+        f'{{"{top}.v": sha256, "{DESIGN_NPZ}": sha256}} (and "{IPXACT}": sha256)')
     for side in ("input", "output"):
         _check_stream(m, side)
     _at(m, "output.dequantized", bool)
@@ -303,9 +303,12 @@ def _check_manifest(m):
 
 
 def _check_files(d: Path, m: dict):
-    """The Verilog and design.npz are plain files in ``d`` with the hashes compile recorded."""
+    """The Verilog and design.npz are plain files in ``d`` with the hashes compile recorded
+    (component.xml is not read: Vivado's IP packager may rewrite it)."""
     root = d.resolve()
     for name, sha in m["files"].items():
+        if name == IPXACT:
+            continue
         p = d / name
         if not plain_file_name(name) or not p.resolve().is_relative_to(root):
             raise HwgenError(f"{d}: {MANIFEST} names the file {name!r} outside the folder")

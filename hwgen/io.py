@@ -19,6 +19,8 @@ from hwgen.errors import HwgenError
 #: the files of a compiled folder besides ``<top>.v`` (named by its manifest)
 MANIFEST = "manifest.json"
 DESIGN_NPZ = "design.npz"
+#: the IP-XACT description written with ``--ip-xact`` (listed in the manifest's files then)
+IPXACT = "component.xml"
 #: prefix of the temporary folder written inside an existing output folder
 TMP_PREFIX = ".hwgen-tmp-"
 
@@ -192,6 +194,8 @@ def hwgen_files(folder: Path) -> set[str] | None:
     v = doc.get("verilog")
     if isinstance(v, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\.v", v):
         names.add(v)  # only ever a Verilog file: a manifest cannot make hwgen claim others
+    if isinstance(doc.get("files"), dict) and IPXACT in doc["files"]:
+        names.add(IPXACT)
     return names
 
 
