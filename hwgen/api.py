@@ -13,6 +13,7 @@ import numpy as np
 
 from hwgen import design
 from hwgen.assemble import ASSEMBLIES, to_verilog, whole_verilog
+from hwgen.boards.boards import DEFAULT_BOARD
 from hwgen.boards.devices import check_memory
 from hwgen.boards.fold import FitReport, fold_for_device, report, resolve_target
 from hwgen.dataflow import golden
@@ -34,6 +35,7 @@ from hwgen.io import (
     read_input,
 )
 from hwgen.ipxact import component_xml
+from hwgen.link_verify import LinkReport, verify_link
 from hwgen.progress import QUIET, Progress
 from hwgen.quantize import float_model_error, float_top1, quantized_copy
 from hwgen.reference import LayerReport, layer_agreement, run_batched
@@ -292,6 +294,22 @@ def _timing(batch: Batch) -> tuple[np.ndarray, int, float | None]:
     return fc, latency, (span / gaps if gaps else None)
 
 
+def quantized_inputs(manifest: dict, ig, x, count: int | None = None) -> np.ndarray:
+    """Float inputs ``x`` (array or .npy/.npz path) → the integer frames [N, input elements]
+    in stream order the design takes, as :func:`simulate` quantizes them."""
+    source = str(x) if isinstance(x, (str, Path)) else "input array"
+    return _quantized_inputs(manifest, ig, x, count, source)
+
+
+def dequantized_outputs(manifest: dict, ig, y: np.ndarray) -> np.ndarray:
+    """Output frames [N, output elements] (stream order, integers) → the model's output as
+    onnxruntime returns it (dequantized where the model dequantizes it)."""
+    tout = ig.tensors[ig.output]
+    y_onnx = ig.from_stream(y)
+    out = tout.dequantize(y_onnx) if ig.output_dequantized else y_onnx
+    return out.reshape([y.shape[0]] + list(manifest["output"]["onnx_shape"][1:]))
+
+
 def _quantized_inputs(manifest, ig, x, count, source):
     if isinstance(x, (str, Path)):
         x = read_input(x, manifest["input"]["onnx_name"], count)
@@ -328,13 +346,8 @@ def simulate(out_dir, x, simulator: str = "verilator", count: int | None = None,
 
 def _result(batch: Batch, xq: np.ndarray, simulator: str, wave) -> SimulationResult:
     ig, manifest, y = batch.ig, batch.manifest, batch.outputs_int
-    n = y.shape[0]
     frame_cycles, latency, interval = _timing(batch)
-    tout = ig.tensors[ig.output]
-    out_shape = [n] + [d for d in manifest["output"]["onnx_shape"][1:]]
-    y_onnx = ig.from_stream(y)
-    outputs = tout.dequantize(y_onnx) if ig.output_dequantized else y_onnx
-    return SimulationResult(outputs.reshape(out_shape), y, xq, latency, interval,
+    return SimulationResult(dequantized_outputs(manifest, ig, y), y, xq, latency, interval,
                             sum(r.cycles for r in batch.results), simulator, frame_cycles,
                             len(batch.ranges[0]), batch.jobs,
                             wave.path if wave is not None else None, batch,
@@ -368,11 +381,14 @@ class VerifyReport:
     trace: TraceReport | None = None            # with ``trace``: every stream vs golden
     layers: LayerReport | None = None           # with ``layers``: each layer vs onnxruntime
     dfg: DataflowGraph | None = None            # with ``layers``: the graph simulated
+    link: LinkReport | None = None              # with ``link``: the board top via its UART
 
     @property
     def ok(self) -> bool:
-        """RTL == golden on every sample (and, traced, on every stream)."""
-        return self.rtl_equals_golden and (self.trace is None or self.trace.ok)
+        """RTL == golden on every sample (and, traced, on every stream; with the link, the
+        board top's outputs through its UART too)."""
+        return (self.rtl_equals_golden and (self.trace is None or self.trace.ok)
+                and (self.link is None or self.link.ok))
 
 
 def verify(model, x, count: int | None = None, simulator: str = "verilator", fold=None,
@@ -382,7 +398,7 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
            device: str | None = None, budget: float | None = None, jobs: int | None = None,
            chunk: int | None = None, trace: bool = False, wave: WaveRequest | None = None,
            seed: int = 0, layers: bool = False, progress: Progress = QUIET,
-           logic_lanes: str | bool | None = None) -> VerifyReport:
+           logic_lanes: str | bool | None = None, link: bool = False) -> VerifyReport:
     """Compile, simulate, and compare RTL with the golden model and with onnxruntime.
 
     ``jobs``, ``chunk``, ``wave``, ``seed``: as for :func:`simulate`. ``trace``: every stream
@@ -390,7 +406,10 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
     (``report.trace``: the first diverging block, frame, element and both values).
     ``layers``: every layer output is also compared with onnxruntime's value of the ONNX
     tensor holding it (``report.layers``, :func:`hwgen.reference.layer_agreement`), and
-    ``report.dfg`` keeps the dataflow graph (for :mod:`hwgen.report`).
+    ``report.dfg`` keeps the dataflow graph (for :mod:`hwgen.report`). ``link``: the board
+    top ``hwgen build`` makes for ``board`` (default ``boards.boards.DEFAULT_BOARD``) is also
+    simulated whole, the frames sent and the outputs read through its UART as ``hwgen run``
+    does with a board (:func:`hwgen.link_verify.verify_link`, ``report.link``).
 
     With ``calibration`` the float ``model`` is quantized first (see :func:`compile`); the
     RTL is compared with onnxruntime on the quantized model (what the hardware implements),
@@ -401,6 +420,8 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
     if out_dir is not None:
         check_output_path(out_dir, model)
     resolve_target(board, device, budget, logic_lanes)
+    if link and device is not None and board is None:
+        raise HwgenError("--link simulates a board's top: give --board, not --device")
     if calibration is not None:
         if isinstance(fold, (str, Path)):
             read_folding(fold)
@@ -409,7 +430,7 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
             rep = verify(qdq, x, count, simulator, fold, out_dir, stall, target_cycles,
                          force=force, board=board, device=device, budget=budget, jobs=jobs,
                          chunk=chunk, trace=trace, wave=wave, seed=seed, layers=layers,
-                         progress=progress, logic_lanes=logic_lanes)
+                         progress=progress, logic_lanes=logic_lanes, link=link)
             if isinstance(x, (str, Path)):
                 x = read_input(x, rep.compiled.manifest["input"]["onnx_name"], count)
             x = np.asarray(x, dtype=np.float32)[:count]
@@ -485,6 +506,10 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
             ort_identical_fraction=float(np.mean(diff == 0)),
             ort_max_step_diff=int(diff.max(initial=0)), top1_agreement=top1,
             estimate=manifest["estimate"], sim=sim, compiled=comp, trace=traced)
+        if link:
+            with progress.step("simulating the board top through its UART"):
+                rep.link = verify_link(out_dir, loaded, sim.inputs_int, gold,
+                                       board or DEFAULT_BOARD)
         if layers:
             with progress.step("comparing the layers with onnxruntime"):
                 rep.layers = _layers(model, ig, values, x)

@@ -1,4 +1,5 @@
-"""The ``hwgen`` command line: compile, simulate, verify, quantize, inspect, testbench, cache."""
+"""The ``hwgen`` command line: compile, simulate, verify, build, run, quantize, inspect,
+testbench, cache, boards."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +12,9 @@ from pathlib import Path
 import numpy as np
 from amaranth.hdl import UnusedElaboratable
 
-from hwgen import __version__, api, design, inspect, report, testbench
+from hwgen import __version__, api, build, design, inspect, report, testbench
+from hwgen.board_run import run_board
+from hwgen.boards.board_top import DEFAULT_BAUD
 from hwgen.boards.boards import DEFAULT_BOARD, boards_table
 from hwgen.boards.fold import DEFAULT_BUDGET
 from hwgen.errors import HwgenError
@@ -75,7 +78,51 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--report", metavar="REPORT.html",
                    help="also write one self-contained HTML page: the comparison, each layer "
                         "against onnxruntime, the cycle budget and the dataflow graph")
+    v.add_argument("--link", action="store_true",
+                   help="also simulate the board top of 'hwgen build' for --board (PLL left "
+                        "out) and send the frames through its UART as 'hwgen run' does, "
+                        "comparing those outputs with the golden model too")
     _quant_args(v)
+
+    b = sub.add_parser("build", help="a model (or a compiled folder) to a bitstream for a "
+                                     "board: Yosys, nextpnr, ecppack/icepack")
+    b.add_argument("model", metavar="MODEL|DIR",
+                   help="quantized ONNX model, or a folder 'hwgen compile' wrote")
+    b.add_argument("--board", required=True, metavar="B",
+                   help="the board ('hwgen boards' lists them; one with a USB-serial UART)")
+    b.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
+    b.add_argument("--freq", type=float, metavar="MHZ",
+                   help="the design's clock, made by the PLL from the board's oscillator "
+                        "(default: " + ", ".join(f"{v:g} MHz on {k}" for k, v in
+                                                 build.DEFAULT_FREQ_MHZ.items()) + ")")
+    b.add_argument("--seed", type=int, default=1, metavar="N",
+                   help="nextpnr's placement seed (default 1)")
+    b.add_argument("--baud", type=int, metavar="B",
+                   help=f"the UART's baud rate (default {DEFAULT_BAUD})")
+    b.add_argument("--strict-timing", action="store_true",
+                   help="fail (exit 2) when the placed design misses the clock, instead of "
+                        "a warning")
+    b.add_argument("--budget", type=float, metavar="F",
+                   help=f"share of each resource a model's folding may take (default "
+                        f"{DEFAULT_BUDGET})")
+    b.add_argument("--fold", metavar="FOLD.json", help="per-layer folding (as for compile)")
+    b.add_argument("--target-cycles", type=int, metavar="N",
+                   help="fold every layer to at most N cycles per frame (as for compile)")
+    _force_arg(b)
+
+    r = sub.add_parser("run", help="run inputs on a board through its UART link (the "
+                                   "folder 'hwgen build' wrote)")
+    r.add_argument("design", metavar="DIR", help="folder written by 'hwgen build'")
+    r.add_argument("--port", required=True,
+                   help="the board's serial port (e.g. /dev/ttyUSB0; pyserial URLs work)")
+    r.add_argument("--input", required=True, metavar="X", help="inputs: .npy or .npz, batch first")
+    r.add_argument("-o", "--output", metavar="Y.npy",
+                   help="write the outputs (dequantized as the ONNX model returns them)")
+    r.add_argument("--count", type=int, help="use only the first N samples")
+    r.add_argument("--baud", type=int, metavar="B",
+                   help="the link's baud rate (default: the one build.json records)")
+    r.add_argument("--timeout", type=float, default=5.0, metavar="S",
+                   help="seconds to wait for a reply before giving up (default 5)")
 
     q = sub.add_parser("quantize", help="quantize a float ONNX model with onnxruntime (QDQ)")
     q.add_argument("model", help="float ONNX model")
@@ -326,15 +373,33 @@ def run(argv=None) -> int:
         rep = api.verify(args.model, args.input, _count(args.count), args.simulator, args.fold,
                          args.output, _stall(args.stall), args.target_cycles,
                          force=args.force, trace=args.trace, layers=args.report is not None,
+                         link=args.link,
                          **_sim_opts(args, progress), **_target_opts(args),
                          **_quant_opts(args))
         _print_fit(rep.compiled.fit)
         _print_run(rep.sim)
+        if rep.link is not None:
+            print(f"board top via UART: {rep.link.summary()}")
         _print_report(rep)
         if args.report is not None:
             report.write(rep, args.report)
             print(f"wrote {args.report}")
         return 0 if rep.ok else 1
+    if args.cmd == "build":
+        res = build.build(args.model, args.output, args.board, args.freq, args.seed,
+                          strict_timing=args.strict_timing, force=args.force, baud=args.baud,
+                          progress=progress, budget=args.budget, fold=args.fold,
+                          target_cycles=args.target_cycles)
+        print(build.summary(res))
+        return 0
+    if args.cmd == "run":
+        res = run_board(args.design, args.port, args.input, _count(args.count), baud=args.baud,
+                        timeout=args.timeout, progress=progress)
+        print(res.summary())
+        if args.output is not None:
+            write_atomic(args.output, res.npy_bytes())
+            print(f"wrote {args.output}")
+        return 0
     return 2
 
 

@@ -1,0 +1,271 @@
+"""``hwgen build``: a model, or a folder ``hwgen compile`` wrote, to a bitstream for a board.
+
+Steps, each shown on the progress line and timed in ``build.json``:
+
+1. **compile** (a model): folded for the board's device as ``hwgen compile --board`` does;
+   a compiled folder is taken as it is (its manifest names the board it was folded for; a
+   different ``--board`` is refused).
+2. **board top** (``boards/board_top.py``): the board's oscillator through a PLL to the
+   target clock, a reset synchronizer, the status LED and the UART host link
+   (``rtl_templates/host_link.py``, its frame protocol documented there) around the core;
+   the pin and clock constraints (``boards/constraints.py``, an LPF for ECP5, a PCF for
+   iCE40).
+3. **synthesis** (Yosys), **place and route** (nextpnr at the target clock, ``--seed``)
+   and **packing** (``ecppack`` / ``icepack``), through ``boards/synth.py``: results are
+   cached by content, so building the same design again takes seconds.
+
+The output folder holds the compiled design (``manifest.json``, ``<top>.v``,
+``design.npz``), the board top's Verilog (``<top>_board.v``, the core's included), the
+constraints, the bitstream (``<top>.bit`` for ECP5, ``<top>.bin`` for iCE40) and
+``build.json``: the resources synthesis and place and route used next to the estimate and
+the device's capacity, the target and achieved clock, whether timing is met, inferences per
+second and latency at the clock the bitstream runs, tool versions, the seed and the wall time
+of each step. It is written atomically, as ``compile``'s folder is: on an error or Ctrl-C
+nothing of it is left.
+
+A design that does not fit the device is refused (exit 2) with the numbers; a design that
+misses the clock is a warning naming the achieved clock, an error with ``strict_timing``.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hwgen import api
+from hwgen.boards.board_top import board_top_verilog
+from hwgen.boards.boards import Board, board_by_name
+from hwgen.boards.constraints import constraints_file
+from hwgen.boards.synth import (
+    BITSTREAM,
+    PnrResult,
+    SynthResult,
+    place_and_route,
+    shortfalls,
+    synthesize,
+    tool_version,
+)
+from hwgen.errors import HwgenError
+from hwgen.io import DESIGN_NPZ, MANIFEST, atomic_dir, check_output_dir
+from hwgen.progress import QUIET, Progress
+
+BUILD_JSON = "build.json"
+#: the clock a board's bitstream runs at unless told (``--freq``), per device family
+DEFAULT_FREQ_MHZ = {"ecp5": 125.0, "ice40": 48.0}
+
+
+class TimingNotMet(HwgenError):
+    """The placed design misses the target clock (``strict_timing``)."""
+
+
+@dataclass
+class BuildResult:
+    out_dir: Path
+    bitstream: Path
+    report: dict                         # build.json
+    warnings: list[str] = field(default_factory=list)
+
+
+def default_freq(board: Board) -> float:
+    return DEFAULT_FREQ_MHZ[board.device.family]
+
+
+def _compiled(source: Path, board: Board, tmp: Path, progress: Progress, **opts
+              ) -> tuple[dict, str, dict[str, float]]:
+    """The manifest and Verilog of ``source`` (a compiled folder, or a model compiled into
+    ``tmp`` for ``board``) and the compile's wall time."""
+    steps: dict[str, float] = {}
+    if source.is_dir():
+        try:
+            manifest = json.loads((source / MANIFEST).read_text())
+        except (OSError, ValueError):
+            raise HwgenError(f"{source}: not a folder hwgen compile wrote (no readable "
+                             f"{MANIFEST})") from None
+        folded = (manifest.get("target") or {}).get("board") or {}
+        if folded.get("id") and folded["id"] != board.id:
+            raise HwgenError(f"{source}: compiled for board {folded['id']}, not {board.id} "
+                             f"(compile it again with --board {board.id})")
+        for f in (manifest["verilog"], DESIGN_NPZ, MANIFEST):
+            shutil.copyfile(source / f, tmp / f)
+    else:
+        t0 = time.perf_counter()
+        with progress.step("compiling"):
+            res = api.compile(source, tmp / "design", board=board.id, **opts)
+        steps["compile"] = round(time.perf_counter() - t0, 3)
+        manifest = res.manifest
+        for f in (manifest["verilog"], DESIGN_NPZ, MANIFEST):
+            shutil.move(tmp / "design" / f, tmp / f)
+        shutil.rmtree(tmp / "design")
+    return manifest, (tmp / manifest["verilog"]).read_text(), steps
+
+
+def _resources(synth: SynthResult, pnr: PnrResult, manifest: dict, family: str,
+               link_estimate: dict) -> dict:
+    """Per kind: the core's estimate (and the host link's), what Yosys and nextpnr used, and
+    the device's capacity."""
+    est = manifest["estimate"]["resources"][family]
+    cap = manifest["target"]["capacity"] if manifest.get("target") else {}
+    kinds = {"lut4": ("lut4", "logic cells"), "ff": ("ff", "flip-flops"),
+             "dsp": ("dsp", "DSP tiles"), "bram": ("bram", "block RAM tiles")}
+    out = {}
+    for k, (attr, cap_kind) in kinds.items():
+        out[k] = {"estimated": int(est.get(k, 0)) + int(link_estimate.get(k, 0)),
+                  "synthesized": int(getattr(synth, attr)),
+                  "available": cap.get(cap_kind)}
+    if synth.spram or est.get("spram"):
+        out["spram"] = {"estimated": int(est.get("spram", 0)), "synthesized": synth.spram,
+                        "available": cap.get("SPRAM tiles")}
+    out["placed"] = {bel: {"used": u, "available": a}
+                     for bel, (u, a) in sorted(pnr.utilization.items()) if u}
+    return out
+
+
+def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int = 1, *,
+          strict_timing: bool = False, force: bool = False, baud: int | None = None,
+          progress: Progress = QUIET, timeout: float | None = None, **compile_opts
+          ) -> BuildResult:
+    """:mod:`hwgen.build` (see there) of ``source`` (an ONNX model or a compiled folder) for
+    ``board`` into ``out_dir``; ``compile_opts`` go to :func:`hwgen.api.compile`."""
+    source = Path(source)
+    b = board_by_name(board)
+    if not b.uart:
+        raise HwgenError(f"board {b.id} has no USB-serial UART: hwgen's host link needs one "
+                         f"(boards with one: icebreaker, ulx3s-25f, ulx3s-85f)")
+    freq = float(freq_mhz) if freq_mhz is not None else default_freq(b)
+    if not freq > 0:
+        raise HwgenError(f"--freq must be positive (got {freq_mhz})")
+    if not source.exists():
+        raise HwgenError(f"{source}: no such file or folder")
+    own = check_output_dir(out_dir, None if source.is_dir() else source, force)
+    family = b.device.family
+    warnings: list[str] = []
+    t_all = time.perf_counter()
+    with atomic_dir(out_dir, replace=own | _build_files(Path(out_dir))) as tmp:
+        manifest, core_v, steps = _compiled(source, b, tmp, progress, **compile_opts)
+        core_top = manifest["top"]
+        t0 = time.perf_counter()
+        with progress.step("generating the board top"):
+            top_v, top, info = board_top_verilog(b, core_v, core_top, manifest, freq, baud)
+            cons_name, cons_text = constraints_file(b, top)
+        steps["board_top"] = round(time.perf_counter() - t0, 3)
+        (tmp / f"{top}.v").write_text(top_v)
+        (tmp / cons_name).write_text(cons_text)
+
+        lines: list[str] = []
+
+        def say(line: str):
+            lines.append(line)
+
+        with progress.step(f"synthesizing with Yosys ({family})"):
+            synth = synthesize(top_v, top, family, progress=say, timeout=timeout)
+        steps["synthesis"] = synth.seconds if not synth.cached else 0.0
+        short = shortfalls(synth, b.device)
+        if short:
+            raise HwgenError(f"{core_top} does not fit {b.id} ({b.device.name}) after "
+                             f"synthesis: {'; '.join(short)}")
+        with progress.step(f"placing and routing at {info['clock_mhz']:g} MHz (nextpnr)"):
+            pnr = place_and_route(synth, b.device, info["clock_mhz"], seed,
+                                  constraints=(cons_name, cons_text), bitstream=True,
+                                  progress=say, timeout=timeout, clock=info["clock_net"])
+        steps["place_and_route"] = pnr.seconds if not pnr.cached else 0.0
+        steps["pack"] = pnr.pack_seconds if not pnr.cached else 0.0
+        bit_name = f"{core_top}{Path(BITSTREAM[family][4]).suffix}"
+        shutil.copyfile(pnr.bitstream, tmp / bit_name)
+
+        clock = info["clock_mhz"]
+        met = pnr.met and pnr.fmax_mhz is not None and pnr.fmax_mhz >= clock
+        if not met:
+            got = f"{pnr.fmax_mhz:.1f} MHz" if pnr.fmax_mhz is not None else "no clock"
+            msg = (f"timing not met: {core_top} reaches {got} on {b.device.name}, the "
+                   f"target is {clock:g} MHz (build at --freq {_below(pnr.fmax_mhz)} or "
+                   f"try another --seed)")
+            if strict_timing:
+                raise TimingNotMet(msg)
+            warnings.append(msg)
+        cycles = int(manifest["estimate"]["cycles_per_frame"])
+        latency = int(manifest["estimate"]["latency_cycles"])
+        packer = BITSTREAM[family][3]
+        report = {
+            "format": "hwgen-build", "version": 1,
+            "design": core_top, "model": manifest.get("model"),
+            "board": b.as_dict(), "device": b.device.name,
+            "files": {"bitstream": bit_name, "board_top": f"{top}.v",
+                      "constraints": cons_name, "manifest": MANIFEST,
+                      "verilog": manifest["verilog"], "design": DESIGN_NPZ},
+            "clock": {"oscillator_mhz": b.clock_mhz, "target_mhz": freq,
+                      "pll": info["pll"], "clock_mhz": clock,
+                      "achieved_mhz": pnr.fmax_mhz, "timing_met": met,
+                      "critical_path": (pnr.critical_path.__dict__ | {
+                          "sources": list(pnr.critical_path.sources)}
+                          if pnr.critical_path else None)},
+            "host_link": info["link"],
+            "resources": _resources(synth, pnr, manifest, family, info["link_estimate"]),
+            "performance": {
+                "cycles_per_frame": cycles, "latency_cycles": latency,
+                "clock_mhz": clock,
+                "inferences_per_second": round(clock * 1e6 / cycles, 3),
+                "latency_us": round(latency / clock, 3),
+                "at_achieved_clock": None if pnr.fmax_mhz is None else {
+                    "clock_mhz": pnr.fmax_mhz,
+                    "inferences_per_second": round(pnr.fmax_mhz * 1e6 / cycles, 3),
+                    "latency_us": round(latency / pnr.fmax_mhz, 3)}},
+            "tools": {"yosys": synth.yosys_version, "nextpnr": pnr.nextpnr_version,
+                      packer: tool_version(packer)},
+            "seed": int(seed),
+            "cached": {"synthesis": synth.cached, "place_and_route": pnr.cached},
+            "steps_seconds": steps,
+            "warnings": warnings,
+        }
+        report["steps_seconds"]["total"] = round(time.perf_counter() - t_all, 3)
+        (tmp / BUILD_JSON).write_text(json.dumps(report, indent=2) + "\n")
+    return BuildResult(Path(out_dir), Path(out_dir) / bit_name, report, warnings)
+
+
+def _below(fmax: float | None) -> str:
+    return f"{int(fmax)}" if fmax else "a lower clock"
+
+
+def _build_files(folder: Path) -> set[str]:
+    """The files an earlier build wrote into ``folder`` (its build.json lists them)."""
+    try:
+        doc = json.loads((folder / BUILD_JSON).read_text())
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(doc, dict) or doc.get("format") != "hwgen-build":
+        return set()
+    files = doc.get("files") or {}
+    names = {BUILD_JSON}
+    for v in files.values() if isinstance(files, dict) else ():
+        if isinstance(v, str) and "/" not in v and not v.startswith("."):
+            names.add(v)
+    return names
+
+
+def summary(res: BuildResult) -> str:
+    """The build's readable summary for the terminal."""
+    r = res.report
+    c = r["clock"]
+    got = f"{c['achieved_mhz']:.1f} MHz" if c["achieved_mhz"] is not None else "no clock"
+    lines = [f"built {res.bitstream} for {r['board']['id']} ({r['device']})",
+             f"clock: {c['clock_mhz']:g} MHz from the {c['oscillator_mhz']:g} MHz oscillator, "
+             f"achieved {got} ({'met' if c['timing_met'] else 'NOT met'})"]
+    res_rows = []
+    for k in ("lut4", "ff", "dsp", "bram", "spram"):
+        v = r["resources"].get(k)
+        if v is None:
+            continue
+        avail = f"{v['available']:,}" if v.get("available") is not None else "?"
+        res_rows.append(f"{k} {v['synthesized']:,} (est. {v['estimated']:,}) of {avail}")
+    lines.append("resources: " + ", ".join(res_rows))
+    p = r["performance"]
+    lines.append(f"performance: {p['cycles_per_frame']:,} cycles per frame, "
+                 f"{p['inferences_per_second']:,.1f} inferences/s, latency "
+                 f"{p['latency_us']:,.1f} µs at {p['clock_mhz']:g} MHz")
+    link = r["host_link"]
+    lines.append(f"host link: UART {link.get('baud', '?')} baud on "
+                 + ", ".join(f"{s} {p}" for s, p in r["board"]["uart"].items()))
+    lines.append("steps: " + ", ".join(f"{k} {v:.1f} s" for k, v in r["steps_seconds"].items()))
+    lines += [f"warning: {w}" for w in res.warnings]
+    return "\n".join(lines)
