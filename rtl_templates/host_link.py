@@ -99,10 +99,12 @@ from hwgen.rtl_templates import uart
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.memory import BufferedFIFO
 
-__all__ = ["ERR_CRC", "ERR_LENGTH", "ERR_LINE", "ERR_TYPE", "HostLink", "LinkError",
-           "LinkParams", "REPLY_MAGIC", "REQUEST_MAGIC", "beats_from_bytes", "cost", "crc16",
-           "decode_reply", "encode_reply", "encode_request", "frame_bytes", "ping_payload",
-           "reference_replies", "resources"]
+__all__ = ["ACK", "CRC_BYTES", "ERROR", "ERR_CRC", "ERR_LENGTH", "ERR_LINE", "ERR_TYPE",
+           "HEADER_BYTES", "INPUT", "OUTPUT", "PING", "PING_BYTES", "REPLY_MAGIC",
+           "REQUEST_MAGIC", "RESOURCE_FIT", "RX_DEPTH", "WEIGHTS", "HostLink", "LinkError",
+           "LinkParams", "beats_from_bytes", "cost", "crc16", "decode_reply", "encode_reply",
+           "encode_request", "frame_bytes", "ping_payload", "reference_replies",
+           "resource_parts", "resources"]
 
 REQUEST_MAGIC = b"\xa5\x5a"
 REPLY_MAGIC = b"\x5a\xa5"
