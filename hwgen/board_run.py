@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from hwgen import api, design, host
-from hwgen.build import BUILD_JSON
 from hwgen.dataflow.lower import lower
 from hwgen.dataflow.weight_load import load_image
 from hwgen.errors import HwgenError
+from hwgen.io import BUILD_JSON
 from hwgen.progress import QUIET, Progress
 
 

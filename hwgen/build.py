@@ -35,7 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hwgen import api
-from hwgen.boards.board_top import board_top_verilog
+from hwgen.boards.board_top import (
+    DEFAULT_BAUD,
+    MAX_BAUD,
+    board_clock,
+    board_top_verilog,
+    uart_timing,
+)
 from hwgen.boards.boards import Board, board_by_name
 from hwgen.boards.constraints import constraints_file
 from hwgen.boards.synth import (
@@ -48,10 +54,9 @@ from hwgen.boards.synth import (
     tool_version,
 )
 from hwgen.errors import HwgenError
-from hwgen.io import DESIGN_NPZ, MANIFEST, atomic_dir, check_output_dir
+from hwgen.io import BUILD_JSON, DESIGN_NPZ, MANIFEST, atomic_dir, check_output_dir
 from hwgen.progress import QUIET, Progress
 
-BUILD_JSON = "build.json"
 #: the clock a board's bitstream runs at unless told (``--freq``), per device family
 DEFAULT_FREQ_MHZ = {"ecp5": 125.0, "ice40": 48.0}
 
@@ -138,11 +143,14 @@ def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int 
         raise HwgenError(f"--freq must be positive (got {freq_mhz})")
     if not source.exists():
         raise HwgenError(f"{source}: no such file or folder")
+    # a clock the PLL cannot make, or a baud rate the bridge cannot take: before any work
+    clock_mhz = board_clock(b, freq).achieved_mhz
+    uart_timing(clock_mhz, DEFAULT_BAUD if baud is None else baud, MAX_BAUD.get(b.id))
     own = check_output_dir(out_dir, None if source.is_dir() else source, force)
     family = b.device.family
     warnings: list[str] = []
     t_all = time.perf_counter()
-    with atomic_dir(out_dir, replace=own | _build_files(Path(out_dir))) as tmp:
+    with atomic_dir(out_dir, replace=own) as tmp:
         manifest, core_v, steps = _compiled(source, b, tmp, progress, **compile_opts)
         core_top = manifest["top"]
         t0 = time.perf_counter()
@@ -225,22 +233,6 @@ def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int 
 
 def _below(fmax: float | None) -> str:
     return f"{int(fmax)}" if fmax else "a lower clock"
-
-
-def _build_files(folder: Path) -> set[str]:
-    """The files an earlier build wrote into ``folder`` (its build.json lists them)."""
-    try:
-        doc = json.loads((folder / BUILD_JSON).read_text())
-    except (OSError, ValueError):
-        return set()
-    if not isinstance(doc, dict) or doc.get("format") != "hwgen-build":
-        return set()
-    files = doc.get("files") or {}
-    names = {BUILD_JSON}
-    for v in files.values() if isinstance(files, dict) else ():
-        if isinstance(v, str) and "/" not in v and not v.startswith("."):
-            names.add(v)
-    return names
 
 
 def summary(res: BuildResult) -> str:

@@ -21,6 +21,9 @@ MANIFEST = "manifest.json"
 DESIGN_NPZ = "design.npz"
 #: the IP-XACT description written with ``--ip-xact`` (listed in the manifest's files then)
 IPXACT = "component.xml"
+#: the report of ``hwgen build`` in its folder
+BUILD_JSON = "build.json"
+_BUILD_FILE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.bit|\.bin|_board\.v|_board\.lpf|_board\.pcf)")
 #: prefix of the temporary folder written inside an existing output folder
 TMP_PREFIX = ".hwgen-tmp-"
 
@@ -196,6 +199,24 @@ def hwgen_files(folder: Path) -> set[str] | None:
         names.add(v)  # only ever a Verilog file: a manifest cannot make hwgen claim others
     if isinstance(doc.get("files"), dict) and IPXACT in doc["files"]:
         names.add(IPXACT)
+    return names | build_files(folder)
+
+
+def build_files(folder: Path) -> set[str]:
+    """The files ``hwgen build`` wrote in ``folder`` besides the compiled design's, as its
+    ``build.json`` lists them: only names of the kinds a build writes (a bitstream, the
+    board top and its constraints), so a build.json cannot make hwgen claim other files."""
+    try:
+        doc = json.loads((folder / BUILD_JSON).read_text())
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(doc, dict) or doc.get("format") != "hwgen-build":
+        return set()
+    files = doc.get("files")
+    names = {BUILD_JSON}
+    for v in files.values() if isinstance(files, dict) else ():
+        if isinstance(v, str) and _BUILD_FILE.fullmatch(v):
+            names.add(v)
     return names
 
 

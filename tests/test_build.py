@@ -1,0 +1,73 @@
+"""``hwgen build``: one small design through the whole flow (compile, board top, Yosys,
+nextpnr with the board's constraints, icepack) and the refusals."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_hwgen
+
+EX = Path(__file__).resolve().parent.parent / "examples"
+MLP = EX / "digits_mlp_qdq.onnx"
+
+
+@pytest.mark.synth
+@pytest.mark.slow
+def test_build_mlp_icebreaker(tmp_path):
+    out = tmp_path / "ice"
+    r = run_hwgen("build", str(MLP), "--board", "icebreaker", "-o", str(out), timeout=1800)
+    assert r.returncode == 0, r.stderr
+    assert "built" in r.stdout and "inferences/s" in r.stdout
+    doc = json.loads((out / "build.json").read_text())
+    assert doc["format"] == "hwgen-build" and doc["board"]["id"] == "icebreaker"
+    bit = out / doc["files"]["bitstream"]
+    data = bit.read_bytes()
+    assert bit.suffix == ".bin" and b"\x7e\xaa\x99\x7e" in data[:64]   # iCE40 sync word
+    for f in doc["files"].values():
+        assert (out / f).is_file(), f
+    # the PLL makes the 48 MHz default from the 12 MHz oscillator
+    clock = doc["clock"]
+    assert clock["pll"]["primitive"] == "SB_PLL40_PAD" and clock["clock_mhz"] == 48.0
+    assert clock["achieved_mhz"] > 0 and clock["timing_met"] == (clock["achieved_mhz"] >= 48)
+    if not clock["timing_met"]:
+        assert any("timing not met" in w for w in doc["warnings"])
+    # resources: tiles exact, LUT4 and flip-flops within the resource model's 15 %
+    res = doc["resources"]
+    assert res["dsp"]["synthesized"] == res["dsp"]["estimated"]
+    assert res["bram"]["synthesized"] == res["bram"]["estimated"]
+    for k in ("lut4", "ff"):
+        assert abs(res[k]["synthesized"] / res[k]["estimated"] - 1) <= 0.15, (k, res[k])
+        assert res[k]["synthesized"] <= res[k]["available"]
+    assert res["placed"]["ICESTORM_PLL"]["used"] == 1
+    perf = doc["performance"]
+    assert perf["inferences_per_second"] == pytest.approx(48e6 / perf["cycles_per_frame"])
+    assert set(doc["steps_seconds"]) >= {"compile", "synthesis", "place_and_route", "pack"}
+    assert doc["tools"]["yosys"] and doc["tools"]["nextpnr"]
+
+    # the compiled folder builds again to the same bitstream (cached: seconds)
+    again = tmp_path / "again"
+    r = run_hwgen("build", str(out), "--board", "icebreaker", "-o", str(again), timeout=1800)
+    assert r.returncode == 0, r.stderr
+    assert (again / bit.name).read_bytes() == data
+    assert json.loads((again / "build.json").read_text())["cached"]["place_and_route"]
+    # and into its own folder, replacing only its files
+    r = run_hwgen("build", str(out), "--board", "icebreaker", "-o", str(out), timeout=1800)
+    assert r.returncode == 0, r.stderr
+    assert (out / bit.name).read_bytes() == data
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in again.iterdir())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--board", "orangecrab-25f"], "no USB-serial UART"),
+    (["--board", "nosuch"], "unknown board"),
+    (["--board", "ulx3s-85f", "--freq", "48"], "PLL"),
+    (["--board", "icebreaker", "--baud", "5000000"], "baud"),
+])
+def test_build_refusals(tmp_path, args, message):
+    out = tmp_path / "o"
+    r = run_hwgen("build", str(MLP), "-o", str(out), *args)
+    assert r.returncode == 2
+    assert message in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not out.exists()
