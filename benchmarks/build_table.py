@@ -1,0 +1,90 @@
+"""Bitstreams of the example designs: ``hwgen build`` of each, then one table.
+
+    python benchmarks/build_table.py [--designs NAME@BOARD,...] [--mlperf] [--seed N]
+                                     [--freq MHZ] [--json OUT] [--keep DIR]
+
+Default designs: the digits MLP, CNN and ResNet (QDQ) for the ULX3S-85F and the digits MLP
+for the iCEBreaker; ``--mlperf`` adds the four MLPerf Tiny networks (QDQ per-tensor) for the
+ULX3S-85F. Each is built as ``hwgen build MODEL --board B`` builds it (folded for the board,
+the board top with PLL, reset, LED and UART link, Yosys, nextpnr at the board's default
+clock, the packer). Per design the table gives the clock target and the clock nextpnr
+reached, whether timing is met, the estimated and the synthesized LUT4 and flip-flops (the
+core's estimate plus the link's), DSP and block RAM tiles, inferences per second at the
+target clock and the wall time of synthesis and of place and route. Results are cached by
+content (``$HWGEN_CACHE/synth``), so a second run prints at once; wall times are those of the
+run that filled the cache (``build.json``'s ``steps_seconds`` of a cached step are 0).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from hwgen.build import build
+
+EX = Path(__file__).resolve().parent.parent / "examples"
+MODELS = {"mlp": "digits_mlp_qdq.onnx", "cnn": "digits_cnn_qdq.onnx",
+          "resnet": "digits_resnet_qdq.onnx",
+          "resnet8": "mlperf_tiny/resnet8_qdq.onnx", "dscnn": "mlperf_tiny/dscnn_qdq.onnx",
+          "mobilenet": "mlperf_tiny/mobilenet_v1_025_qdq.onnx",
+          "autoencoder": "mlperf_tiny/autoencoder_qdq.onnx"}
+DEFAULT = ["mlp@ulx3s-85f", "cnn@ulx3s-85f", "resnet@ulx3s-85f", "mlp@icebreaker"]
+MLPERF = ["resnet8@ulx3s-85f", "dscnn@ulx3s-85f", "mobilenet@ulx3s-85f",
+          "autoencoder@ulx3s-85f"]
+
+
+def row(name: str, doc: dict, wall: float) -> dict:
+    r, c, p = doc["resources"], doc["clock"], doc["performance"]
+    return {"design": name, "target_mhz": c["clock_mhz"], "fmax_mhz": c["achieved_mhz"],
+            "met": c["timing_met"],
+            **{f"{k}_est": r[k]["estimated"] for k in ("lut4", "ff", "dsp", "bram")},
+            **{f"{k}_syn": r[k]["synthesized"] for k in ("lut4", "ff", "dsp", "bram")},
+            "inferences_per_second": p["inferences_per_second"],
+            "cycles_per_frame": p["cycles_per_frame"],
+            "synthesis_s": doc["steps_seconds"].get("synthesis", 0.0),
+            "pnr_s": doc["steps_seconds"].get("place_and_route", 0.0),
+            "wall_s": round(wall, 1), "cached": doc["cached"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--designs", help="comma-separated NAME@BOARD (names: "
+                                      + ", ".join(MODELS) + ")")
+    ap.add_argument("--mlperf", action="store_true", help="add the MLPerf Tiny networks")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--freq", type=float, help="clock target (default: the board's)")
+    ap.add_argument("--json", metavar="OUT", help="write the rows to this JSON file")
+    ap.add_argument("--keep", metavar="DIR", help="keep each build's folder under DIR")
+    args = ap.parse_args()
+    names = args.designs.split(",") if args.designs else DEFAULT + (MLPERF if args.mlperf
+                                                                    else [])
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(args.keep) if args.keep else Path(tmp)
+        for name in names:
+            model, board = name.split("@")
+            out = base / name.replace("@", "_")
+            t0 = time.perf_counter()
+            print(f"building {name} ...", file=sys.stderr, flush=True)
+            res = build(EX / MODELS[model], out, board, args.freq, args.seed, force=True)
+            rows.append(row(name, res.report, time.perf_counter() - t0))
+    head = (f"{'design':24s} {'MHz':>5s} {'fmax':>6s} {'met':>3s} {'LUT4 est/syn':>15s} "
+            f"{'FF est/syn':>15s} {'DSP':>7s} {'BRAM':>7s} {'inf/s':>10s} {'synth s':>7s} "
+            f"{'pnr s':>7s}")
+    print(head)
+    for r in rows:
+        fm = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] is not None else "-"
+        print(f"{r['design']:24s} {r['target_mhz']:5g} {fm:>6s} {'yes' if r['met'] else 'no':>3s} "
+              f"{r['lut4_est']:>7,}/{r['lut4_syn']:<7,} {r['ff_est']:>7,}/{r['ff_syn']:<7,} "
+              f"{r['dsp_est']:>3}/{r['dsp_syn']:<3} {r['bram_est']:>3}/{r['bram_syn']:<3} "
+              f"{r['inferences_per_second']:>10,.0f} {r['synthesis_s']:>7.1f} "
+              f"{r['pnr_s']:>7.1f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
