@@ -42,6 +42,23 @@ the few largest blocks (dscnn's stem convolution, the average pool's window gene
 its 16,000-word line buffer) take most of the time, so ``-j 2`` gains little on two busy
 cores.
 
+The four MLPerf Tiny examples with ``--board ulx3s-85f`` at the default folding of
+2026-11-25 (``hwgen compile`` and ``hwgen inspect`` timed by ``/usr/bin/time``, one cold
+compile each with a fresh ``HWGEN_CACHE``, default ``-j`` (2 cores), load average 2-3; peak
+memory is the largest process's):
+
+    wall s / CPU s             inspect     compile cold   peak MB
+    resnet8_qdq                2.5 / 2.6   6.8 / 9.8      146
+    resnet8_qdq_perchannel     2.8 / 2.9   7.3 / 10.4     146
+    dscnn_qdq                  1.4 / 1.5   6.1 / 9.1      146
+    dscnn_qdq_perchannel       1.4 / 1.5   6.0 / 9.3      146
+    mobilenet_v1_025_qdq       1.8 / 1.9   9.1 / 14.3     146
+    mobilenet_v1_025_qdq_pc    2.1 / 2.2   9.2 / 14.1     146
+    autoencoder_qdq            2.9 / 3.0   9.1 / 13.0     172
+    autoencoder_qdq_pc         3.0 / 3.1   8.5 / 12.2     172
+
+An earlier measurement under a load average of 11-21 (wall time 3-5x the CPU time):
+
 The four MLPerf Tiny examples with ``--board ulx3s-85f`` (``hwgen compile`` and ``hwgen
 inspect`` timed by ``/usr/bin/time -v``, default ``-j`` (2 cores), one cold and one warm
 compile per fresh cache, medians of 3 (MobileNet: 2, at ``--budget 0.95``: at 85 % it needs
