@@ -2,10 +2,13 @@
 of the link (``hwgen run``'s driver) against the protocol's golden replies."""
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_hwgen
 
 from hwgen import api, design, host
 from hwgen.board_run import run_board
@@ -149,3 +152,20 @@ def test_run_board_driver_errors(mlp):
     with pytest.raises(HwgenError, match="not this design's bitstream"):
         run_board(out, "test", DIGITS, 2, baud=115200,
                   line=GoldenLine(fr.in_bytes + 8, fn, out_bytes=fr.out_bytes))
+
+
+def test_run_cli_errors(mlp, tmp_path):
+    """``hwgen run``'s refusals are one line, exit 2: no build.json, a port that does not
+    open, a line that echoes (pyserial's loop://) instead of replying."""
+    out = tmp_path / "d"
+    shutil.copytree(mlp[0], out)
+    args = ["--input", str(DIGITS), "--count", "2"]
+    r = run_hwgen("run", str(out), "--port", "loop://", *args)
+    assert r.returncode == 2 and "no readable build.json" in r.stderr
+    (out / "build.json").write_text(json.dumps({"format": "hwgen-build",
+                                                "host_link": {"baud": 115200}}))
+    r = run_hwgen("run", str(out), "--port", str(tmp_path / "nosuchtty"), *args)
+    assert r.returncode == 2 and "cannot open the serial port" in r.stderr
+    r = run_hwgen("run", str(out), "--port", "loop://", *args, "-o", str(tmp_path / "y.npy"))
+    assert r.returncode == 2 and "not a reply of hwgen's link" in r.stderr
+    assert not (tmp_path / "y.npy").exists()
