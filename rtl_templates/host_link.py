@@ -360,6 +360,16 @@ class HostLink(wiring.Component):
              if self.loads else {}))
 
     def elaborate(self, platform):
+        # Timing: every wide enable and every state decision comes from registers, one or
+        # two LUTs deep. A byte is taken from a holding register (``hb``, refilled from the
+        # receive FIFO while empty: the FIFO's read enable is a register); what a taken
+        # byte does to the wide registers (the CRC, the input beat) happens in the next
+        # cycle, enabled by a one-bit register, while ``hb`` still holds the byte. The
+        # length is counted down in a 33-bit register whose top bit says "no bytes left";
+        # the length and CRC checks are registered flags, decided on a cycle later. The
+        # reply's bytes go through a register (``tb``) and the reply CRC takes each byte
+        # as the transmitter takes it. Data registers loaded before every use have no
+        # reset (Yosys would OR the reset into their clock enables).
         m = Module()
         p = self.p
         nbi, nbo = p.in_width // 8, p.out_width // 8
@@ -370,34 +380,65 @@ class HostLink(wiring.Component):
                      rxq.w_data.eq(urx.o.payload), rxq.w_en.eq(urx.o.valid),
                      urx.o.ready.eq(rxq.w_rdy)]
 
-        # the request side: bytes from the FIFO
-        b = rxq.r_data
-        take = Signal()                     # the state takes a byte this cycle, if one is there
-        got = take & rxq.r_rdy
-        m.d.comb += rxq.r_en.eq(take)
+        # the request side: bytes from the FIFO through the holding register
+        b = Signal(8, reset_less=True)      # the holding register
+        hv = Signal()                       # it holds a byte
+        take = Signal()                     # the state takes the held byte, if there is one
+        got = hv & take
+        m.d.comb += rxq.r_en.eq(~hv)
+        # the held byte's class, decoded as it is loaded
+        b_m0, b_m1, b_i, b_w, b_p = (Signal(name=n) for n in ("b_m0", "b_m1", "b_i", "b_w",
+                                                                "b_p"))
+        with m.If(~hv & rxq.r_rdy):
+            r = rxq.r_data
+            m.d.sync += [b.eq(r), hv.eq(1), b_m0.eq(r == REQUEST_MAGIC[0]),
+                         b_m1.eq(r == REQUEST_MAGIC[1]), b_i.eq(r == ord(INPUT)),
+                         b_w.eq(r == ord(WEIGHTS)), b_p.eq(r == ord(PING))]
+        with m.If(got):
+            m.d.sync += hv.eq(0)
 
-        kind = Signal(8)
-        count = Signal(33)                  # length; then the payload or skip count, down
-        nlen = Signal(2)
-        rcrc = Signal(16)
-        crc_lo = Signal(8)
+        is_i, is_w, is_p = Signal(), Signal(), Signal()     # the request's type
+        feed_i, feed_w = Signal(), Signal()                 # its payload goes to the core
+        refused = Signal()                  # refused at the header: skipped, then 'E' code
+        count = Signal(33, reset_less=True) # the length; then the bytes left - 1, down
+        done = count[32]                    # no payload bytes left
+        lo_zero = Signal()                  # count[:16] == 0: the decrement borrows
+
+        def count_down():                   # count - 1 as two 16/17-bit halves
+            m.d.sync += [count[:16].eq(count[:16] - 1), lo_zero.eq(count[:16] == 1)]
+            with m.If(lo_zero):
+                m.d.sync += count[16:].eq(count[16:] - 1)
+        nlen = Signal(2, reset_less=True)
+        len_ok = Signal()
+        odd = Signal()
+        rcrc = Signal(16, init=0xFFFF, reset_less=True)
+        crc_lo_ok = Signal()
+        crc_ok = Signal()
         code = Signal(3)
         line_err = Signal()
-        is_i = kind == ord(INPUT)
-        is_w = (kind == ord(WEIGHTS)) if p.loads else Const(0)
-        is_p = kind == ord(PING)
+        crc_upd = Signal()                  # b (taken last cycle) goes into the CRC
+        shift_i = Signal()                  # b (taken last cycle) goes into the input beat
+        shift_last = Signal()               # ... and completes it
+        with m.If(crc_upd):
+            m.d.sync += rcrc.eq(_crc_next(rcrc, b))
+        m.d.sync += [crc_upd.eq(0), shift_i.eq(0)]
 
         # the core's input: a beat assembled from bytes, held until taken
-        ibeat = Signal(p.in_width)
-        ibyte = Signal(range(max(nbi, 2)))
+        ibeat = Signal(p.in_width, reset_less=True)
+        ibyte = Signal(range(max(nbi, 2)), reset_less=True)
         ivalid = Signal()
+        ilast = Signal()
         ibeats = Signal(range(max(p.in_beats, 2)))
-        ilast = ibeats == p.in_beats - 1
         m.d.comb += [self.s_axis_tdata.eq(ibeat), self.s_axis_tvalid.eq(ivalid),
                      self.s_axis_tlast.eq(ilast)]
+        with m.If(shift_i):
+            m.d.sync += ibeat.eq(Cat(ibeat[8:], b))
+            with m.If(shift_last):
+                m.d.sync += [ivalid.eq(1), ilast.eq(ibeats == p.in_beats - 1)]
         with m.If(ivalid & self.s_axis_tready):
             m.d.sync += [ivalid.eq(0), ibeats.eq(Mux(ilast, 0, ibeats + 1))]
-        word = Signal(16)
+        iblock = ivalid | (shift_i & shift_last)    # no room for another byte
+        word = Signal(16, reset_less=True)
         whigh = Signal()
         wvalid = Signal()
         if p.loads:
@@ -405,19 +446,29 @@ class HostLink(wiring.Component):
             with m.If(wvalid & self.s_wload_tready):
                 m.d.sync += wvalid.eq(0)
 
-        # the reply side: bytes to the transmitter
+        # the reply side: bytes to the transmitter through a register
         R_O, R_E, R_AP, R_AW = range(4)
         rkind = Signal(2)
-        tb = Signal(8)
+        tb = Signal(8, reset_less=True)
         tv = Signal()
-        sent = tv & utx.i.ready
+        tc = Signal()                       # tb counts in the reply's CRC
         m.d.comb += [utx.i.payload.eq(tb), utx.i.valid.eq(tv)]
-        tcrc = Signal(16)
-        nrlen = Signal(2)
-        left = Signal(range(max(p.out_bytes, PING_BYTES) + 1))
-        obuf = Signal(p.out_width)
-        ocnt = Signal(range(nbo + 1))
-        drained = Signal(range(max(p.out_beats, 2)))
+        tcrc = Signal(16, reset_less=True)
+        with m.If(tv & utx.i.ready):
+            m.d.sync += tv.eq(0)
+            with m.If(tc):
+                m.d.sync += tcrc.eq(_crc_next(tcrc, tb))
+
+        def emit(crc=True):                 # tb (loaded while tv is low) goes out
+            m.d.sync += [tv.eq(1), tc.eq(crc)]
+
+        nrlen = Signal(2, reset_less=True)
+        left = Signal(range(max(p.out_bytes, PING_BYTES) + 1), reset_less=True)
+        left_zero = Signal()
+        obuf = Signal(p.out_width, reset_less=True)
+        ocnt = Signal(range(max(nbo, 2)))
+        ohave = Signal()                    # obuf holds bytes of a beat
+        drained = Signal(range(max(p.out_beats, 2)), reset_less=True)
         rchar = Mux(rkind == R_O, ord(OUTPUT), Mux(rkind == R_E, ord(ERROR), ord(ACK)))
         rlen = Signal(32)
         with m.Switch(rkind):
@@ -428,166 +479,189 @@ class HostLink(wiring.Component):
         error = Signal()
         m.d.comb += self.error.eq(error)
 
-        def reply(k):
-            m.d.sync += [rkind.eq(k), error.eq(k == R_E)]
-            m.next = "R_MAGIC0"
-
         # a line error during a request (cleared when a request starts)
         with m.If(urx.frame_err | urx.overrun):
             m.d.sync += line_err.eq(1)
 
-        with m.FSM() as fsm:
-            with m.State("HUNT0"):
-                m.d.comb += take.eq(1)
-                with m.If(got & (b == REQUEST_MAGIC[0])):
-                    m.d.sync += line_err.eq(urx.frame_err | urx.overrun)
-                    m.next = "HUNT1"
-            with m.State("HUNT1"):
-                m.d.comb += take.eq(1)
-                with m.If(got):
-                    with m.If(b == REQUEST_MAGIC[1]):
-                        m.next = "TYPE"
-                    with m.Elif(b != REQUEST_MAGIC[0]):
-                        m.next = "HUNT0"
-            with m.State("TYPE"):
-                m.d.comb += take.eq(1)
-                with m.If(got):
-                    m.d.sync += [kind.eq(b), rcrc.eq(_crc_next(Const(0xFFFF, 16), b)),
-                                 nlen.eq(0)]
-                    m.next = "LEN"
-            with m.State("LEN"):
-                m.d.comb += take.eq(1)
-                with m.If(got):
-                    m.d.sync += [count.eq(Cat(count[8:32], b)), rcrc.eq(_crc_next(rcrc, b)),
-                                 nlen.eq(nlen + 1)]
-                    with m.If(nlen == 3):
-                        m.next = "CHECK"
-            with m.State("CHECK"):
-                m.d.sync += [ibyte.eq(0), whigh.eq(0)]
-                with m.If(is_i):
-                    with m.If(count == p.in_bytes):
-                        m.next = "PAYLOAD"
-                    with m.Else():
-                        m.d.sync += [code.eq(ERR_LENGTH), count.eq(count + CRC_BYTES)]
-                        m.next = "SKIP"
-                with m.Elif(is_w):
-                    with m.If(~count[0]):
-                        m.next = "PAYLOAD"
-                    with m.Else():
-                        m.d.sync += [code.eq(ERR_LENGTH), count.eq(count + CRC_BYTES)]
-                        m.next = "SKIP"
-                with m.Elif(is_p):
-                    m.next = "PAYLOAD"
-                with m.Else():
-                    m.d.sync += [code.eq(ERR_TYPE), count.eq(count + CRC_BYTES)]
-                    m.next = "SKIP"
-            with m.State("PAYLOAD"):
-                with m.If(count == 0):
-                    m.next = "CRC0"
-                with m.Else():
-                    m.d.comb += take.eq(~(is_i & ivalid) & ~(is_w & wvalid))
-                    with m.If(got):
-                        m.d.sync += [count.eq(count - 1), rcrc.eq(_crc_next(rcrc, b))]
-                        with m.If(is_i):
-                            m.d.sync += [ibeat.eq(Cat(ibeat[8:], b)),
-                                         ibyte.eq(Mux(ibyte == nbi - 1, 0, ibyte + 1))]
-                            with m.If(ibyte == nbi - 1):
-                                m.d.sync += ivalid.eq(1)
-                        with m.If(is_w):
-                            m.d.sync += [word.eq(Cat(word[8:], b)), whigh.eq(~whigh)]
-                            with m.If(whigh):
-                                m.d.sync += wvalid.eq(1)
-            with m.State("CRC0"):
-                m.d.comb += take.eq(1)
-                with m.If(got):
-                    m.d.sync += crc_lo.eq(b)
-                    m.next = "CRC1"
-            with m.State("CRC1"):
-                m.d.comb += take.eq(1)
-                with m.If(got):
-                    m.d.sync += code.eq(Mux(line_err, ERR_LINE,
-                                            Mux(Cat(crc_lo, b) != rcrc, ERR_CRC, 0)))
-                    m.next = "VERDICT"
-            with m.State("VERDICT"):
-                m.d.sync += drained.eq(0)
-                with m.If(line_err):
-                    m.d.sync += code.eq(ERR_LINE)
-                with m.If(is_i):
-                    with m.If((code == 0) & ~line_err):
-                        reply(R_O)
-                    with m.Else():
-                        m.next = "DRAIN"
-                with m.Elif(~wvalid):       # a 'W' request's last word taken
-                    with m.If((code == 0) & ~line_err):
-                        reply(Mux(is_p, R_AP, R_AW))
-                    with m.Else():
-                        reply(R_E)
-            with m.State("SKIP"):
-                m.d.comb += take.eq(count != 0)
-                with m.If(got):
-                    m.d.sync += count.eq(count - 1)
-                with m.If(count == 0):
-                    reply(R_E)
-            with m.State("DRAIN"):          # a bad 'I': its output frame discarded
-                m.d.comb += self.m_axis_tready.eq(1)
-                with m.If(self.m_axis_tvalid):
-                    m.d.sync += drained.eq(drained + 1)
-                    with m.If(drained == p.out_beats - 1):
-                        reply(R_E)
+        # the states, one-hot: one flip-flop each (Yosys does not recode a state register
+        # with an initial value, and a binary one costs two LUT levels per state test)
+        st = {n: Signal(init=n == "HUNT0", name="st_" + n.lower()) for n in _STATES}
 
-            with m.State("R_MAGIC0"):
-                m.d.comb += [tb.eq(REPLY_MAGIC[0]), tv.eq(1)]
-                m.d.sync += [tcrc.eq(0xFFFF), nrlen.eq(0), ocnt.eq(0)]
-                with m.If(sent):
-                    m.next = "R_MAGIC1"
-            with m.State("R_MAGIC1"):
-                m.d.comb += [tb.eq(REPLY_MAGIC[1]), tv.eq(1)]
-                with m.If(sent):
-                    m.next = "R_TYPE"
-            with m.State("R_TYPE"):
-                m.d.comb += [tb.eq(rchar), tv.eq(1)]
-                m.d.sync += left.eq(rlen)
-                with m.If(sent):
-                    m.d.sync += tcrc.eq(_crc_next(tcrc, tb))
-                    m.next = "R_LEN"
-            with m.State("R_LEN"):
-                m.d.comb += [tb.eq(rlen.word_select(nrlen, 8)), tv.eq(1)]
-                with m.If(sent):
-                    m.d.sync += [tcrc.eq(_crc_next(tcrc, tb)), nrlen.eq(nrlen + 1)]
-                    with m.If(nrlen == 3):
-                        m.next = "R_PAY"
-            with m.State("R_PAY"):
-                with m.If(left == 0):
-                    m.next = "R_CRC0"
-                with m.Else():
-                    with m.Switch(rkind):
-                        with m.Case(R_O):
-                            m.d.comb += [tb.eq(obuf[:8]), tv.eq(ocnt != 0),
-                                         self.m_axis_tready.eq(ocnt == 0)]
-                            with m.If((ocnt == 0) & self.m_axis_tvalid):
-                                m.d.sync += [obuf.eq(self.m_axis_tdata), ocnt.eq(nbo)]
-                            with m.If(sent):
-                                m.d.sync += [obuf.eq(obuf >> 8), ocnt.eq(ocnt - 1)]
-                        with m.Case(R_E):
-                            m.d.comb += [tb.eq(code), tv.eq(1)]
-                        with m.Case(R_AP):
-                            m.d.comb += tv.eq(1)
-                            with m.Switch(left):
-                                for k in range(1, PING_BYTES + 1):
-                                    with m.Case(k):
-                                        m.d.comb += tb.eq(info[PING_BYTES - k])
-                    with m.If(sent):
-                        m.d.sync += [tcrc.eq(_crc_next(tcrc, tb)), left.eq(left - 1)]
-            with m.State("R_CRC0"):
-                m.d.comb += [tb.eq(tcrc[:8]), tv.eq(1)]
-                with m.If(sent):
-                    m.next = "R_CRC1"
-            with m.State("R_CRC1"):
-                m.d.comb += [tb.eq(tcrc[8:]), tv.eq(1)]
-                with m.If(sent):
-                    m.next = "HUNT0"
-        m.d.comb += self.busy.eq(~fsm.ongoing("HUNT0") & ~fsm.ongoing("HUNT1"))
+        def goto(frm, to):
+            m.d.sync += [st[frm].eq(0), st[to].eq(1)]
+
+        r_o, r_e, r_ap = Signal(), Signal(), Signal()   # rkind, one-hot
+        pay_o = Signal()                    # in R_PAY, an 'O' reply, bytes left
+        with m.If(pay_o & ~ohave):
+            m.d.comb += self.m_axis_tready.eq(1)
+
+        def reply(frm, k):
+            m.d.sync += [rkind.eq(k), error.eq(k == R_E), r_o.eq(k == R_O), r_e.eq(k == R_E),
+                         r_ap.eq(k == R_AP)]
+            goto(frm, "R_MAGIC0")
+
+        # the reply's next byte: an OR of the states' bytes (one state at a time), not a
+        # chain of multiplexers
+        ping_byte = Signal(8)
+        with m.Switch(left[:4]):
+            for k in range(1, PING_BYTES + 1):
+                with m.Case(k):
+                    m.d.comb += ping_byte.eq(info[PING_BYTES - k])
+        srcs = [(st["R_MAGIC0"], REPLY_MAGIC[0]), (st["R_MAGIC1"], REPLY_MAGIC[1]),
+                (st["R_TYPE"], rchar), (st["R_LEN"], rlen.word_select(nrlen, 8)),
+                (st["R_PAY"] & r_o, obuf[:8]), (st["R_PAY"] & r_e, code),
+                (st["R_PAY"] & r_ap, ping_byte),
+                (st["R_CRC0"], tcrc[:8]), (st["R_CRC1"], tcrc[8:])]
+        tb_next = Const(0, 8)
+        for sel, v in srcs:
+            tb_next = tb_next | Mux(sel, v, 0)
+        with m.If(~tv):
+            m.d.sync += tb.eq(tb_next)
+
+        # the states that take every byte: a register of its own. PAYLOAD takes a byte
+        # while bytes are left and the core has room, a condition registered a cycle late:
+        # the cycle after a byte is taken the holding register is empty, so a condition
+        # that a taken byte turns off is off before the next byte can be taken, and one
+        # the core turns on (a beat or word taken) only waits a cycle longer
+        take_all = Signal(init=1)
+        take_pay = Signal()
+        m.d.sync += take_pay.eq(st["PAYLOAD"] & ~done & ~(feed_i & iblock) & ~(feed_w & wvalid))
+        m.d.comb += take.eq(take_all | take_pay)
+
+        with m.If(st["HUNT0"]):
+            m.d.sync += rcrc.eq(0xFFFF)
+            with m.If(got & b_m0):
+                m.d.sync += line_err.eq(urx.frame_err | urx.overrun)
+                goto("HUNT0", "HUNT1")
+        with m.If(st["HUNT1"] & got):
+            with m.If(b_m1):
+                goto("HUNT1", "TYPE")
+            with m.Elif(~b_m0):
+                goto("HUNT1", "HUNT0")
+        with m.If(st["TYPE"] & got):
+            m.d.sync += [is_i.eq(b_i), is_p.eq(b_p), is_w.eq(b_w if p.loads else 0),
+                         crc_upd.eq(1), nlen.eq(0)]
+            goto("TYPE", "LEN")
+        with m.If(st["LEN"] & got):
+            m.d.sync += [count.eq(Cat(count[8:32], b)), crc_upd.eq(1), nlen.eq(nlen + 1)]
+            with m.If(nlen == 3):
+                m.d.sync += take_all.eq(0)
+                goto("LEN", "CHECK")
+        with m.If(st["CHECK"]):
+            m.d.sync += [len_ok.eq(count[:32] == p.in_bytes), odd.eq(count[0]),
+                         lo_zero.eq(count[:16] == 0), ibyte.eq(0), whigh.eq(0)]
+            goto("CHECK", "DECIDE")
+        with m.If(st["DECIDE"]):
+            count_down()
+            m.d.sync += [feed_i.eq(is_i & len_ok), feed_w.eq(is_w & ~odd),
+                         refused.eq((is_i & ~len_ok) | (is_w & odd) | ~(is_i | is_w | is_p)),
+                         code.eq(Mux(is_i | is_w, ERR_LENGTH, ERR_TYPE))]
+            goto("DECIDE", "PAYLOAD")
+        with m.If(st["PAYLOAD"]):
+            with m.If(done):
+                m.d.sync += take_all.eq(1)
+                goto("PAYLOAD", "CRC0")
+            with m.If(got):
+                m.d.sync += crc_upd.eq(1)
+                count_down()
+                with m.If(feed_i):
+                    m.d.sync += [shift_i.eq(1), shift_last.eq(ibyte == nbi - 1),
+                                 ibyte.eq(Mux(ibyte == nbi - 1, 0, ibyte + 1))]
+                with m.If(feed_w):
+                    m.d.sync += [word.eq(Cat(word[8:], b)), whigh.eq(~whigh)]
+                    with m.If(whigh):
+                        m.d.sync += wvalid.eq(1)
+        with m.If(st["CRC0"] & got):         # the CRC took the last byte before this one
+            m.d.sync += crc_lo_ok.eq(b == rcrc[:8])
+            goto("CRC0", "CRC1")
+        with m.If(st["CRC1"] & got):
+            m.d.sync += [crc_ok.eq(crc_lo_ok & (b == rcrc[8:])), take_all.eq(0)]
+            goto("CRC1", "VERDICT")
+        with m.If(st["VERDICT"]):
+            m.d.sync += drained.eq(0)
+            bad = line_err | ~crc_ok
+            with m.If(refused):
+                reply("VERDICT", R_E)
+            with m.Else():
+                m.d.sync += code.eq(Mux(line_err, ERR_LINE, Mux(crc_ok, 0, ERR_CRC)))
+                with m.If(feed_i):
+                    with m.If(~bad):
+                        reply("VERDICT", R_O)
+                    with m.Else():
+                        goto("VERDICT", "DRAIN")
+                with m.Elif(~wvalid):       # a 'W' request's last word taken
+                    with m.If(~bad):
+                        reply("VERDICT", Mux(is_p, R_AP, R_AW))
+                    with m.Else():
+                        reply("VERDICT", R_E)
+        with m.If(st["DRAIN"]):              # a bad 'I': its output frame discarded
+            m.d.comb += self.m_axis_tready.eq(1)
+            with m.If(self.m_axis_tvalid):
+                m.d.sync += drained.eq(drained + 1)
+                with m.If(drained == p.out_beats - 1):
+                    reply("DRAIN", R_E)
+
+        with m.If(st["R_MAGIC0"]):
+            m.d.sync += [tcrc.eq(0xFFFF), nrlen.eq(0), ocnt.eq(0), ohave.eq(0)]
+            with m.If(~tv):
+                emit(False)
+                goto("R_MAGIC0", "R_MAGIC1")
+        with m.If(st["R_MAGIC1"] & ~tv):
+            emit(False)
+            goto("R_MAGIC1", "R_TYPE")
+        with m.If(st["R_TYPE"] & ~tv):
+            emit()
+            m.d.sync += [left.eq(rlen), left_zero.eq(rlen == 0)]
+            goto("R_TYPE", "R_LEN")
+        with m.If(st["R_LEN"] & ~tv):
+            emit()
+            m.d.sync += nrlen.eq(nrlen + 1)
+            with m.If(nrlen == 3):
+                m.d.sync += pay_o.eq(r_o & ~left_zero)
+                goto("R_LEN", "R_PAY")
+        with m.If(st["R_PAY"]):
+            with m.If(left_zero):
+                goto("R_PAY", "R_CRC0")
+            with m.Else():
+                step = Signal()             # a payload byte into tb
+                with m.If(r_o):
+                    m.d.comb += step.eq(ohave & ~tv)
+                    with m.If(step & (left == 1)):
+                        m.d.sync += pay_o.eq(0)
+                    with m.If(pay_o & ~ohave & self.m_axis_tvalid):
+                        m.d.sync += [obuf.eq(self.m_axis_tdata), ocnt.eq(nbo - 1),
+                                     ohave.eq(1)]
+                    with m.If(step):
+                        emit()
+                        m.d.sync += [obuf.eq(obuf >> 8), ocnt.eq(ocnt - 1),
+                                     ohave.eq(ocnt != 0)]
+                with m.Elif(r_e):
+                    m.d.comb += step.eq(~tv)
+                    with m.If(step):
+                        emit()
+                with m.Elif(r_ap):
+                    m.d.comb += step.eq(~tv)
+                    with m.If(step):
+                        emit()
+                with m.If(step):
+                    m.d.sync += [left.eq(left - 1), left_zero.eq(left == 1)]
+        with m.If(st["R_CRC0"] & ~tv):       # tv low: the CRC took the last payload byte
+            emit(False)
+            goto("R_CRC0", "R_CRC1")
+        with m.If(st["R_CRC1"] & ~tv):
+            emit(False)
+            goto("R_CRC1", "R_END")
+        with m.If(st["R_END"] & ~tv):
+            m.d.sync += take_all.eq(1)
+            goto("R_END", "HUNT0")
+        m.d.comb += self.busy.eq(~st["HUNT0"] & ~st["HUNT1"])
         return m
+
+
+#: the link's states (one flip-flop each): the request's, then the reply's
+_STATES = ("HUNT0", "HUNT1", "TYPE", "LEN", "CHECK", "DECIDE", "PAYLOAD", "CRC0", "CRC1",
+           "VERDICT", "DRAIN", "R_MAGIC0", "R_MAGIC1", "R_TYPE", "R_LEN", "R_PAY", "R_CRC0",
+           "R_CRC1", "R_END")
 
 
 # ============================================================================ cost
@@ -623,40 +697,44 @@ class LinkParams:
 
 
 def resource_parts(p: LinkParams, family: str) -> dict[str, res.Resources]:
-    """The structural parts: the UART, the receive FIFO, the two CRC registers and their
-    byte update (16 XOR functions of up to 8 inputs: about two LUT4 per bit), the 33-bit
-    length counter, the input beat and output beat shift registers, the counters and
-    the two state machines."""
+    """The structural parts: the UART, the receive FIFO and the holding register after it
+    (with its byte's class flags), the two CRC registers and their byte update (16 XOR
+    functions of up to 8 inputs: about two LUT4 per bit) and check flags, the 33-bit length
+    counter (two halves and a borrow flag), the input beat and output beat shift registers,
+    the reply byte register and its multiplexer, the counters, and the one-hot states and
+    flags."""
     lw = max(p.out_bytes, PING_BYTES).bit_length()
     parts = dict(uart.resource_parts(uart.UartParams(p.divisor), family))
     parts["rx_fifo"] = res.fifo(8, p.rx_depth, family)
-    parts["crc"] = res.Resources(ff=32 + 8, lut4=2 * 2 * 16 + 16)
-    parts["length"] = (res.Resources(ff=33 + 2, lut4=33 + 2) + res.sub(33, family)
-                       + res.reduce_or(33, family) + res.equal(33, family))
+    parts["rx_hold"] = res.Resources(ff=8 + 1 + 5, lut4=10)
+    parts["crc"] = res.Resources(ff=32 + 3, lut4=2 * 2 * 16 + 8)
+    parts["length"] = (res.Resources(ff=33 + 2 + 3, lut4=33 + 2) + res.sub(16, family)
+                       + res.sub(17, family) + res.equal(32, family) + res.equal(16, family))
     ib = max(1, (max(p.in_width // 8, 2) - 1).bit_length())
     bb = max(1, (max(p.in_beats, 2) - 1).bit_length())
     # the beat's bytes shift in with the flip-flops' enable: no LUT per bit
-    parts["in_beat"] = (res.Resources(ff=p.in_width + ib + bb + 1, lut4=ib + 2)
+    parts["in_beat"] = (res.Resources(ff=p.in_width + ib + bb + 4, lut4=ib + 4)
                         + res.add(bb, family) + res.equal(bb, family))
     ob = max(1, (p.out_width // 8).bit_length())
     db = max(1, (max(p.out_beats, 2) - 1).bit_length())
-    parts["out_beat"] = (res.Resources(ff=p.out_width + ob + db + lw,
-                                       lut4=p.out_width + ob + db + 2 * lw)
+    # and the reply byte register, its valid and CRC flags, fed by an OR of 9 sources
+    parts["out_beat"] = (res.Resources(ff=p.out_width + ob + db + lw + 8 + 4,
+                                       lut4=p.out_width + ob + db + 2 * lw + 3 * 8)
                          + res.sub(lw, family) + res.add(db, family))
     if p.loads:
         parts["load_word"] = res.Resources(ff=18, lut4=18)
-    # states (one-hot, 18), type, code, flags; the reply byte multiplexer
-    parts["control"] = res.Resources(ff=18 + 8 + 3 + 4, lut4=60)
+    # states (one-hot, 19), code, reply kind (2 and one-hot), flags
+    parts["control"] = res.Resources(ff=19 + 3 + 2 + 4 + 18, lut4=60)
     return parts
 
 
 #: calibration of :func:`resource_parts` against Yosys 0.70 (``synth_ecp5``;
 #: ``synth_ice40 -dsp -spram``) on the links of 16×6 → 24×3 bytes (divisor 217), 64×98 →
-#: 32×1 (26) and 6272×1 → 8×10 with a load port (104): ECP5 499/566/533 LUT4 and
-#: 230/286/6494 flip-flops, iCE40 503/513/511 LUT4 and 222/278/6486 flip-flops
+#: 32×1 (26) and 6272×1 → 8×10 with a load port (104): ECP5 457/454/471 LUT4 and
+#: 277/332/6545 flip-flops, iCE40 455/463/473 LUT4 and 269/324/6537 flip-flops
 RESOURCE_FIT: res.Fit = {
-    "ecp5": {"lut4": {"control": 4.0, "crc": 1.4}, "ff": {"1": -12}},
-    "ice40": {"lut4": {"control": 1.5}, "ff": {"1": -12}},
+    "ecp5": {"lut4": {"control": 2.1, "crc": 1.4}, "ff": {"1": -12}},
+    "ice40": {"lut4": {"control": 0.3}, "ff": {"1": -12}},
 }
 
 

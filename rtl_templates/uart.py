@@ -109,6 +109,33 @@ def uart_decode(line, divisor: int, *, strict: bool = True) -> bytes:
 # ============================================================================ hardware
 
 
+class _Countdown:
+    """A bit-period counter in module ``m``: ``cnt`` counts down to zero and stays there;
+    ``tick`` (cnt == 0) is a register; :meth:`load` a value above zero, :meth:`step` one
+    down (while not ``tick``). The decrement is two halves with a registered borrow (the low
+    half is zero), so no carry chain is longer than half the counter."""
+
+    def __init__(self, m: Module, d: int):
+        self.m, self.cnt = m, Signal(range(d), reset_less=True)   # loaded before use
+        self.tick = Signal(init=1)
+        w = len(self.cnt)
+        self.k = max(1, w // 2)
+        self.lo_zero = Signal(init=1)       # cnt[:k] == 0
+
+    def load(self, v: int):
+        assert 0 < v < 1 << len(self.cnt)
+        self.m.d.sync += [self.cnt.eq(v), self.tick.eq(0),
+                          self.lo_zero.eq(v & ((1 << self.k) - 1) == 0)]
+
+    def step(self):
+        c, k = self.cnt, self.k
+        self.m.d.sync += [c[:k].eq(c[:k] - 1), self.lo_zero.eq(c[:k] == 1),
+                          self.tick.eq(c == 1)]
+        if k < len(c):
+            with self.m.If(self.lo_zero):
+                self.m.d.sync += c[k:].eq(c[k:] - 1)
+
+
 class UartRx(wiring.Component):
     """Bytes from the pin ``rx`` on the stream ``o`` (see the module documentation).
 
@@ -126,50 +153,53 @@ class UartRx(wiring.Component):
         sync = Signal(2, init=0b11)           # the synchronizer: sync[0] first, sync[1] second
         m.d.sync += sync.eq(Cat(self.rx, sync[0]))
         line = sync[1]
-        cnt = Signal(range(d))
-        nbit = Signal(range(8))
-        shreg = Signal(8)
+        ctr = _Countdown(m, d)
+        tick = ctr.tick
+        nbit = Signal(range(8), reset_less=True)
+        shreg = Signal(8, reset_less=True)
         valid = Signal()
-        data = Signal(8)
+        data = Signal(8, reset_less=True)
         m.d.comb += [self.o.valid.eq(valid), self.o.payload.eq(data)]
         with m.If(self.o.ready):
             m.d.sync += valid.eq(0)
         m.d.sync += [self.frame_err.eq(0), self.overrun.eq(0)]
-        tick = cnt == 0
+        load = ctr.load
         with m.If(~tick):
-            m.d.sync += cnt.eq(cnt - 1)
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(~line):
-                    m.d.sync += cnt.eq(d // 2 - 1)
-                    m.next = "START"
-            with m.State("START"):
-                with m.If(tick):
-                    m.d.sync += [cnt.eq(d - 1), nbit.eq(0)]
-                    with m.If(line):
-                        m.next = "IDLE"           # a glitch
-                    with m.Else():
-                        m.next = "DATA"
-            with m.State("DATA"):
-                with m.If(tick):
-                    m.d.sync += [shreg.eq(Cat(shreg[1:], line)), nbit.eq(nbit + 1),
-                                 cnt.eq(d - 1)]
-                    with m.If(nbit == 7):
-                        m.next = "STOP"
-            with m.State("STOP"):
-                with m.If(tick):
-                    with m.If(line):
-                        with m.If(~valid | self.o.ready):
-                            m.d.sync += [data.eq(shreg), valid.eq(1)]
-                        with m.Else():
-                            m.d.sync += self.overrun.eq(1)
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.d.sync += self.frame_err.eq(1)
-                        m.next = "BREAK"
-            with m.State("BREAK"):
-                with m.If(line):
-                    m.next = "IDLE"
+            ctr.step()
+        # the states, one-hot (a state register with an initial value is not recoded)
+        st = {n: Signal(init=n == "IDLE", name="st_" + n.lower())
+              for n in ("IDLE", "START", "DATA", "STOP", "BREAK")}
+
+        def goto(frm, to):
+            m.d.sync += [st[frm].eq(0), st[to].eq(1)]
+
+        with m.If(st["IDLE"] & ~line):
+            load(d // 2 - 1)
+            goto("IDLE", "START")
+        with m.If(st["START"] & tick):
+            load(d - 1)
+            m.d.sync += nbit.eq(0)
+            with m.If(line):
+                goto("START", "IDLE")         # a glitch
+            with m.Else():
+                goto("START", "DATA")
+        with m.If(st["DATA"] & tick):
+            load(d - 1)
+            m.d.sync += [shreg.eq(Cat(shreg[1:], line)), nbit.eq(nbit + 1)]
+            with m.If(nbit == 7):
+                goto("DATA", "STOP")
+        with m.If(st["STOP"] & tick):
+            with m.If(line):
+                with m.If(~valid | self.o.ready):
+                    m.d.sync += [data.eq(shreg), valid.eq(1)]
+                with m.Else():
+                    m.d.sync += self.overrun.eq(1)
+                goto("STOP", "IDLE")
+            with m.Else():
+                m.d.sync += self.frame_err.eq(1)
+                goto("STOP", "BREAK")
+        with m.If(st["BREAK"] & line):
+            goto("BREAK", "IDLE")
         return m
 
 
@@ -186,9 +216,9 @@ class UartTx(wiring.Component):
         m = Module()
         d = self.divisor
         shreg = Signal(BITS_PER_BYTE, init=(1 << BITS_PER_BYTE) - 1)   # shreg[0] on the line
-        cnt = Signal(range(d))
+        ctr = _Countdown(m, d)
+        cnt, tick = ctr.cnt, ctr.tick
         left = Signal(range(BITS_PER_BYTE + 1))                        # bits still to send
-        tick = cnt == 0
         # ready: idle, or in the stop bit's last cycle; a register (its next value from the
         # stop bit's second-to-last cycle), which the tools map far smaller than the compare
         ready = Signal(init=1)
@@ -196,12 +226,13 @@ class UartTx(wiring.Component):
         m.d.comb += [self.i.ready.eq(ready), self.tx.eq(shreg[0])]
         with m.If(left != 0):
             with m.If(tick):
-                m.d.sync += [shreg.eq(Cat(shreg[1:], 1)), left.eq(left - 1), cnt.eq(d - 1)]
+                m.d.sync += [shreg.eq(Cat(shreg[1:], 1)), left.eq(left - 1)]
+                ctr.load(d - 1)
             with m.Else():
-                m.d.sync += cnt.eq(cnt - 1)
+                ctr.step()
         with m.If(self.i.valid & ready):
-            m.d.sync += [shreg.eq(Cat(0, self.i.payload, 1)), left.eq(BITS_PER_BYTE),
-                         cnt.eq(d - 1)]
+            m.d.sync += [shreg.eq(Cat(0, self.i.payload, 1)), left.eq(BITS_PER_BYTE)]
+            ctr.load(d - 1)
         return m
 
 
@@ -221,25 +252,25 @@ def resource_parts(p: UartParams, family: str) -> dict[str, res.Resources]:
     cw = max(1, (p.divisor - 1).bit_length())
     parts: dict[str, res.Resources] = {}
     if p.rx:
-        # synchronizer 2, counter, bit counter 3, shift register 8, data 8, valid, two flags,
-        # state (one-hot, 5)
-        parts["rx_regs"] = res.Resources(ff=2 + cw + 3 + 8 + 8 + 1 + 2 + 5)
+        # synchronizer 2, counter (and its tick and borrow flags), bit counter 3, shift
+        # register 8, data 8, valid, two flags, state (one-hot, 5)
+        parts["rx_regs"] = res.Resources(ff=2 + cw + 2 + 3 + 8 + 8 + 1 + 2 + 5)
         parts["rx_logic"] = (res.sub(cw, family) + res.reduce_or(cw, family)
                              + res.Resources(lut4=cw + 3 + 8 + 8 + 10))
     if p.tx:
-        # shift register 10, counter, bits left 4
-        parts["tx_regs"] = res.Resources(ff=BITS_PER_BYTE + cw + 4)
+        # shift register 10, counter (and its tick and borrow flags), bits left 4
+        parts["tx_regs"] = res.Resources(ff=BITS_PER_BYTE + cw + 2 + 4)
         parts["tx_logic"] = (res.sub(cw, family) + res.reduce_or(cw, family)
                              + res.Resources(lut4=cw + BITS_PER_BYTE + 4 + 3))
     return parts
 
 
 #: calibration of :func:`resource_parts` against Yosys 0.70 (``synth_ecp5``, ``synth_ice40``)
-#: at divisors 4 and 217: receiver ECP5 43/40 LUT4, iCE40 26/42; transmitter ECP5 39/49,
-#: iCE40 26/37; flip-flops 29/35 and 16/22
+#: at divisors 4 and 217: receiver ECP5 45/52 LUT4, iCE40 33/41; transmitter ECP5 43/39,
+#: iCE40 31/39; flip-flops 33/39 and 18/24
 RESOURCE_FIT: res.Fit = {
-    "ecp5": {"lut4": {"rx_logic": 1.2, "tx_logic": 1.9}, "ff": {"1": -1}},
-    "ice40": {"lut4": {"rx_logic": 0.74, "tx_logic": 0.9}, "ff": {"1": -1}},
+    "ecp5": {"lut4": {"rx_logic": 1.4, "tx_logic": 1.75}, "ff": {"1": -1}},
+    "ice40": {"lut4": {"rx_logic": 0.82, "tx_logic": 1.0}, "ff": {"1": -1}},
 }
 
 
