@@ -11,9 +11,10 @@ cells instead of block RAM, ``+LN``: N of its products
 built of logic cells; ``--layers`` adds one line per layer with its utilisation). The bound
 counts the DSP tiles' lanes only. As ``hwgen compile`` does by default, products go into
 logic cells only for targets down to the bound (a layer folded to meet it may land below
-it); ``--logic-lanes`` lets the search target shorter intervals, ``--dsp-only`` keeps every product in a DSP tile. Models no pipeline
-folding fits go on the layer-sequential engine (DS-CNN on the iCEBreaker). Nothing is
-simulated or synthesized: the figures are the estimates ``hwgen inspect`` prints.
+it); ``--logic-lanes`` lets the search target shorter intervals, ``--dsp-only`` keeps every
+product in a DSP tile. Models no pipeline folding fits go on the layer-sequential engine
+(DS-CNN on the iCEBreaker). Nothing is simulated or synthesized: the figures are the
+estimates ``hwgen inspect`` prints.
 """
 from __future__ import annotations
 
