@@ -11,6 +11,9 @@ FPGA, from the USB-serial bridge), ``uart_tx`` (out to it) and ``led``. Inside:
   :data:`RESET_CYCLES` clock cycles after it locks: asserted asynchronously (a lost lock
   resets at once, with or without a clock), released synchronously to the PLL's clock. The
   core's ``rst`` (synchronous, active high) and the link's reset are that reset;
+* **register slices** (:func:`slice_stream`): 2-word FIFOs with registered flags on the
+  streams between the link and the core, so neither side's control reaches the other's
+  logic (the core's input register enables are hundreds of bits wide);
 * **host link**: a component with the interface of ``rtl_templates/host_link.py``'s
   ``HostLink`` (UART pins ``rx``/``tx``, the core's AXI4-Stream ports seen from the other
   side, the weight-load stream when the core has one, status ``busy`` and ``error``), in the
@@ -44,8 +47,12 @@ from hwgen.boards.boards import Board
 from hwgen.boards.pll import PllSettings, pll_settings
 from hwgen.boards.synth import check_identifier, verilog_ports
 from hwgen.errors import HwgenError
+from hwgen.rtl_templates.fifo import FIFOParams
+from hwgen.rtl_templates.fifo import cost as fifo_cost
 from hwgen.rtl_templates.host_link import HostLink, LinkParams
 from hwgen.rtl_templates.host_link import resources as link_resources
+from hwgen.rtl_templates.memory import BufferedFIFO
+from hwgen.rtl_templates.spram import LOAD_BITS
 
 #: cycles the reset is held after the PLL locks
 RESET_CYCLES = 8
@@ -223,15 +230,26 @@ class BoardTop(wiring.Component):
         m.submodules.link = link
         m.d.comb += [link.rx.eq(self.uart_rx), self.uart_tx.eq(link.tx)]
 
+        # register slices between the link and the core (2-word FIFOs, both sides' flags
+        # from flip-flops): the core's wide input enables and the link's control meet no
+        # combinational path of the other
+        s_in = slice_stream(m, "slice_in", link.s_axis_tdata, link.s_axis_tlast,
+                            link.s_axis_tvalid, link.s_axis_tready)
+        s_out_data = Signal(self.ports.out_width)
+        s_out_last, s_out_valid, s_out_ready = Signal(), Signal(), Signal()
+        out = slice_stream(m, "slice_out", s_out_data, s_out_last, s_out_valid, s_out_ready)
+        m.d.comb += [link.m_axis_tdata.eq(out.data), link.m_axis_tlast.eq(out.last),
+                     link.m_axis_tvalid.eq(out.valid), out.ready.eq(link.m_axis_tready)]
         conns = dict(i_clk=cd.clk, i_rst=cd.rst,
-                     i_s_axis_tdata=link.s_axis_tdata, i_s_axis_tvalid=link.s_axis_tvalid,
-                     o_s_axis_tready=link.s_axis_tready, i_s_axis_tlast=link.s_axis_tlast,
-                     o_m_axis_tdata=link.m_axis_tdata, o_m_axis_tvalid=link.m_axis_tvalid,
-                     i_m_axis_tready=link.m_axis_tready, o_m_axis_tlast=link.m_axis_tlast)
+                     i_s_axis_tdata=s_in.data, i_s_axis_tvalid=s_in.valid,
+                     o_s_axis_tready=s_in.ready, i_s_axis_tlast=s_in.last,
+                     o_m_axis_tdata=s_out_data, o_m_axis_tvalid=s_out_valid,
+                     i_m_axis_tready=s_out_ready, o_m_axis_tlast=s_out_last)
         if self.ports.loads:
-            conns |= dict(i_s_wload_tdata=link.s_wload_tdata,
-                          i_s_wload_tvalid=link.s_wload_tvalid,
-                          o_s_wload_tready=link.s_wload_tready)
+            w = slice_stream(m, "slice_wload", link.s_wload_tdata, None,
+                             link.s_wload_tvalid, link.s_wload_tready)
+            conns |= dict(i_s_wload_tdata=w.data, i_s_wload_tvalid=w.valid,
+                          o_s_wload_tready=w.ready)
         m.submodules.core = Instance(self.core_top, **conns)
 
         hz = self.pll.achieved_mhz * 1e6
@@ -241,6 +259,30 @@ class BoardTop(wiring.Component):
         lit = led_state(cd.rst, link.busy, link.error, count[slow], count[fast])
         m.d.comb += self.led.eq(~lit if self.led_active_low else lit)
         return m
+
+
+@dataclass
+class Sliced:
+    """The far side of a register slice: the stream's data, last, valid (outputs of the
+    slice) and ready (its input)."""
+    data: object
+    last: object
+    valid: Signal
+    ready: Signal
+
+
+def slice_stream(m: Module, name: str, data, last, valid, ready) -> Sliced:
+    """A register slice on a stream whose producer drives ``data``/``last``/``valid`` and
+    takes ``ready`` (driven here): a 2-word :class:`~rtl_templates.memory.BufferedFIFO`,
+    whose ``w_rdy`` and ``r_rdy`` are flip-flops, full throughput. ``last`` None: no last."""
+    width = len(data) + (0 if last is None else 1)
+    m.submodules[name] = fifo = BufferedFIFO(width=width, depth=2)
+    m.d.comb += [fifo.w_data.eq(data if last is None else Cat(data, last)),
+                 fifo.w_en.eq(valid), ready.eq(fifo.w_rdy)]
+    out = Sliced(fifo.r_data[:len(data)], None if last is None else fifo.r_data[-1],
+                 fifo.r_rdy, Signal(name=f"{name}_ready"))
+    m.d.comb += fifo.r_en.eq(out.ready)
+    return out
 
 
 def check_core(core_verilog: str, core_top: str, ports: CorePorts) -> None:
@@ -312,7 +354,11 @@ def host_link(ports: CorePorts, divisor: int) -> HostLink:
 
 
 def link_estimate(ports: CorePorts, divisor: int, family: str) -> dict:
-    """The host link's estimated resources on ``family`` (lut4, ff, carry, ... as the
-    core's estimate counts them)."""
-    return link_resources(LinkParams(ports.in_width, ports.in_beats, ports.out_width,
-                                     ports.out_beats, divisor, ports.loads), family).as_dict()
+    """The host link's estimated resources on ``family``, with the register slices between
+    it and the core (lut4, ff, carry, ... as the core's estimate counts them)."""
+    total = link_resources(LinkParams(ports.in_width, ports.in_beats, ports.out_width,
+                                      ports.out_beats, divisor, ports.loads), family)
+    widths = [ports.in_width + 1, ports.out_width + 1] + ([LOAD_BITS] if ports.loads else [])
+    for w in widths:        # the register slices between the link and the core
+        total = total + fifo_cost(FIFOParams(w, 2, 1)).resources(family)
+    return total.as_dict()
