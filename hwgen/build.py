@@ -58,7 +58,7 @@ from hwgen.io import BUILD_JSON, DESIGN_NPZ, MANIFEST, atomic_dir, check_output_
 from hwgen.progress import QUIET, Progress
 
 #: the clock a board's bitstream runs at unless told (``--freq``), per device family
-DEFAULT_FREQ_MHZ = {"ecp5": 125.0, "ice40": 48.0}
+DEFAULT_FREQ_MHZ = {"ecp5": 125.0, "ice40": 45.0}
 
 
 class TimingNotMet(HwgenError):
