@@ -116,6 +116,7 @@ def boards_table() -> str:
             seen.add(d.bram_tile)
             lines.append(f"  {d.bram_tile} ({fmt_bits(d.bram_tile_bits)}): "
                          + ", ".join(d.bram_geometry))
-    lines.append("hwgen counts one multiplier per DSP tile, as Yosys maps products; SPRAM is "
-                 "not used by hwgen's blocks.")
+    lines.append("hwgen counts one multiplier per DSP tile, as Yosys maps products; SPRAM "
+                 "holds weights (loaded after reset) and the layer-sequential engine's "
+                 "feature maps; 'hwgen build' needs a board with a USB-serial UART.")
     return "\n".join(lines)
