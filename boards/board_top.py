@@ -10,7 +10,8 @@ FPGA, from the USB-serial bridge), ``uart_tx`` (out to it) and ``led``. Inside:
 * **reset**: :class:`ResetSync` holds ``sync``'s reset while the PLL is not locked and for
   :data:`RESET_CYCLES` clock cycles after it locks: asserted asynchronously (a lost lock
   resets at once, with or without a clock), released synchronously to the PLL's clock. The
-  core's ``rst`` (synchronous, active high) and the link's reset are that reset;
+  core's ``rst`` (synchronous, active high) and the link's reset are that reset, each from a
+  copy of its last register (released a cycle later; the copies split the fan-out);
 * **register slices** (:func:`slice_stream`): 2-word FIFOs with registered flags on the
   streams between the link and the core, so neither side's control reaches the other's
   logic (the core's input register enables are hundreds of bits wide);
@@ -224,7 +225,17 @@ class BoardTop(wiring.Component):
         self._pll(m, cd.clk, locked)
 
         m.submodules.reset = rs = ResetSync(self.reset_cycles)
-        m.d.comb += [rs.locked.eq(locked), cd.rst.eq(rs.rst)]
+        m.d.comb += rs.locked.eq(locked)
+        # the synchronizer's last stage copied once for the link side and once for the core,
+        # each register kept (boards/synth.py: KEEP_COPIES) so the tools place it near its
+        # loads: one reset register driving every flip-flop routed 7 ns on an LFE5U-85F.
+        # Asserted asynchronously with the synchronizer, released one cycle after it.
+        m.domains.rst_fanout = fo = ClockDomain("rst_fanout", async_reset=True, local=True)
+        m.d.comb += [fo.clk.eq(cd.clk), fo.rst.eq(~locked)]
+        rst_link = Signal(init=1, attrs={"keep": 1}, name="rst_link")
+        rst_core = Signal(init=1, attrs={"keep": 1}, name="rst_core")
+        m.d.rst_fanout += [rst_link.eq(rs.rst), rst_core.eq(rs.rst)]
+        m.d.comb += cd.rst.eq(rst_link)
 
         link = self.link
         m.submodules.link = link
@@ -240,7 +251,7 @@ class BoardTop(wiring.Component):
         out = slice_stream(m, "slice_out", s_out_data, s_out_last, s_out_valid, s_out_ready)
         m.d.comb += [link.m_axis_tdata.eq(out.data), link.m_axis_tlast.eq(out.last),
                      link.m_axis_tvalid.eq(out.valid), out.ready.eq(link.m_axis_tready)]
-        conns = dict(i_clk=cd.clk, i_rst=cd.rst,
+        conns = dict(i_clk=cd.clk, i_rst=rst_core,
                      i_s_axis_tdata=s_in.data, i_s_axis_tvalid=s_in.valid,
                      o_s_axis_tready=s_in.ready, i_s_axis_tlast=s_in.last,
                      o_m_axis_tdata=s_out_data, o_m_axis_tvalid=s_out_valid,
