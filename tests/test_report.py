@@ -148,7 +148,9 @@ def test_report_contents_verilator(verified):
     assert [n for n, _ in path][-1] == "fc2"
     for b in dfg.blocks:   # every block drawn with its folding
         assert f">{b.name}</text>" in html
-    assert "mvau PE 1 SIMD 64" in html
+    fc0 = next(b for b in dfg.blocks if b.kind == "mvau")   # its folding, as drawn
+    lanes = f"LUT_LANES {fc0.params.lut_lanes} " if fc0.params.lut_lanes else ""
+    assert f"mvau {lanes}PE {fc0.params.pe} SIMD {fc0.params.simd}" in html
 
 
 def test_report_bytes_are_deterministic_verilator(verified, tmp_path):
