@@ -6,7 +6,7 @@ image, the 16-bit beats that fill them. Every simulator and the board's host lin
 """
 from __future__ import annotations
 
-from hwgen.dataflow.lower import DataflowGraph
+from hwgen.dataflow.lower import DataflowGraph, Folding, lower
 from hwgen.rtl_templates.spram import LOAD_BITS
 
 
@@ -18,6 +18,14 @@ def loaders(dfg: DataflowGraph) -> list:
 def load_image(dfg: DataflowGraph) -> list[int]:
     """The weight-load stream's beats (empty: the design has no loaded memory)."""
     return [w for b in loaders(dfg) for w in b.params.load_words()]
+
+
+def folded_load_image(ig, folding: dict[str, Folding]) -> list[int]:
+    """:func:`load_image` of ``ig`` lowered at ``folding`` (a compiled design's); empty,
+    without lowering, when no layer keeps its weights in SPRAM."""
+    if not any(f.spram for f in folding.values()):
+        return []
+    return load_image(lower(ig, folding))
 
 
 def load_manifest(dfg: DataflowGraph) -> dict | None:

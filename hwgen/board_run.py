@@ -16,8 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from hwgen import api, design, host
-from hwgen.dataflow.lower import lower
-from hwgen.dataflow.weight_load import load_image
+from hwgen.dataflow.weight_load import folded_load_image
 from hwgen.errors import HwgenError
 from hwgen.io import BUILD_JSON
 from hwgen.progress import QUIET, Progress
@@ -65,7 +64,7 @@ def run_board(out_dir, port: str, x, count: int | None = None, *, baud: int | No
     if baud is None:
         baud = link_baud(out_dir)
     xq = api.quantized_inputs(manifest, ig, x, count)
-    words = load_image(lower(ig, folding)) if any(f.spram for f in folding.values()) else []
+    words = folded_load_image(ig, folding)
     fr = host.conversation(manifest, ig, xq, words)
     own = line is None
     if own:

@@ -18,8 +18,7 @@ import numpy as np
 from hwgen import host
 from hwgen.boards.board_top import board_top_verilog
 from hwgen.boards.boards import board_by_name
-from hwgen.dataflow.lower import lower
-from hwgen.dataflow.weight_load import load_image
+from hwgen.dataflow.weight_load import folded_load_image
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.host_link import LinkError
 from hwgen.sim.link import run_link
@@ -62,13 +61,14 @@ def verify_link(out_dir, loaded, xq: np.ndarray, gold: np.ndarray, board: str,
     """Simulate the board top of the compiled design in ``out_dir`` (``loaded``:
     :func:`hwgen.design.load` of it) on the quantized frames ``xq`` through its UART and
     compare the outputs with ``gold`` [N, output elements]."""
+    gold = np.asarray(gold).reshape(len(xq), -1)
     manifest, ig, folding = loaded
     b = board_by_name(board)
     core_v = (Path(out_dir) / manifest["verilog"]).read_text()
     clock = b.clock_mhz
     text, top, _ = board_top_verilog(b, core_v, manifest["top"], manifest, clock,
                                      baud=round(clock * 1e6 / divisor), bypass_pll=True)
-    words = load_image(lower(ig, folding)) if any(f.spram for f in folding.values()) else []
+    words = folded_load_image(ig, folding)
     fr = host.conversation(manifest, ig, xq, words)
     sizes = fr.reply_sizes()
     segments, waited = [], 0
@@ -81,9 +81,8 @@ def verify_link(out_dir, loaded, xq: np.ndarray, gold: np.ndarray, board: str,
     compute = 2 * (len(xq) * int(est["cycles_per_frame"]) + int(est["latency_cycles"]))
     max_cycles = line + compute + 4 * len(words) + 100_000
     res = run_link(text, top, segments, waited, divisor, max_cycles)
-    rep = LinkReport(len(xq), np.zeros((0, gold.shape[1] if gold.ndim == 2 else 0),
-                                       np.int64), False, len(xq), res.cycles, sent,
-                     len(res.reply), divisor, b.id, top)
+    rep = LinkReport(len(xq), np.zeros((0, gold.shape[1]), np.int64), False, len(xq),
+                     res.cycles, sent, len(res.reply), divisor, b.id, top)
     try:
         replies = host.split_replies(res.reply)
         if res.status != "ok":
@@ -94,8 +93,6 @@ def verify_link(out_dir, loaded, xq: np.ndarray, gold: np.ndarray, board: str,
         rep.error = str(e)
         return rep
     rep.outputs_int = out
-    gold = np.asarray(gold).reshape(out.shape) if gold.size == out.size else gold
-    rep.equals_golden = gold.shape == out.shape and np.array_equal(gold, out)
-    rep.mismatched_frames = (int(np.sum(np.any(gold != out, axis=1)))
-                             if gold.shape == out.shape else len(xq))
+    rep.equals_golden = np.array_equal(gold, out)
+    rep.mismatched_frames = int(np.sum(np.any(gold != out, axis=1)))
     return rep
