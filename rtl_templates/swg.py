@@ -71,10 +71,14 @@ Pipeline (a beat issued in cycle t)
     t+6: earliest output transfer (the FIFO's latency is 2): :data:`PIPELINE_DEPTH` = 6.
     The bounds the issue and input conditions compare with (``F + R``, ``need``) are
     registers updated together with the row base they derive from, and so are the sums of
-    that base the next bounds are clamped from. The input's ready (``wrel < F + R``) is a
-    register of its own, computed a cycle ahead from the next values of ``wrel`` and
-    ``F + R`` (the same expressions that update them): it reaches the enables of the FIFO
-    before the generator (often a wide word in slices) from a flip-flop.
+    that base the next bounds are clamped from. The input's ready (``wrel < F + R``) and the
+    row's issue condition (``wrel > need``) are registers of their own, computed a cycle
+    ahead: each compare of ``wrel``'s next value (``wrel``, ``wrel + 1``, less ``H`` at a
+    frame's end) with each of the bound's next values (unchanged, the next row's, the first
+    row's) is made from registers, and the late controls (a row done, the reader's row
+    advancing) only pick one. The ready reaches the enables of the FIFO before the
+    generator (often a wide word in slices) from a flip-flop, and the issue stage starts at
+    flip-flops.
     The pipeline never stalls: a credit counter lets a beat issue only while the output FIFO
     is sure to have room. ``valid`` on ``o`` comes from the FIFO, never depends on ``ready``.
 
@@ -599,8 +603,11 @@ class SWG(wiring.Component):
         inner = [(kw, KW), (kh, KH), (cb, CB)] if p.depthwise else [(cb, CB), (kw, KW), (kh, KH)]
         win_first = (kh == 0) & (kw == 0) & (cb == 0)
         row_first = win_first & (ow == 0)
+        # ``row_ok`` is a register kept equal to ``wrel > need`` (from their next values, below):
+        # the issue condition starts at flip-flops, not at the compare
+        row_ok = Signal(init=int(0 > const_need(-top)), name="row_ok")
         issue = Signal()
-        m.d.comb += issue.eq(out.room & (~row_first | (wrel > need)))
+        m.d.comb += issue.eq(out.room & (~row_first | row_ok))
         out.spend(issue)
 
         carry = Const(1)
@@ -614,11 +621,10 @@ class SWG(wiring.Component):
         oh_last = oh == OH - 1
         frame_wrap = issue & win_last & ow_last & oh_last
 
-        # ``FR`` in the next cycle (the input's ready register follows it)
-        fr_new = Signal(FR.shape(), name="fr_new")
-        m.d.comb += fr_new.eq(Mux(issue & win_last & ow_last,
-                                  Mux(oh_last, const_first(-top) + R, FR_next), FR))
-        m.d.sync += FR.eq(fr_new)
+        # the reader's row advances: the bounds move to the next row's (the first row's at a
+        # frame's end) and ``wrel`` drops by ``H``
+        row_adv = issue & win_last & ow_last
+        m.d.sync += FR.eq(Mux(row_adv, Mux(oh_last, const_first(-top) + R, FR_next), FR))
         with m.If(issue & win_last):
             with m.If(ow_last):
                 m.d.sync += [ow.eq(0), wb.eq(-left)]
@@ -682,10 +688,29 @@ class SWG(wiring.Component):
                 waddr.eq(Mux(waddr == depth - 1, 0, waddr + 1)),
                 wbeat.eq(Mux(wbeat == row_beats - 1, 0, wbeat + 1)),
             ]
-        wrel_new = Signal(wrel.shape(), name="wrel_new")
-        m.d.comb += wrel_new.eq(wrel + row_done - Mux(frame_wrap, H, 0))
-        m.d.sync += [wrel.eq(wrel_new), take.eq(wrel_new < fr_new)]
+        m.d.sync += wrel.eq(wrel + row_done - Mux(frame_wrap, H, 0))
+        # ``take`` and ``row_ok`` in the next cycle: every compare of the next ``wrel`` with the
+        # next bound is made from registers in parallel with the issue logic, and the late
+        # ``row_adv``, ``oh_last`` and ``row_done`` only select among them (one mux level)
+        m.d.sync += [
+            take.eq(_next_compare(wrel, row_done, row_adv, oh_last, H,
+                                  lambda x: x < FR, lambda x: x < FR_next,
+                                  lambda x: x < const_first(-top) + R)),
+            row_ok.eq(_next_compare(wrel, row_done, row_adv, oh_last, H,
+                                    lambda x: x > need, lambda x: x > need_next,
+                                    lambda x: x > const_need(-top))),
+        ]
         return m
+
+
+def _next_compare(wrel, row_done, row_adv, oh_last, H, same, nxt, first):
+    """A flag's next value ``cmp(wrel', bound')`` for the writer row ``wrel' = wrel + row_done
+    (- H at a frame's end)`` and the bound ``bound'`` (``same``: unchanged, ``nxt``: the next
+    output row's, ``first``: the first row's): each case compares registers, the late
+    controls pick one."""
+    def pick(x):
+        return Mux(row_adv, Mux(oh_last, first(x - H), nxt(x)), same(x))
+    return Mux(row_done, pick(wrel + 1), pick(wrel))
 
 
 # ---------------------------------------------------------------------------- registration
