@@ -56,7 +56,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
@@ -76,7 +75,6 @@ from hwgen.rtl_templates.memory import (
     LOGIC,
     lane_rom,
     lane_rom_slices,
-    plain_rom_attrs,
     ram,
 )
 from hwgen.rtl_templates.pipeline import (
@@ -91,11 +89,19 @@ from hwgen.rtl_templates.pipeline import (
     tree_sum_registers,
 )
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
-from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline, passes_through
+from hwgen.rtl_templates.requant import (
+    LANE_FIT,
+    RequantPipeline,
+    channel_params,
+    late_mult,
+    param_memories,
+    passes_through,
+)
 from hwgen.rtl_templates.resources import (
     EXACT_COLUMN_BITS,
     Mul,
     add_muls,
+    bias_live,
     merge_fits,
     param_live,
     range_live,
@@ -343,6 +349,18 @@ class MVAUParams:
         return param_live(np.asarray(self.bias, dtype=np.int64).reshape(shape),
                           np.asarray(self.mult_per_channel(), dtype=np.int64).reshape(shape),
                           self.acc_bits, self.requant.mult_bits)
+
+    @functools.cached_property
+    def late_params(self) -> tuple | None:
+        """:func:`requant.param_memories`' ``late`` when the multipliers are
+        :class:`~rtl_templates.requant.LateMults` (:func:`requant.late_mult`), else None."""
+        rq = self.requant
+        if not late_mult(rq, is_bipolar(self.out_type), self.identity):
+            return None
+        shape = (self.nf, self.pe)
+        return (bias_live(np.asarray(self.bias, dtype=np.int64).reshape(shape), self.acc_bits),
+                np.asarray(self.mult_per_channel(), dtype=np.int64).reshape(shape),
+                rq.mult_bits, RequantPipeline.sequential(rq, self.acc_bits, self.sf))
 
 
 #: figures of a weight matrix at one PE/SIMD, shared by the units that differ only in
@@ -599,7 +617,7 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         part = res.memory(live, NF * SF, family, rom=True, logic_width=distinct,
                           **({"style": LOGIC} if p.rom_logic else {"plain": True}))
         wmem, w_reg = wmem + part, w_reg + (live if part.bram else distinct)
-    pmem = res.memory(p_live, NF, family, rom=True, plain=True, logic_width=p_distinct)
+    pmem, p_reg = param_memories(p_live, p_distinct, NF, family, p.late_params)
     if p.spram and family == "ice40":   # SPRAM tiles, their load counters and lane select
         L = p.load_layout
         lane_bits = L.pack.bit_length() - 1
@@ -608,7 +626,6 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
                              lut4=2 * count + L.columns + L.width * (L.pack - 1),
                              carry=count)
         w_reg = PE * SIMD * wb
-    p_reg = p_live if pmem.bram else p_distinct
     parts = {"rom_w" if p.rom_logic else "mem_w": wmem, "mem_p": pmem,
              "fifo": res.fifo(PE * ob, depth, family)}
     if NF > 1:
@@ -691,7 +708,8 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     parts["acc"] = res.accumulate(A, family) * PE + res.Resources(ff=3 * PE * A + p_reg)
     parts.update(RequantPipeline.parts(
         p.requant, A, ob, PE, family, sign=is_bipolar(p.out_type), spacing=SF,
-        mult_live=round(m_live), mult_copies=PE if m_live else 1, identity=p.identity))
+        mult_live=round(m_live), mult_copies=PE if m_live else 1, identity=p.identity,
+        mult_late=p.late_params is not None))
     return parts
 
 
@@ -730,17 +748,6 @@ class MVAU(wiring.Component):
                              logic=p.rom_logic)
             w_addr, w_data, loaded = [r.addr for r in w_rds], Cat(*(r.data for r in w_rds)), None
 
-        mults = p.mult_per_channel()
-        pwords = []
-        for nf in range(NF):
-            entries = []
-            for pe in range(PE):
-                ch = nf * PE + pe
-                entries.append((int(p.bias[ch]) & ((1 << acc_w) - 1)) | (mults[ch] << acc_w))
-            pwords.append(pack_word(entries, acc_w + mult_w))
-        m.submodules.pmem = pmem = Memory(shape=unsigned(PE * (acc_w + mult_w)), depth=NF,
-                                          init=pwords, attrs=plain_rom_attrs(NF))
-        p_rd = pmem.read_port()
 
         if NF > 1 and SF > 1:
             # written in neuron fold 0 only, read (and used) in folds 1..NF-1 only
@@ -862,20 +869,20 @@ class MVAU(wiring.Component):
         acc_next = [Mux(first2, 0, a) + d for a, d in zip(acc, dot2)]
         with m.If(v2):
             m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]
-        m.d.comb += p_rd.addr.eq(nf1)
+        late = late_mult(rq, is_bipolar(p.out_type), p.identity)
+        bias3, mult3 = channel_params(m, p.bias, p.mult_per_channel(), PE, acc_w, mult_w, nf1,
+                                      late)
 
         # --- stage 3: the sum moves on; the channels' bias and multiplier arrive -----------
         v3 = Signal()
         s3 = [Signal(signed(acc_w), name=f"s3_{pe}") for pe in range(PE)]
         m.d.sync += v3.eq(v2 & last2)
         m.d.sync += [s.eq(n) for s, n in zip(s3, acc_next)]
-        params3 = lanes(reg(m, p_rd.data, unsigned(PE * (acc_w + mult_w)), "params3"), PE,
-                        acc_w + mult_w)
 
         # --- stages 4, 5: bias, product; round half to even, zero point, clamp → FIFO ------
-        rqp = RequantPipeline(m, v3, s3, [w[:acc_w].as_signed() for w in params3],
-                              [w[acc_w:] for w in params3], rq, acc_w, ob,
-                              sign=is_bipolar(p.out_type), spacing=SF, identity=p.identity)
+        rqp = RequantPipeline(m, v3, s3, bias3, mult3, rq, acc_w, ob,
+                              sign=is_bipolar(p.out_type), spacing=SF, identity=p.identity,
+                              mult_late=late)
         out.write(rqp.data, rqp.valid)
         return m
 

@@ -253,9 +253,16 @@ class SeqMul:
     operands' select is one counter for all. The accumulator is two halves with the carry
     between them registered (a step's carry enters the upper half with the next step), so no
     carry chain is longer than half the product; the product is resolved (upper half plus
-    the last carry) in a register of its own."""
+    the last carry) in a register of its own.
 
-    def __init__(self, m: Module, start, pairs, name: str):
+    ``b_rom``: the ``b`` operands are not latched but read chunk by chunk from a ROM, given
+    as ``(index, port)``: ``index`` (valid at ``start``) selects the operands, and word
+    ``index * 2**ceil(log2(chunks(b))) + j`` of the read port ``port`` holds chunk ``j`` of
+    every pair's ``b`` (pair ``p`` in bits ``[p*c, (p+1)*c)``, ``c = min(len(b), 16)``). The
+    index is latched instead of the operands and the read register takes the place of the
+    selected chunk's; the pairs' ``b`` give only the width."""
+
+    def __init__(self, m: Module, start, pairs, name: str, b_rom=None):
         wa, wb = len(pairs[0][0]), len(pairs[0][1])
         ca, cb = chunks(wa), chunks(wb)
         n = ca * cb
@@ -272,6 +279,19 @@ class SeqMul:
         # the ``b`` operands' select: one counter (a ``b`` shared by the pairs, a requantizer's
         # multiplier, is then one register for all their tiles)
         k_b, _ = counter("b")
+        if b_rom is not None:
+            index, port = b_rom
+            idx = Signal.like(index, name=f"{name}_bidx")
+            with m.If(start):
+                m.d.sync += idx.eq(index)
+            j = Signal(range(max(cb, 2)), name=f"{name}_bj")     # the chunk k_b selects
+            with m.Switch(k_b):
+                for jj in range(1, cb):
+                    with m.Case(*(i * cb + jj for i in range(ca))):
+                        m.d.comb += j.eq(jj)
+            jbits = (cb - 1).bit_length()
+            m.d.comb += port.addr.eq(Cat(j[:jbits], idx) if jbits else idx)
+            bw = min(wb, MUL_CHUNK)
         self.products = []
         for p, (a, b) in enumerate(pairs):
             # the rest of the control, one copy per pair: its selects drive every bit of the
@@ -285,27 +305,32 @@ class SeqMul:
             first_z = reg(m, first_y, unsigned(1), f"{name}_fz{p}")
             k_y = reg(m, k_x, k.shape(), f"{name}_ky{p}")
             la = Signal(unsigned(wa), name=f"{name}_la{p}")
-            lb = Signal(unsigned(wb), name=f"{name}_lb{p}")
             with m.If(start):
-                m.d.sync += [la.eq(a), lb.eq(b)]
+                m.d.sync += la.eq(a)
             a_chunks = [la[i * MUL_CHUNK:min(wa, (i + 1) * MUL_CHUNK)] for i in range(ca)]
-            b_chunks = [lb[j * MUL_CHUNK:min(wb, (j + 1) * MUL_CHUNK)] for j in range(cb)]
             # this step's chunks (stage X): outside a run the select picks some chunks, whose
             # products are never read
             sel_a = Signal(unsigned(min(wa, MUL_CHUNK)), name=f"{name}_sa{p}")
-            sel_b = Signal(unsigned(min(wb, MUL_CHUNK)), name=f"{name}_sb{p}")
             with m.Switch(k):
                 for i in range(1, ca):
                     with m.Case(*(i * cb + j for j in range(cb))):
                         m.d.sync += sel_a.eq(a_chunks[i])
                 with m.Default():
                     m.d.sync += sel_a.eq(a_chunks[0])
-            with m.Switch(k_b):
-                for j in range(1, cb):
-                    with m.Case(*(i * cb + j for i in range(ca))):
-                        m.d.sync += sel_b.eq(b_chunks[j])
-                with m.Default():
-                    m.d.sync += sel_b.eq(b_chunks[0])
+            if b_rom is not None:           # the read register holds this step's chunk
+                sel_b = port.data[p * bw:(p + 1) * bw]
+            else:
+                lb = Signal(unsigned(wb), name=f"{name}_lb{p}")
+                with m.If(start):
+                    m.d.sync += lb.eq(b)
+                b_chunks = [lb[j * MUL_CHUNK:min(wb, (j + 1) * MUL_CHUNK)] for j in range(cb)]
+                sel_b = Signal(unsigned(min(wb, MUL_CHUNK)), name=f"{name}_sb{p}")
+                with m.Switch(k_b):
+                    for j in range(1, cb):
+                        with m.Case(*(i * cb + j for i in range(ca))):
+                            m.d.sync += sel_b.eq(b_chunks[j])
+                    with m.Default():
+                        m.d.sync += sel_b.eq(b_chunks[0])
             # the tile's operand registers (stage X2): plain copies, no enable, no reset, so
             # that they move into the tile (boards/dsp_pack.py); the selects' registers above
             # take resets of their own per bit (a narrower chunk's zeros)

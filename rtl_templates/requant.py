@@ -22,9 +22,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.lib.memory import Memory
 
 from hwgen.rtl_templates import resources as res
+from hwgen.rtl_templates.memory import plain_rom_attrs
 from hwgen.rtl_templates.pipeline import (
     MUL_CHUNK,
     SeqMul,
@@ -38,6 +41,7 @@ from hwgen.rtl_templates.pipeline import (
     seq_mul_stages,
 )
 from hwgen.rtl_templates.quant import F32_BITS, Requant, signed_width
+from hwgen.rtl_templates.words import lanes, pack_word
 from hwgen.rtl_templates.xnor_mvau import sign_bit
 
 #: register stages of :func:`round24_pipe`
@@ -279,6 +283,100 @@ def sign_chain(w: int, family: str) -> res.Resources:
     return res.Resources(lut4=1, carry=w)
 
 
+def late_mult(rq: Requant, sign: bool = False, identity: bool = False) -> bool:
+    """Whether a unit gives its requantizer :class:`LateMults` (``mult_late``): multipliers
+    that differ between channels, in a requantizer with a product. The lanes then carry only
+    the parameter word's index to the product, not the multipliers (two registers per lane
+    of the multiplier's width each, and a sequential product's latch)."""
+    return not (sign or identity) and len({int(x) for x in rq.mult}) > 1
+
+
+@dataclass(frozen=True)
+class LateMults:
+    """Per-channel multipliers a :class:`RequantPipeline` reads itself, where its product
+    needs them: ``table[w][k]`` is lane ``k``'s multiplier in parameter word ``w``, and
+    ``index`` (a signal valid with the sums) the word. A tiled product reads a ROM of the
+    words with the magnitudes; a sequential one reads a ROM of their chunks step by step
+    (:class:`~rtl_templates.pipeline.SeqMul`'s ``b_rom``)."""
+    table: tuple
+    index: Value
+
+
+def late_mult_rom(table, mult_bits: int, seq: bool) -> tuple[np.ndarray, int]:
+    """The words of :class:`LateMults`' ROM as lanes [words, lanes] of ``bits`` bits
+    (returned beside them): each parameter word's multipliers, or (``seq``) their chunks
+    laid out as :func:`~rtl_templates.pipeline.b_rom_words` does."""
+    t = np.asarray(table, dtype=np.int64)
+    if not seq:
+        return t, mult_bits
+    cb, c = chunks(mult_bits), min(mult_bits, MUL_CHUNK)
+    slots = 1 << (cb - 1).bit_length()
+    out = np.zeros((t.shape[0] * slots, t.shape[1]), dtype=np.int64)
+    for j in range(cb):
+        out[j::slots] = (t >> (j * MUL_CHUNK)) & ((1 << c) - 1)
+    return out, c
+
+
+def late_mult_registers(words: int, seq: bool) -> int:
+    """Flip-flops of the index :class:`LateMults` carries beside the sums (two delays from
+    the parameter read) and on to its ROM's read (one more; a sequential product's start and
+    its latch, two)."""
+    return (4 if seq else 3) * max(1, (max(words, 2) - 1).bit_length())
+
+
+def param_memories(p_live: int, p_distinct: int, words: int, family: str,
+                   late=None) -> tuple[res.Resources, int]:
+    """The channel parameter memories of :func:`channel_params` of ``words`` words and the
+    flip-flops after them: one memory of ``p_live`` non-constant (``p_distinct`` distinct)
+    bit columns; with ``late`` = ((live, distinct) bias columns, multipliers [words, lanes],
+    multiplier bits, sequential product) the bias memory, the :class:`LateMults` ROM and
+    its index's registers. A block RAM's read register is in the tile and the register
+    after it keeps its live columns; a ROM in logic registers its address and the register
+    after it keeps the distinct columns. The multipliers' ROM has no register after it (the
+    product's operand registers are counted with the requantizer)."""
+    def one(live, distinct, depth=words):
+        mem = res.memory(live, depth, family, rom=True, plain=True, logic_width=distinct)
+        return mem, live if mem.bram else distinct
+    if late is None:
+        return one(p_live, p_distinct)
+    (b_live, b_distinct), table, mult_bits, seq = late
+    bmem, breg = one(b_live, b_distinct)
+    vals, bits = late_mult_rom(table, mult_bits, seq)
+    mmem, _ = one(*res.live_columns(res.bit_columns(vals, bits)), depth=len(vals))
+    return bmem + mmem, breg + late_mult_registers(words, seq)
+
+
+def channel_params(m: Module, bias, mults, n: int, acc_w: int, mult_w: int, addr,
+                   late: bool) -> tuple[list, object]:
+    """The channels' biases and multipliers in plain ROMs whose word ``w`` holds channels
+    ``w*n .. w*n + n - 1`` (lane ``k``: channel ``w*n + k``), read at ``addr`` (stage 1).
+    Returns the biases per lane, registered at stage 3 (the read and one register), and the
+    multipliers: per lane beside them, or with ``late`` (:func:`late_mult`) as
+    :class:`LateMults` whose index is valid at stage 3 too."""
+    words = len(bias) // n
+    bmask = (1 << acc_w) - 1
+    if not late:
+        lane_w = acc_w + mult_w
+        init = [pack_word([(int(bias[c]) & bmask) | (int(mults[c]) << acc_w)
+                           for c in range(w * n, (w + 1) * n)], lane_w) for w in range(words)]
+        m.submodules.pmem = pmem = Memory(shape=unsigned(n * lane_w), depth=words, init=init,
+                                          attrs=plain_rom_attrs(words))
+        rd = pmem.read_port()
+        m.d.comb += rd.addr.eq(addr)
+        params3 = lanes(reg(m, rd.data, unsigned(n * lane_w), "params3"), n, lane_w)
+        return [w[:acc_w].as_signed() for w in params3], [w[acc_w:] for w in params3]
+    binit = [pack_word([int(bias[c]) & bmask for c in range(w * n, (w + 1) * n)], acc_w)
+             for w in range(words)]
+    m.submodules.pmem = bmem = Memory(shape=unsigned(n * acc_w), depth=words, init=binit,
+                                      attrs=plain_rom_attrs(words))
+    b_rd = bmem.read_port()
+    m.d.comb += b_rd.addr.eq(addr)
+    bias3 = lanes(reg(m, b_rd.data, unsigned(n * acc_w), "bias3"), n, acc_w, signed=True)
+    table = tuple(tuple(int(mults[c]) for c in range(w * n, (w + 1) * n))
+                  for w in range(words))
+    return bias3, LateMults(table, delay(m, addr, 2, "pidx"))
+
+
 class RequantPipeline:
     """The requantizer tail of ``len(sums)`` lanes, built into module ``m``.
 
@@ -292,7 +390,9 @@ class RequantPipeline:
     product and each lane is one bit. ``spacing``: the fewest cycles between two valid
     inputs; when it allows, each lane's product takes one multiplier tile for several cycles
     (:meth:`sequential`). With ``identity`` (the requantizer :func:`passes_through` the
-    accumulator's range) ``sum + bias`` itself is the output, registered once more."""
+    accumulator's range) ``sum + bias`` itself is the output, registered once more. With
+    ``mult_late`` ``mult`` is :class:`LateMults`: the pipeline reads the multipliers from
+    a ROM of its own where the product takes them."""
 
     @staticmethod
     def sequential(rq: Requant, acc_bits: int, spacing: int) -> bool:
@@ -334,28 +434,31 @@ class RequantPipeline:
     @staticmethod
     def registers(rq: Requant, acc_bits: int, out_bits: int, lanes: int, sign: bool = False,
                   spacing: int = 1, mult_live: int | None = None, mult_copies: int | None = None,
-                  identity: bool = False) -> int:
+                  identity: bool = False, mult_late: bool = False) -> int:
         """Flip-flops of ``lanes`` lanes as the tools keep them. ``mult_live``: bits of a
         lane's multiplier that are not constant (None: all ``rq.mult_bits``; 0: a constant
         multiplier, whose registers the tools remove); ``mult_copies``: distinct multiplier
-        signals (None: one per lane; registers fed by the same signal are merged)."""
+        signals (None: one per lane; registers fed by the same signal are merged);
+        ``mult_late``: :class:`LateMults` (no m1, m2; a sequential product reads the
+        chunks from a ROM: its tile operands only)."""
         live = rq.mult_bits if mult_live is None else mult_live
         copies = lanes if mult_copies is None else mult_copies
         depth = RequantPipeline.depth(rq, acc_bits, sign, spacing, identity)
-        bits = depth + lanes * acc_bits + copies * live     # valid delays, sum + bias, m1
+        carried = 0 if mult_late else copies * live         # m1 and m2 each
+        bits = depth + lanes * acc_bits + carried           # valid delays, sum + bias, m1
         if sign:    # with a positive zero point only the sign of sum + bias is used
             return bits + lanes - (lanes * (acc_bits - 1) if rq.zero_point > 0 else 0)
         if identity:
             return bits + lanes * min(out_bits, acc_bits)
-        bits += lanes * (1 + acc_bits) + copies * live      # sign and magnitude, m2
+        bits += lanes * (1 + acc_bits) + carried            # sign and magnitude, m2
         seq = RequantPipeline.sequential(rq, acc_bits, spacing)
         stages = seq_mul_stages(acc_bits, rq.mult_bits) if seq else \
             mul_stages(acc_bits, rq.mult_bits, copy=True)
         bits += lanes * stages                              # the sign's delays
         if seq:
+            b_per = min(live, MUL_CHUNK) if mult_late else live + 2 * min(live, MUL_CHUNK)
             bits += seq_mul_registers(acc_bits, rq.mult_bits, lanes, b_regs=False) \
-                + copies * (live + 2 * min(live, MUL_CHUNK)) \
-                - (rq.mult_bits + 2 * min(rq.mult_bits, MUL_CHUNK))
+                + copies * b_per - (rq.mult_bits + 2 * min(rq.mult_bits, MUL_CHUNK))
         else:
             bits += lanes * mul_pipe_registers(acc_bits, rq.mult_bits, b_regs=False,
                                                copy=True) \
@@ -365,7 +468,7 @@ class RequantPipeline:
     @staticmethod
     def parts(rq: Requant, acc_bits: int, out_bits: int, lanes: int, family: str,
               sign: bool = False, spacing: int = 1, mult_live: int | None = None,
-              mult_copies: int | None = None, identity: bool = False
+              mult_copies: int | None = None, identity: bool = False, mult_late: bool = False
               ) -> dict[str, res.Resources]:
         """Structural parts of ``lanes`` lanes on ``family`` (calibrated by
         :data:`LANE_FIT`): ``rq_front`` (sum + bias, magnitude), ``rq_prod`` (the sum of a
@@ -375,7 +478,8 @@ class RequantPipeline:
         ``rq_ff``. A sign requantizer is a comparison per lane."""
         a = acc_bits
         ff = res.Resources(ff=RequantPipeline.registers(rq, a, out_bits, lanes, sign, spacing,
-                                                        mult_live, mult_copies, identity))
+                                                        mult_live, mult_copies, identity,
+                                                        mult_late))
         if identity:
             return {"rq_front": res.add(a, family) * lanes, "rq_ff": ff}
         if sign:
@@ -403,11 +507,16 @@ class RequantPipeline:
 
     def __init__(self, m: Module, valid, sums, bias, mult, rq: Requant, acc_bits: int,
                  out_bits: int, sign: bool = False, spacing: int = 1, name: str = "rq",
-                 identity: bool = False, rt: RuntimeRequant | None = None):
+                 identity: bool = False, rt: RuntimeRequant | None = None,
+                 mult_late: bool = False):
         n, mult_w = len(sums), rq.mult_bits
         v1 = Signal(name=f"{name}_v1")
         s1 = [Signal(signed(acc_bits), name=f"{name}_s_{k}", reset_less=True) for k in range(n)]
-        if isinstance(mult, (list, tuple)):
+        if mult_late:
+            if sign or identity or not isinstance(mult, LateMults):
+                raise ValueError("mult_late needs a product and LateMults")
+            m1 = [Const(0, mult_w)] * n         # widths only: read below
+        elif isinstance(mult, (list, tuple)):
             m1 = [Signal(unsigned(mult_w), name=f"{name}_m_{k}") for k in range(n)]
             m.d.sync += [r.eq(x) for r, x in zip(m1, mult)]
         else:
@@ -425,16 +534,31 @@ class RequantPipeline:
             seq = self.sequential(rq, acc_bits, spacing)
             stages = seq_mul_stages(acc_bits, mult_w) if seq else \
                 mul_stages(acc_bits, mult_w, copy=True)
+            b_rom = None
+            if mult_late:       # a ROM read where the product needs the multipliers
+                vals, bits = late_mult_rom(mult.table, mult_w, seq)
+                init = [pack_word([int(v) for v in row], bits) for row in vals]
+                rom = Memory(shape=unsigned(n * bits), depth=len(init), init=init,
+                             attrs=plain_rom_attrs(len(init)))
+                m.submodules[f"{name}_mrom"] = rom
+                port = rom.read_port()
+                if seq:         # the index at the product's start, the chunks step by step
+                    b_rom = (delay(m, mult.index, 2, f"{name}_midx"), port)
+                else:           # the words with the magnitudes
+                    m.d.comb += port.addr.eq(delay(m, mult.index, 1, f"{name}_midx"))
+                    m1 = lanes(port.data, n, mult_w)
             negs, mags, m2 = [], [], {}
             for k in range(n):
                 neg, mag = abs_pipe(m, s1[k], f"{name}_{k}")
-                if id(m1[k]) not in m2:         # a shared multiplier is delayed once
+                if mult_late:                   # it arrives with the magnitude
+                    m2[id(m1[k])] = m1[k]
+                elif id(m1[k]) not in m2:       # a shared multiplier is delayed once
                     m2[id(m1[k])] = reg(m, m1[k], unsigned(mult_w), f"{name}_{k}_m2")
                 negs.append(delay(m, neg, stages, f"{name}_{k}_pneg"))
                 mags.append((mag, m2[id(m1[k])]))
             v2 = delay(m, v1, 1, f"{name}_v2")          # the magnitudes' valid
             if seq:
-                prods = SeqMul(m, v2, mags, f"{name}_seq").products
+                prods = SeqMul(m, v2, mags, f"{name}_seq", b_rom=b_rom).products
             else:
                 prods = [mul_pipe(m, a, b, f"{name}_{k}_mul", v2)
                          for k, (a, b) in enumerate(mags)]

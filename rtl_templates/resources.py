@@ -388,6 +388,11 @@ def param_live(bias, mult, acc_bits: int, mult_bits: int) -> tuple[int, int, flo
     return live, distinct, live_columns(mcols)[0] / max(1, np.shape(mult)[1])
 
 
+def bias_live(bias, acc_bits: int) -> tuple[int, int]:
+    """:func:`live_columns` of a bias memory of its own (``bias`` [words, lanes])."""
+    return live_columns(bit_columns(bias, acc_bits))
+
+
 def live_columns(cols: np.ndarray) -> tuple[int, int]:
     """(columns that are not constant, distinct ones among them) of ``cols`` [columns, words]
     (from :func:`bit_columns`; several memories' columns may be stacked). The tools remove

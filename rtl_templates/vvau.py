@@ -54,7 +54,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
@@ -70,7 +69,7 @@ from hwgen.rtl_templates.lutmul import (
     lut_mul_stages,
     tile_operand,
 )
-from hwgen.rtl_templates.memory import LOGIC, lane_rom, lane_rom_slices, plain_rom_attrs
+from hwgen.rtl_templates.memory import LOGIC, lane_rom, lane_rom_slices
 from hwgen.rtl_templates.pipeline import (
     counter_bits,
     delay,
@@ -82,10 +81,17 @@ from hwgen.rtl_templates.pipeline import (
     tree_sum_registers,
 )
 from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
-from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline
+from hwgen.rtl_templates.requant import (
+    LANE_FIT,
+    RequantPipeline,
+    channel_params,
+    late_mult,
+    param_memories,
+)
 from hwgen.rtl_templates.resources import (
     Mul,
     add_muls,
+    bias_live,
     merge_fits,
     param_live,
     rom_live,
@@ -345,8 +351,12 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
         part = res.memory(live, NB * K, family, rom=True, logic_width=distinct,
                           **({"style": LOGIC} if p.rom_logic else {"plain": True}))
         wmem, w_reg = wmem + part, w_reg + (live if part.bram else distinct)
-    pmem = res.memory(p_live, NB, family, rom=True, plain=True, logic_width=p_distinct)
-    p_reg = p_live if pmem.bram else p_distinct
+    late = late_mult(p.requant)
+    pmem, p_reg = param_memories(
+        p_live, p_distinct, NB, family,
+        (bias_live(np.asarray(p.bias, dtype=np.int64).reshape(shape), A),
+         np.asarray(p.mult_per_channel(), dtype=np.int64).reshape(shape), p.requant.mult_bits,
+         RequantPipeline.sequential(p.requant, A, K)) if late else None)
     ctl_bits = counter_bits(K) + cbb + counter_bits(NB * K) + counter_bits(depth + 1)
     # pipeline.rom_counter's copies: one per weight ROM slice
     ctl_bits += len(slices) * counter_bits(NB * K) if NB * K > 1 else 0
@@ -377,7 +387,7 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
         parts["tree"] = tree * L + res.Resources(ff=L * tree_sum_registers(S, tw, A))
     parts.update(RequantPipeline.parts(p.requant, A, ob, L, family, spacing=K,
                                        mult_live=round(m_live),
-                                       mult_copies=L if m_live else 1))
+                                       mult_copies=L if m_live else 1, mult_late=late))
     return parts
 
 
@@ -426,13 +436,6 @@ class VVAU(wiring.Component):
         w_rds = lane_rom(m, "wmem", S * L * wb, wwords, p.weight_slices(), logic=p.rom_logic)
         w_data = Cat(*(r.data for r in w_rds))
 
-        mults = p.mult_per_channel()
-        lane_w = acc_w + mult_w
-        pwords = [pack_word([(int(p.bias[c]) & ((1 << acc_w) - 1)) | (mults[c] << acc_w)
-                         for c in range(cb * L, (cb + 1) * L)], lane_w) for cb in range(NB)]
-        m.submodules.pmem = pmem = Memory(shape=unsigned(L * lane_w), depth=NB, init=pwords,
-                                          attrs=plain_rom_attrs(NB))
-        p_rd = pmem.read_port()
 
         # --- output FIFO and credits ---------------------------------------------------
         depth = _fifo_depth(p)
@@ -507,18 +510,19 @@ class VVAU(wiring.Component):
         acc_next = [Mux(first2, 0, a) + d for a, d in zip(acc, prod2)]
         with m.If(v2):
             m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]
-        m.d.comb += p_rd.addr.eq(cb1)
+        late = late_mult(rq)
+        bias3, mult3 = channel_params(m, p.bias, p.mult_per_channel(), L, acc_w, mult_w, cb1,
+                                      late)
 
         # --- stage 3: the sum moves on; the channels' bias and multiplier arrive -----------
         v3 = Signal()
         s3 = [Signal(signed(acc_w), name=f"s3_{ci}") for ci in range(L)]
         m.d.sync += v3.eq(v2 & last2)
         m.d.sync += [s.eq(n) for s, n in zip(s3, acc_next)]
-        params3 = lanes(reg(m, p_rd.data, unsigned(L * lane_w), "params3"), L, lane_w)
 
         # --- stages 4, 5: bias, product; round half to even, zero point, clamp → FIFO ------
-        rqp = RequantPipeline(m, v3, s3, [w[:acc_w].as_signed() for w in params3],
-                              [w[acc_w:] for w in params3], rq, acc_w, ob, spacing=K)
+        rqp = RequantPipeline(m, v3, s3, bias3, mult3, rq, acc_w, ob, spacing=K,
+                              mult_late=late)
         out.write(rqp.data, rqp.valid)
         return m
 
