@@ -256,11 +256,13 @@ class SeqMul:
     the last carry) in a register of its own.
 
     ``b_rom``: the ``b`` operands are not latched but read chunk by chunk from a ROM, given
-    as ``(index, port)``: ``index`` (valid at ``start``) selects the operands, and word
-    ``index * 2**ceil(log2(chunks(b))) + j`` of the read port ``port`` holds chunk ``j`` of
-    every pair's ``b`` (pair ``p`` in bits ``[p*c, (p+1)*c)``, ``c = min(len(b), 16)``). The
-    index is latched instead of the operands and the read register takes the place of the
-    selected chunk's; the pairs' ``b`` give only the width."""
+    as ``(index, port, early)``: ``index`` (valid at ``start``) selects the operands, and
+    word ``index * 2**ceil(log2(chunks(b))) + j`` of the read port ``port`` holds chunk
+    ``j`` of every pair's ``b`` (pair ``p`` in bits ``[p*c, (p+1)*c)``, ``c = min(len(b),
+    16)``). The index is latched instead of the operands and the read register takes the
+    place of the selected chunk's; with ``early`` the ROM is addressed a cycle ahead (from
+    the next index and step) and its data registered once more (a block RAM's data leaves
+    the tile late: a period of its own). The pairs' ``b`` give only the width."""
 
     def __init__(self, m: Module, start, pairs, name: str, b_rom=None):
         wa, wb = len(pairs[0][0]), len(pairs[0][1])
@@ -278,20 +280,26 @@ class SeqMul:
 
         # the ``b`` operands' select: one counter (a ``b`` shared by the pairs, a requantizer's
         # multiplier, is then one register for all their tiles)
-        k_b, _ = counter("b")
+        k_b, run_b = counter("b")
         if b_rom is not None:
-            index, port = b_rom
+            index, port, early = b_rom
             idx = Signal.like(index, name=f"{name}_bidx")
             with m.If(start):
                 m.d.sync += idx.eq(index)
-            j = Signal(range(max(cb, 2)), name=f"{name}_bj")     # the chunk k_b selects
-            with m.Switch(k_b):
+            kb, ix = k_b, idx
+            if early:       # their next values (a step's outside a run is never used)
+                kb = Signal.like(k_b, name=f"{name}_kbn")
+                m.d.comb += kb.eq(Mux(start, 0, Mux(run_b, k_b + 1, k_b)))
+                ix = Mux(start, index, idx)
+            j = Signal(range(max(cb, 2)), name=f"{name}_bj")     # the chunk the step selects
+            with m.Switch(kb):
                 for jj in range(1, cb):
                     with m.Case(*(i * cb + jj for i in range(ca))):
                         m.d.comb += j.eq(jj)
             jbits = (cb - 1).bit_length()
-            m.d.comb += port.addr.eq(Cat(j[:jbits], idx) if jbits else idx)
+            m.d.comb += port.addr.eq(Cat(j[:jbits], ix) if jbits else ix)
             bw = min(wb, MUL_CHUNK)
+            b_data = reg(m, port.data, len(port.data), f"{name}_bd") if early else port.data
         self.products = []
         for p, (a, b) in enumerate(pairs):
             # the rest of the control, one copy per pair: its selects drive every bit of the
@@ -318,7 +326,7 @@ class SeqMul:
                 with m.Default():
                     m.d.sync += sel_a.eq(a_chunks[0])
             if b_rom is not None:           # the read register holds this step's chunk
-                sel_b = port.data[p * bw:(p + 1) * bw]
+                sel_b = b_data[p * bw:(p + 1) * bw]
             else:
                 lb = Signal(unsigned(wb), name=f"{name}_lb{p}")
                 with m.If(start):

@@ -317,11 +317,21 @@ def late_mult_rom(table, mult_bits: int, seq: bool) -> tuple[np.ndarray, int]:
     return out, c
 
 
-def late_mult_registers(words: int, seq: bool) -> int:
+def late_mult_registered(table, mult_bits: int, seq: bool) -> bool:
+    """Whether :class:`LateMults`' ROM is read a cycle early and its data registered once
+    more: where the tools put it in block RAM on either family (an ECP5 DP16KD's data
+    leaves the tile 5.6 ns after the clock, as for the weight ROMs)."""
+    vals, bits = late_mult_rom(table, mult_bits, seq)
+    live, _ = res.live_columns(res.bit_columns(vals, bits))
+    return any(res.memory(live, len(vals), f, rom=True, plain=True).bram
+               for f in res.FAMILIES)
+
+
+def late_mult_registers(words: int, seq: bool, registered: bool) -> int:
     """Flip-flops of the index :class:`LateMults` carries beside the sums (two delays from
-    the parameter read) and on to its ROM's read (one more; a sequential product's start and
-    its latch, two)."""
-    return (4 if seq else 3) * max(1, (max(words, 2) - 1).bit_length())
+    the parameter read, one of them the unit's own) and on to its ROM's read (one more, none
+    when read early; a sequential product's start and its latch, two)."""
+    return (4 if seq else 2 + (not registered)) * max(1, (max(words, 2) - 1).bit_length())
 
 
 def param_memories(p_live: int, p_distinct: int, words: int, family: str,
@@ -332,8 +342,9 @@ def param_memories(p_live: int, p_distinct: int, words: int, family: str,
     multiplier bits, sequential product) the bias memory, the :class:`LateMults` ROM and
     its index's registers. A block RAM's read register is in the tile and the register
     after it keeps its live columns; a ROM in logic registers its address and the register
-    after it keeps the distinct columns. The multipliers' ROM has no register after it (the
-    product's operand registers are counted with the requantizer)."""
+    after it keeps the distinct columns. The multipliers' ROM has a register after it only
+    when :func:`late_mult_registered` (the product's operand registers are counted with
+    the requantizer)."""
     def one(live, distinct, depth=words):
         mem = res.memory(live, depth, family, rom=True, plain=True, logic_width=distinct)
         return mem, live if mem.bram else distinct
@@ -342,8 +353,10 @@ def param_memories(p_live: int, p_distinct: int, words: int, family: str,
     (b_live, b_distinct), table, mult_bits, seq = late
     bmem, breg = one(b_live, b_distinct)
     vals, bits = late_mult_rom(table, mult_bits, seq)
-    mmem, _ = one(*res.live_columns(res.bit_columns(vals, bits)), depth=len(vals))
-    return bmem + mmem, breg + late_mult_registers(words, seq)
+    mmem, mreg = one(*res.live_columns(res.bit_columns(vals, bits)), depth=len(vals))
+    registered = late_mult_registered(table, mult_bits, seq)
+    return bmem + mmem, breg + (mreg if registered else 0) + late_mult_registers(
+        words, seq, registered)
 
 
 def channel_params(m: Module, bias, mults, n: int, acc_w: int, mult_w: int, addr,
@@ -542,11 +555,14 @@ class RequantPipeline:
                              attrs=plain_rom_attrs(len(init)))
                 m.submodules[f"{name}_mrom"] = rom
                 port = rom.read_port()
+                early = late_mult_registered(mult.table, mult_w, seq)
                 if seq:         # the index at the product's start, the chunks step by step
-                    b_rom = (delay(m, mult.index, 2, f"{name}_midx"), port)
+                    b_rom = (delay(m, mult.index, 2, f"{name}_midx"), port, early)
                 else:           # the words with the magnitudes
-                    m.d.comb += port.addr.eq(delay(m, mult.index, 1, f"{name}_midx"))
-                    m1 = lanes(port.data, n, mult_w)
+                    m.d.comb += port.addr.eq(delay(m, mult.index, int(not early),
+                                                   f"{name}_midx"))
+                    m1 = lanes(reg(m, port.data, n * bits, f"{name}_mreg") if early
+                               else port.data, n, mult_w)
             negs, mags, m2 = [], [], {}
             for k in range(n):
                 neg, mag = abs_pipe(m, s1[k], f"{name}_{k}")

@@ -38,7 +38,9 @@ Hardware
     oh*SH`` for an output row ``oh``, and likewise for the column), it is emitted in ``B``
     beats, one per cycle from the next cycle on; the next step waits for the cycle of the
     last beat (a step and the last beat share a cycle). Whether a position is inside the map
-    or ends an output window is read from constant masks one step ahead into registers.
+    or ends an output window is read from constant masks one step ahead into registers
+    (the next position's ``inside`` two steps ahead: the copies of the step control load it
+    from one flip-flop).
     The input's ready, ``i.valid & inside & free`` (a step at a position inside the map),
     is the input's valid and a register (``take``) kept equal to ``inside & free`` from the
     next values of the flags, the beat index and the output credits (the expressions that
@@ -348,10 +350,19 @@ class SWGPar(wiring.Component):
         y, x = Signal(range(max(Hp, 2))), Signal(range(max(Wp, 2)))
         inside = Signal(init=int(rin[0] and cin[0]))
         ends = Signal(init=int(rwin[0] and cwin[0]))
-        x_last, y_last = x == Wp - 1, y == Hp - 1
-        nx = Mux(x_last, 0, x + 1)
-        ny = Mux(x_last, Mux(y_last, 0, y + 1), y)
-        inside_next = _bits(rin).bit_select(ny, 1) & _bits(cin).bit_select(nx, 1)
+
+        def after(cx, cy):
+            """The position after ``(cx, cy)`` in raster order (wrapping at the frame's end)."""
+            c_last = cx == Wp - 1
+            return Mux(c_last, 0, cx + 1), Mux(c_last, Mux(cy == Hp - 1, 0, cy + 1), cy)
+
+        nx, ny = after(x, y)
+        # the next position's ``inside`` flag, a register of its own kept a step ahead (from
+        # the position after the next): the copies below load it from one flip-flop instead
+        # of each decoding the position (a wide fan-out of the counters)
+        x1, y1 = 1 % Wp, (1 // Wp) % Hp
+        inside_next = Signal(init=int(rin[y1] and cin[x1]), name="inside_next")
+        nnx, nny = after(nx, ny)
 
         # --- step / emit control ---------------------------------------------------------
         def free_of(pend, bi, room):
@@ -399,6 +410,8 @@ class SWGPar(wiring.Component):
                      take.eq(inside_new & free_of(pend_new, bi_new, out.room_next))]
         with m.If(step):
             m.d.sync += [x.eq(nx), y.eq(ny),
+                         inside_next.eq(_bits(rin).bit_select(nny, 1)
+                                        & _bits(cin).bit_select(nnx, 1)),
                          ends.eq(_bits(rwin).bit_select(ny, 1) & _bits(cwin).bit_select(nx, 1))]
 
         # --- the column: this step's pixel and the delay lines ----------------------------

@@ -472,3 +472,26 @@ def test_random_params_cover_the_requested_ranges():
     relu = GRID[3].params
     assert relu.requant.lo == relu.requant.zero_point
     assert len(GRID[2].params.requant.mult) == 1
+
+
+# Per-channel multipliers in a ROM of their own, read by the requantizer where its product
+# needs them (requant.LateMults): deep enough for block RAM, so read a cycle early and
+# registered once more, for the tiled product (SF = 1) and the sequential one (SF = 8).
+LATE_GRID = [Cfg(512, 4, 1, 4, UINT8, INT8, per_channel=True),
+             Cfg(320, 16, 2, 2, INT8, UINT8, per_channel=True, big_bias=True)]
+
+
+@pytest.mark.parametrize("cfg", LATE_GRID, ids=_ids(LATE_GRID))
+def test_late_multipliers_from_block_ram(cfg: Cfg):
+    from hwgen.rtl_templates.requant import RequantPipeline, late_mult, late_mult_registered
+    p = cfg.params
+    rq = p.requant
+    seq = RequantPipeline.sequential(rq, p.acc_bits, p.sf)
+    assert late_mult(rq) and seq == (p.sf > 1)
+    table = np.asarray(p.mult_per_channel()).reshape(p.nf, p.pe)
+    assert late_mult_registered(table, rq.mult_bits, seq)
+    x = random_frames(p, 3, seed=2)
+    _assert_meaningful(p, golden(p, x))
+    res = _run("verilator", cfg, _job(p, x))
+    _check_outputs(p, x, res)
+    _check_cycles(p, x, res)
