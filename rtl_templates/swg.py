@@ -73,10 +73,10 @@ Pipeline (a beat issued in cycle t)
     registers updated together with the row base they derive from, and so are the sums of
     that base the next bounds are clamped from. The input's ready (``wrel < F + R``) and the
     row's issue condition (``wrel > need``) are registers of their own, computed a cycle
-    ahead: each compare of ``wrel``'s next value (``wrel``, ``wrel + 1``, less ``H`` at a
-    frame's end) with each of the bound's next values (unchanged, the next row's, the first
-    row's) is made from registers, and the late controls (a row done, the reader's row
-    advancing) only pick one. The ready reaches the enables of the FIFO before the
+    ahead: each compare of ``wrel``'s next value (``wrel``, ``wrel + 1`` — a register of its
+    own —, less ``H`` at a frame's end) with each of the bound's next values (unchanged, the
+    next row's, the first row's) is one carry chain from registers, and the late controls
+    (a row done, the reader's row advancing) only pick one. The ready reaches the enables of the FIFO before the
     generator (often a wide word in slices) from a flip-flop, and the issue stage starts at
     flip-flops.
     The pipeline never stalls: a credit counter lets a beat issue only while the output FIFO
@@ -688,29 +688,33 @@ class SWG(wiring.Component):
                 waddr.eq(Mux(waddr == depth - 1, 0, waddr + 1)),
                 wbeat.eq(Mux(wbeat == row_beats - 1, 0, wbeat + 1)),
             ]
-        m.d.sync += wrel.eq(wrel + row_done - Mux(frame_wrap, H, 0))
+        # ``wrel + 1`` is a register of its own, moving with ``wrel``
+        wrel1 = Signal(wrel.shape(), init=wrel.init + 1, name="wrel1")
+        step = row_done - Mux(frame_wrap, H, 0)
+        m.d.sync += [wrel.eq(wrel + step), wrel1.eq(wrel1 + step)]
         # ``take`` and ``row_ok`` in the next cycle: every compare of the next ``wrel`` with the
-        # next bound is made from registers in parallel with the issue logic, and the late
-        # ``row_adv``, ``oh_last`` and ``row_done`` only select among them (one mux level)
+        # next bound is one carry chain between registers (or a register and a constant),
+        # made in parallel with the issue logic; the late ``row_adv``, ``oh_last`` and
+        # ``row_done`` only select among them
         m.d.sync += [
-            take.eq(_next_compare(wrel, row_done, row_adv, oh_last, H,
+            take.eq(_next_compare(wrel, wrel1, row_done, row_adv, oh_last,
                                   lambda x: x < FR, lambda x: x < FR_next,
-                                  lambda x: x < const_first(-top) + R)),
-            row_ok.eq(_next_compare(wrel, row_done, row_adv, oh_last, H,
+                                  lambda x: x < const_first(-top) + R + H)),
+            row_ok.eq(_next_compare(wrel, wrel1, row_done, row_adv, oh_last,
                                     lambda x: x > need, lambda x: x > need_next,
-                                    lambda x: x > const_need(-top))),
+                                    lambda x: x > const_need(-top) + H)),
         ]
         return m
 
 
-def _next_compare(wrel, row_done, row_adv, oh_last, H, same, nxt, first):
+def _next_compare(wrel, wrel1, row_done, row_adv, oh_last, same, nxt, first_h):
     """A flag's next value ``cmp(wrel', bound')`` for the writer row ``wrel' = wrel + row_done
     (- H at a frame's end)`` and the bound ``bound'`` (``same``: unchanged, ``nxt``: the next
-    output row's, ``first``: the first row's): each case compares registers, the late
-    controls pick one."""
+    output row's; ``first_h``: the compare with the first row's, ``H`` added to the constant
+    instead of taken from the row). ``wrel1`` is the register equal to ``wrel + 1``."""
     def pick(x):
-        return Mux(row_adv, Mux(oh_last, first(x - H), nxt(x)), same(x))
-    return Mux(row_done, pick(wrel + 1), pick(wrel))
+        return Mux(row_adv, Mux(oh_last, first_h(x), nxt(x)), same(x))
+    return Mux(row_done, pick(wrel1), pick(wrel))
 
 
 # ---------------------------------------------------------------------------- registration
