@@ -240,6 +240,24 @@ def seq_mul_stages(a_bits: int, b_bits: int) -> int:
     return chunks(a_bits) * chunks(b_bits) + 6
 
 
+def _latched_chunk(m: Module, start, v, k, steps: list[list[int]], name: str):
+    """``v`` latched at ``start`` (``name`` with "l"), and the chunk ``c`` of it in the
+    steps ``steps[c]`` of counter ``k``, registered (``name`` with "s"; chunk 0 in the
+    others)."""
+    w = len(v)
+    latch = Signal(unsigned(w), name=name.format("l"))
+    with m.If(start):
+        m.d.sync += latch.eq(v)
+    sel = Signal(unsigned(min(w, MUL_CHUNK)), name=name.format("s"))
+    with m.Switch(k):
+        for c in range(1, len(steps)):
+            with m.Case(*steps[c]):
+                m.d.sync += sel.eq(latch[c * MUL_CHUNK:min(w, (c + 1) * MUL_CHUNK)])
+        with m.Default():
+            m.d.sync += sel.eq(latch[:MUL_CHUNK])
+    return sel
+
+
 class SeqMul:
     """Products of unsigned pairs ``(a, b)`` in one hard multiplier tile each, one partial
     product per cycle: for a block whose products are needed at most every
@@ -312,33 +330,16 @@ class SeqMul:
             first_y = delay(m, first_x, 2, f"{name}_fy{p}")
             first_z = reg(m, first_y, unsigned(1), f"{name}_fz{p}")
             k_y = reg(m, k_x, k.shape(), f"{name}_ky{p}")
-            la = Signal(unsigned(wa), name=f"{name}_la{p}")
-            with m.If(start):
-                m.d.sync += la.eq(a)
-            a_chunks = [la[i * MUL_CHUNK:min(wa, (i + 1) * MUL_CHUNK)] for i in range(ca)]
             # this step's chunks (stage X): outside a run the select picks some chunks, whose
             # products are never read
-            sel_a = Signal(unsigned(min(wa, MUL_CHUNK)), name=f"{name}_sa{p}")
-            with m.Switch(k):
-                for i in range(1, ca):
-                    with m.Case(*(i * cb + j for j in range(cb))):
-                        m.d.sync += sel_a.eq(a_chunks[i])
-                with m.Default():
-                    m.d.sync += sel_a.eq(a_chunks[0])
+            sel_a = _latched_chunk(m, start, a, k, [[i * cb + j for j in range(cb)]
+                                                    for i in range(ca)], f"{name}_{{}}a{p}")
             if b_rom is not None:           # the read register holds this step's chunk
                 sel_b = b_data[p * bw:(p + 1) * bw]
             else:
-                lb = Signal(unsigned(wb), name=f"{name}_lb{p}")
-                with m.If(start):
-                    m.d.sync += lb.eq(b)
-                b_chunks = [lb[j * MUL_CHUNK:min(wb, (j + 1) * MUL_CHUNK)] for j in range(cb)]
-                sel_b = Signal(unsigned(min(wb, MUL_CHUNK)), name=f"{name}_sb{p}")
-                with m.Switch(k_b):
-                    for j in range(1, cb):
-                        with m.Case(*(i * cb + j for i in range(ca))):
-                            m.d.sync += sel_b.eq(b_chunks[j])
-                    with m.Default():
-                        m.d.sync += sel_b.eq(b_chunks[0])
+                sel_b = _latched_chunk(m, start, b, k_b, [[i * cb + j for i in range(ca)]
+                                                          for j in range(cb)],
+                                       f"{name}_{{}}b{p}")
             # the tile's operand registers (stage X2): plain copies, no enable, no reset, so
             # that they move into the tile (boards/dsp_pack.py); the selects' registers above
             # take resets of their own per bit (a narrower chunk's zeros)

@@ -76,9 +76,9 @@ Pipeline (a beat issued in cycle t)
     ahead: each compare of ``wrel``'s next value (``wrel``, ``wrel + 1`` — a register of its
     own —, less ``H`` at a frame's end) with each of the bound's next values (unchanged, the
     next row's, the first row's) is one carry chain from registers, and the late controls
-    (a row done, the reader's row advancing) only pick one. The ready reaches the enables of the FIFO before the
-    generator (often a wide word in slices) from a flip-flop, and the issue stage starts at
-    flip-flops.
+    (a row done, the reader's row advancing) only pick one. The ready reaches the enables of
+    the FIFO before the generator (often a wide word in slices) from a flip-flop, and the
+    issue stage starts at flip-flops.
     The pipeline never stalls: a credit counter lets a beat issue only while the output FIFO
     is sure to have room. ``valid`` on ``o`` comes from the FIFO, never depends on ``ready``.
 
