@@ -39,13 +39,21 @@ class OutputCredits:
     def spend(self, issued):
         """``issued``: a step that will write one output beat issues this cycle (only while
         ``room``)."""
-        last = (self.credits == 1) & issued
+        last = self._last = (self.credits == 1) & issued
         #: ``room``'s value in the next cycle (for a register the caller keeps in step)
         self.room_next = self._taken | (self.room & ~last)
         # ``taken`` (the FIFO's read, a wide net) and ``issued`` arrive late
         self._m.d.sync += [self.credits.eq(up_down(self._m, self.credits, self._taken,
                                                    issued)),
                            self.room.eq(self.room_next)]
+
+    def room_copy(self, name: str) -> Signal:
+        """A register always equal to ``room`` with a feedback of its own (so the tools keep
+        it apart from ``room``): for a copy of the issue control, whose fan-out would
+        otherwise all hang on ``room``'s one flip-flop. Only after :meth:`spend`."""
+        r = Signal(init=self.room.init, name=name)
+        self._m.d.sync += r.eq(self._taken | (r & ~self._last))
+        return r
 
     def write(self, data, en):
         """The pipeline's last stage: ``data`` enters the FIFO when ``en``."""

@@ -287,8 +287,9 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
     line = (res.memory(pix, N, family, rom=False, rw="dont_care") if N > 1
             else res.Resources(ff=2 * pix))
     ctl = cb(Hp) + cb(Wp) + 2 * cb(N) + cb(p.beats_per_window) + 5    # 5: flags, ready
-    # the shift register's copies of the step control: held and inside flags, a beat index
-    copies = (len(shift_slices(p)) + len(output_slices(p)) - 2) * (2 + cb(p.beats_per_window))
+    # the shift register's copies of the step control: held, inside and room flags, a beat
+    # index
+    copies = (len(shift_slices(p)) + len(output_slices(p)) - 2) * (3 + cb(p.beats_per_window))
     ctl += copies
     return {
         "line": line * (KH - 1),
@@ -372,16 +373,18 @@ class SWGPar(wiring.Component):
         def control(name: str):
             """(step, emit, last beat, beat index, next values of ``pend`` and ``bi``): a
             window is held (``pend``) while its beats are emitted; the next step waits for the
-            last beat. A copy (``name``) has its own ``inside`` flag too, so no term of its
-            step is shared with the others."""
-            ins = inside
+            last beat. A copy (``name``) has its own ``inside`` flag and its own copy of the
+            output credits' ``room`` too, so no term of its step is shared with the others
+            but the input's valid."""
+            ins, room = inside, out.room
             if name:
                 ins = Signal(init=inside.init, name=f"{name}inside")
+                room = out.room_copy(f"{name}room")
             pend = Signal(name=f"{name}pend")
             bi = Signal(range(max(B, 2)), name=f"{name}bi")
-            emit = pend & out.room
+            emit = pend & room
             last_beat = bi == B - 1
-            free = free_of(pend, bi, out.room)
+            free = free_of(pend, bi, room)
             step = Signal(name=f"{name}step")
             m.d.comb += step.eq(free & (~ins | self.i.valid))
             if name:
