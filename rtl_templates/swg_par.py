@@ -294,14 +294,30 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
     return {
         "line": line * (KH - 1),
         "win": res.Resources(ff=EW * KH * pix),
-        "data": res.mux(width, family, p.beats_per_window) + res.mux(pix, family)
-        + res.Resources(ff=width + 1),
+        "data": (res.mux(width, family) + res.mux((p.beats_per_window - 1) * width, family)
+                 + res.Resources(ff=p.beats_per_window * width + 1)
+                 if shift_out(p) else
+                 res.mux(width, family, p.beats_per_window) + res.Resources(ff=width + 1))
+        + res.mux(pix, family),
         "fifo": res.fifo(width, FIFO_DEPTH, family),
         "ctl": res.Resources(ff=ctl, lut4=ctl + Hp // 4 + Wp // 4, carry=ctl / 2),
     }
 
 
 # ---------------------------------------------------------------------------- hardware
+
+#: most beats per window whose output word is a multiplexer of the window register; more
+#: beats go out through a shift register (:func:`shift_out`)
+MUX_OUT_MAX_BEATS = 4
+
+
+def shift_out(p: SWGParParams) -> bool:
+    """Whether a window's beats after its first leave through a shift register of their own
+    (one beat per beat emitted) instead of a ``B``-way multiplexer of the window register:
+    more than :data:`MUX_OUT_MAX_BEATS` beats (a 24-way multiplexer of a 576-bit window was
+    7 logic levels and 6.1 ns of route on an ECP5)."""
+    return p.beats_per_window > MUX_OUT_MAX_BEATS
+
 
 def shift_slices(p: SWGParParams) -> list[tuple[int, int, int]]:
     """The window shift register's slices, each enabled by a step control of its own:
@@ -464,13 +480,27 @@ class SWGPar(wiring.Component):
         # hold the word -- a hold is an enable of the whole word, one net across the die.
         # The beat index selects every bit of the word, so each slice of the word
         # (:func:`output_slices`) is selected by a copy of the control of its own.
+        def beat(b, lo, hi):
+            return window[b * P * bits + lo:b * P * bits + hi]
+
         for k, (lo, hi) in enumerate(output_slices(p)):
-            sel = bi if k == 0 else control(f"o{lo}_")[3]
-            with m.Switch(sel):
-                for b in range(B):
-                    with (m.Case(b) if b < B - 1 else m.Default()):
-                        m.d.sync += data[lo:hi].eq(
-                            window[b * P * bits + lo:b * P * bits + hi])
+            c_emit, c_bi = (emit, bi) if k == 0 else control(f"o{lo}_")[1:4:2]
+            if not shift_out(p):
+                with m.Switch(c_bi):
+                    for b in range(B):
+                        with (m.Case(b) if b < B - 1 else m.Default()):
+                            m.d.sync += data[lo:hi].eq(beat(b, lo, hi))
+                continue
+            # many beats: the first beat straight from the window, the others into a shift
+            # register that moves one beat per beat emitted (the window holds still from a
+            # window's first beat to its last), so no bit of the word is a B-way multiplexer
+            w = hi - lo
+            rest = Signal((B - 1) * w, name=f"o{lo}_rest", reset_less=True)
+            first = c_bi == 0
+            m.d.sync += data[lo:hi].eq(Mux(first, beat(0, lo, hi), rest[:w]))
+            with m.If(c_emit):
+                m.d.sync += rest.eq(Mux(first, Cat(*(beat(b, lo, hi) for b in range(1, B))),
+                                        rest >> w))
         out.write(data, valid)
         return m
 
