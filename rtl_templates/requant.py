@@ -24,10 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
-from amaranth.lib.memory import Memory
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.memory import plain_rom_attrs
+from hwgen.rtl_templates.memory import lane_rom
 from hwgen.rtl_templates.pipeline import (
     MUL_CHUNK,
     SeqMul,
@@ -304,8 +303,8 @@ class LateMults:
 
 def late_mult_rom(table, mult_bits: int, seq: bool) -> tuple[np.ndarray, int]:
     """The words of :class:`LateMults`' ROM as lanes [words, lanes] of ``bits`` bits
-    (returned beside them): each parameter word's multipliers, or (``seq``) their chunks
-    laid out as :func:`~rtl_templates.pipeline.b_rom_words` does."""
+    (returned beside them): each parameter word's multipliers, or (``seq``) their chunks,
+    word ``w * 2**ceil(log2(chunks)) + j`` holding chunk ``j`` (:class:`SeqMul`'s ``b_rom``)."""
     t = np.asarray(table, dtype=np.int64)
     if not seq:
         return t, mult_bits
@@ -317,14 +316,19 @@ def late_mult_rom(table, mult_bits: int, seq: bool) -> tuple[np.ndarray, int]:
     return out, c
 
 
-def late_mult_registered(table, mult_bits: int, seq: bool) -> bool:
+def late_mult_columns(table, mult_bits: int, seq: bool) -> tuple[int, int, int]:
+    """(non-constant, distinct) bit columns and depth of :class:`LateMults`' ROM."""
+    vals, bits = late_mult_rom(table, mult_bits, seq)
+    return (*res.live_columns(res.bit_columns(vals, bits)), len(vals))
+
+
+def late_mult_registered(table, mult_bits: int, seq: bool, columns=None) -> bool:
     """Whether :class:`LateMults`' ROM is read a cycle early and its data registered once
     more: where the tools put it in block RAM on either family (an ECP5 DP16KD's data
-    leaves the tile 5.6 ns after the clock, as for the weight ROMs)."""
-    vals, bits = late_mult_rom(table, mult_bits, seq)
-    live, _ = res.live_columns(res.bit_columns(vals, bits))
-    return any(res.memory(live, len(vals), f, rom=True, plain=True).bram
-               for f in res.FAMILIES)
+    leaves the tile 5.6 ns after the clock, as for the weight ROMs). ``columns``:
+    :func:`late_mult_columns`, when known."""
+    live, _, depth = columns or late_mult_columns(table, mult_bits, seq)
+    return any(res.memory(live, depth, f, rom=True, plain=True).bram for f in res.FAMILIES)
 
 
 def late_mult_registers(words: int, seq: bool, registered: bool) -> int:
@@ -352,9 +356,9 @@ def param_memories(p_live: int, p_distinct: int, words: int, family: str,
         return one(p_live, p_distinct)
     (b_live, b_distinct), table, mult_bits, seq = late
     bmem, breg = one(b_live, b_distinct)
-    vals, bits = late_mult_rom(table, mult_bits, seq)
-    mmem, mreg = one(*res.live_columns(res.bit_columns(vals, bits)), depth=len(vals))
-    registered = late_mult_registered(table, mult_bits, seq)
+    cols = late_mult_columns(table, mult_bits, seq)
+    mmem, mreg = one(cols[0], cols[1], depth=cols[2])
+    registered = late_mult_registered(table, mult_bits, seq, cols)
     return bmem + mmem, breg + (mreg if registered else 0) + late_mult_registers(
         words, seq, registered)
 
@@ -372,17 +376,13 @@ def channel_params(m: Module, bias, mults, n: int, acc_w: int, mult_w: int, addr
         lane_w = acc_w + mult_w
         init = [pack_word([(int(bias[c]) & bmask) | (int(mults[c]) << acc_w)
                            for c in range(w * n, (w + 1) * n)], lane_w) for w in range(words)]
-        m.submodules.pmem = pmem = Memory(shape=unsigned(n * lane_w), depth=words, init=init,
-                                          attrs=plain_rom_attrs(words))
-        rd = pmem.read_port()
+        rd = lane_rom(m, "pmem", n * lane_w, init, [(0, n * lane_w)])[0]
         m.d.comb += rd.addr.eq(addr)
         params3 = lanes(reg(m, rd.data, unsigned(n * lane_w), "params3"), n, lane_w)
         return [w[:acc_w].as_signed() for w in params3], [w[acc_w:] for w in params3]
     binit = [pack_word([int(bias[c]) & bmask for c in range(w * n, (w + 1) * n)], acc_w)
              for w in range(words)]
-    m.submodules.pmem = bmem = Memory(shape=unsigned(n * acc_w), depth=words, init=binit,
-                                      attrs=plain_rom_attrs(words))
-    b_rd = bmem.read_port()
+    b_rd = lane_rom(m, "pmem", n * acc_w, binit, [(0, n * acc_w)])[0]
     m.d.comb += b_rd.addr.eq(addr)
     bias3 = lanes(reg(m, b_rd.data, unsigned(n * acc_w), "bias3"), n, acc_w, signed=True)
     table = tuple(tuple(int(mults[c]) for c in range(w * n, (w + 1) * n))
@@ -551,10 +551,7 @@ class RequantPipeline:
             if mult_late:       # a ROM read where the product needs the multipliers
                 vals, bits = late_mult_rom(mult.table, mult_w, seq)
                 init = [pack_word([int(v) for v in row], bits) for row in vals]
-                rom = Memory(shape=unsigned(n * bits), depth=len(init), init=init,
-                             attrs=plain_rom_attrs(len(init)))
-                m.submodules[f"{name}_mrom"] = rom
-                port = rom.read_port()
+                port = lane_rom(m, f"{name}_mrom", n * bits, init, [(0, n * bits)])[0]
                 early = late_mult_registered(mult.table, mult_w, seq)
                 if seq:         # the index at the product's start, the chunks step by step
                     b_rom = (delay(m, mult.index, 2, f"{name}_midx"), port, early)
