@@ -22,6 +22,7 @@ from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.dwc import DWCParams
 from hwgen.rtl_templates.fifo import FIFOParams
 from hwgen.rtl_templates.fork import ForkParams
+from hwgen.rtl_templates.memory import fifo_slices
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.resources import FAMILIES, total
 from hwgen.rtl_templates.seq_engine import SeqEngineParams, SeqLayer
@@ -138,6 +139,30 @@ def mark_live(blocks: list[Block]) -> None:
                         live[f] = mask
         if live != b.out_live:
             b.out_live, b._cost = live, None
+
+
+def mark_ready_ahead(blocks: list[Block]) -> None:
+    """Give each FIFO of several slices whose reader's input ready is a register (the
+    reader's ``ready_ahead`` face) copies of that register per slice, fed a cycle ahead
+    from the reader's ``i_ready_next`` (:class:`~hwgen.rtl_templates.fifo.FIFOParams`'s
+    ``ready_ahead``): the reader's one flip-flop no longer reaches every slice's enables."""
+    readers = {s: b for b in blocks for s in b.inputs}
+    for b in blocks:
+        c = readers.get(b.outputs[0]) if b.kind == "fifo" else None
+        if c is None or c.spec.ready_ahead is None or len(c.inputs) != 1:
+            continue
+        init = c.spec.ready_ahead(c.params)
+        p = b.params
+        if init is not None and len(fifo_slices(p.width, p.depth)) > 1 \
+                and p.ready_ahead != init:
+            b.params = dataclasses.replace(p, ready_ahead=init)
+
+
+def link_neighbours(blocks: list[Block]) -> None:
+    """What a block takes from the block that reads it: the output bits used
+    (:func:`mark_live`) and the reader's ready a cycle ahead (:func:`mark_ready_ahead`)."""
+    mark_live(blocks)
+    mark_ready_ahead(blocks)
 
 
 @dataclass
@@ -342,7 +367,7 @@ def lower_op(ig: IntGraph, op, f: Folding) -> list[Block]:
         b.produce(t, s, ins.count(t))
     op.lower(b, ig, f)
     check_lut_lanes(op, f, b.blocks)
-    mark_live(b.blocks)
+    link_neighbours(b.blocks)
     return b.blocks
 
 
@@ -460,7 +485,7 @@ def lower(ig: IntGraph, folding: dict[str, Folding] | None = None,
     _size_join_fifos(dfg, b.join_fifos)
     if any(f.sequential for f in fold.values()):
         return engine_graph(dfg, ig)
-    mark_live(dfg.blocks)
+    link_neighbours(dfg.blocks)
     return dfg
 
 

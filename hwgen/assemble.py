@@ -50,13 +50,18 @@ class _Wired(wiring.Component):
 
     def __init__(self, dfg: DataflowGraph, parts: list):
         self.dfg, self.parts = dfg, parts
-        producers, consumers = {}, {}
+        producers, consumers, readers = {}, {}, {}
         for b, c in zip(dfg.blocks, parts):
             for s, port in zip(b.outputs, _ports(c, "o", len(b.outputs))):
                 producers[s] = port
             for s, port in zip(b.inputs, _ports(c, "i", len(b.inputs))):
                 consumers[s] = port
+                readers[s] = c
         self._producers, self._consumers = producers, consumers
+        # a FIFO keeping copies of its reader's ready, and that reader's ready a cycle ahead
+        self._ahead = [(c.o_ready_next, readers[b.outputs[0]].i_ready_next)
+                       for b, c in zip(dfg.blocks, parts)
+                       if "o_ready_next" in c.signature.members]
         # blocks with memories loaded after reset, in the weight-load chain's order
         self.loaders = [c for c in parts if "wl_i" in c.signature.members]
         members = {"i": In(consumers[dfg.in_stream].signature.flip()),
@@ -78,6 +83,7 @@ class _Wired(wiring.Component):
                 wiring.connect(m, self._producers[s], wiring.flipped(self.o))
             else:
                 wiring.connect(m, self._producers[s], self._consumers[s])
+        m.d.comb += [copy.eq(ahead) for copy, ahead in self._ahead]
         if self.loaders:
             # the weight-load stream through every loader in turn; what the last one passes
             # on is dropped

@@ -24,14 +24,19 @@ entry. Every face is required and has one signature for all kinds:
     :class:`FoldSpace`: the PE and SIMD values the block accepts and its cycles per frame
     for each (plumbing blocks have the single choice PE = SIMD = 1).
 
-Two faces are optional, for what a block alone cannot see of its resources:
+Three faces are optional, for what a block alone cannot see of its neighbours:
 
 ``input_live(p, family)``
     per input port, which bits of a beat the block ever uses (a bool array of the port's
     width), or None where it uses all; the tools remove what computes the others upstream;
 ``resources_live(p, family, live)``
     the block's :class:`~hwgen.rtl_templates.resources.Resources` on ``family`` when its
-    consumer uses only the output bits ``live`` marks (one-output blocks).
+    consumer uses only the output bits ``live`` marks (one-output blocks);
+``ready_ahead(p)``
+    for a one-input block whose input ``ready`` is a register: that register's reset value,
+    and the component drives the register's next value on ``i_ready_next`` (one cycle ahead
+    of ``i.ready``), so a wide producer can keep copies of the ready beside its loads; None
+    where the ready is not such a register.
 
 An unknown kind, a missing face or a parameters object of the wrong type is an error, never
 a silent default.
@@ -69,6 +74,7 @@ class BlockSpec:
     fold_space: Callable[[Any], FoldSpace]
     input_live: Callable[[Any, str], list] | None = None
     resources_live: Callable[[Any, str, Any], Any] | None = None
+    ready_ahead: Callable[[Any], int | None] | None = None
 
     def check(self, p) -> None:
         if not isinstance(p, self.params):
@@ -80,9 +86,10 @@ _BLOCKS: dict[str, BlockSpec] = {}
 
 
 def register_block(kind: str, *, params: type, component, golden, cost, timing, manifest,
-                   fold_space, input_live=None, resources_live=None) -> BlockSpec:
-    """Register block ``kind``; every face is required but ``input_live`` and
-    ``resources_live`` (see the module documentation)."""
+                   fold_space, input_live=None, resources_live=None,
+                   ready_ahead=None) -> BlockSpec:
+    """Register block ``kind``; every face is required but ``input_live``,
+    ``resources_live`` and ``ready_ahead`` (see the module documentation)."""
     if kind in _BLOCKS:
         raise ValueError(f"block kind '{kind}' is already registered")
     if not dataclasses.is_dataclass(params):
@@ -92,11 +99,12 @@ def register_block(kind: str, *, params: type, component, golden, cost, timing, 
     for face, fn in faces.items():
         if not callable(fn):
             raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
-    for face, fn in (("input_live", input_live), ("resources_live", resources_live)):
+    for face, fn in (("input_live", input_live), ("resources_live", resources_live),
+                     ("ready_ahead", ready_ahead)):
         if fn is not None and not callable(fn):
             raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
     spec = BlockSpec(kind, params, **faces, input_live=input_live,
-                     resources_live=resources_live)
+                     resources_live=resources_live, ready_ahead=ready_ahead)
     _BLOCKS[kind] = spec
     return spec
 

@@ -5,7 +5,7 @@ in cycle t can leave in cycle t + LATENCY.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from amaranth.hdl import Module, unsigned
@@ -15,7 +15,7 @@ from amaranth.lib.wiring import In, Out
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.memory import BufferedFIFO
+from hwgen.rtl_templates.memory import BufferedFIFO, fifo_slices
 
 LATENCY = 2
 
@@ -25,6 +25,11 @@ class FIFOParams:
     width: int               # bits per beat
     depth: int               # beats held
     beats: int               # beats per frame
+    #: the consumer's ready is a register with this reset value whose next value comes on
+    #: ``o_ready_next`` (its ``ready_ahead`` face); each slice of the word reads on a copy of
+    #: its own (:class:`~hwgen.rtl_templates.memory.BufferedFIFO`'s ``r_en_ahead``). None:
+    #: the slices read on ``o.ready``
+    ready_ahead: int | None = field(default=None, metadata={"digest": "omit_default"})
 
 
 def golden(p: FIFOParams, x: np.ndarray) -> np.ndarray:
@@ -57,15 +62,18 @@ RESOURCE_FIT: res.Fit = {
 }
 
 
-def resource_parts(p: FIFOParams, family: str) -> dict[str, res.Resources]:
-    """The FIFO in the resource model's parts (:func:`rtl_templates.resources.fifo`)."""
-    return {"fifo": res.fifo(p.width, p.depth, family)}
+def resource_parts(p: FIFOParams, family: str, live=None) -> dict[str, res.Resources]:
+    """The FIFO in the resource model's parts (:func:`rtl_templates.resources.fifo`), and
+    the slices' copies of the consumer's ready."""
+    parts = {"fifo": res.fifo(p.width, p.depth, family, live)}
+    if p.ready_ahead is not None:
+        parts["ready_copies"] = res.Resources(ff=len(fifo_slices(p.width, p.depth)))
+    return parts
 
 
 def resources_live(p: FIFOParams, family: str, live) -> res.Resources:
     """The FIFO on ``family`` when its consumer uses only the bits ``live`` marks."""
-    return res.fitted({"fifo": res.fifo(p.width, p.depth, family, live)},
-                      RESOURCE_FIT.get(family)).rounded()
+    return res.fitted(resource_parts(p, family, live), RESOURCE_FIT.get(family)).rounded()
 
 
 def manifest(p: FIFOParams) -> dict:
@@ -79,12 +87,18 @@ def fold_space(p: FIFOParams) -> FoldSpace:
 class StreamFIFO(wiring.Component):
     def __init__(self, p: FIFOParams):
         self.p = p
-        super().__init__({"i": In(stream.Signature(unsigned(p.width))),
-                          "o": Out(stream.Signature(unsigned(p.width)))})
+        members = {"i": In(stream.Signature(unsigned(p.width))),
+                   "o": Out(stream.Signature(unsigned(p.width)))}
+        if p.ready_ahead is not None:
+            members["o_ready_next"] = In(1)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.fifo = fifo = BufferedFIFO(width=self.p.width, depth=self.p.depth)
+        m.submodules.fifo = fifo = BufferedFIFO(width=self.p.width, depth=self.p.depth,
+                                                r_en_ahead=self.p.ready_ahead)
+        if self.p.ready_ahead is not None:
+            m.d.comb += fifo.r_en_next.eq(self.o_ready_next)
         m.d.comb += [
             fifo.w_data.eq(self.i.payload), fifo.w_en.eq(self.i.valid),
             self.i.ready.eq(fifo.w_rdy),

@@ -372,12 +372,19 @@ class BufferedFIFO(Elaboratable):
     block RAM queue, else :data:`FIFO_LOGIC_SLICE_BITS`), each a FIFO with its own pointers
     and levels (all in step; the ports' flags are the first slice's): one control driving
     the write and read enables of hundreds of bits costs more in routing than a clock
-    period."""
+    period.
 
-    def __init__(self, *, width: int, depth: int):
+    ``r_en_ahead`` (0 or 1, for a reader whose ``r_en`` is a register with that reset value):
+    the reader also drives ``r_en_next``, the register's next value, and each slice reads on
+    a copy of its own of that register (kept apart by the tools), next to its loads, instead
+    of on ``r_en``, which then goes unused: one reader's flip-flop reaching every slice's
+    enables across the die is the path it removes."""
+
+    def __init__(self, *, width: int, depth: int, r_en_ahead: int | None = None):
         if width < 0 or depth < 1:
             raise ValueError(f"a FIFO needs depth ≥ 1 and width ≥ 0, not {width}×{depth}")
-        self.width, self.depth = width, depth
+        self.width, self.depth, self.r_en_ahead = width, depth, r_en_ahead
+        self.r_en_next = Signal()
         self.w_data = Signal(width)
         self.w_en = Signal()
         self.w_rdy = Signal(init=1)
@@ -394,13 +401,19 @@ class BufferedFIFO(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        if len(fifo_slices(self.width, self.depth)) > 1:
+        slices = fifo_slices(self.width, self.depth)
+        if len(slices) > 1 or self.r_en_ahead is not None:
             lo = 0
-            for k, w in enumerate(fifo_slices(self.width, self.depth)):
+            for k, w in enumerate(slices):
                 part = BufferedFIFO(width=w, depth=self.depth)
                 m.submodules[f"slice{k}"] = part
+                r_en = self.r_en
+                if self.r_en_ahead is not None:
+                    r_en = Signal(init=self.r_en_ahead, name=f"r_en_copy{k}",
+                                  attrs={"keep": 1})
+                    m.d.sync += r_en.eq(self.r_en_next)
                 m.d.comb += [part.w_data.eq(self.w_data[lo:lo + w]), part.w_en.eq(self.w_en),
-                             part.r_en.eq(self.r_en), self.r_data[lo:lo + w].eq(part.r_data)]
+                             part.r_en.eq(r_en), self.r_data[lo:lo + w].eq(part.r_data)]
                 if k == 0:
                     m.d.comb += [self.w_rdy.eq(part.w_rdy), self.r_rdy.eq(part.r_rdy),
                                  self.level.eq(part.level)]

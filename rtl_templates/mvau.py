@@ -439,6 +439,13 @@ def _fifo_depth(p: MVAUParams) -> int:
     return pipeline_depth(p) + 3
 
 
+def ready_ahead(p: MVAUParams) -> int | None:
+    """The input ready's reset value: it is a register (high after reset) whose next value
+    the unit drives on ``i_ready_next``, except with weights in SPRAM (ready waits for the
+    load)."""
+    return None if p.spram else 1
+
+
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``); the weight
 #: ROM in LUTs (``mem_w``) is structural (``resources.rom_luts``, measured) and not scaled
 RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
@@ -726,6 +733,8 @@ class MVAU(wiring.Component):
         }
         if p.spram:     # the weight-load stream through the block, and its weights' state
             members.update(load_ports())
+        else:           # the input's ready is a register: its next value, a cycle ahead
+            members["i_ready_next"] = Out(1)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -773,7 +782,7 @@ class MVAU(wiring.Component):
             # the input's ready from a register of its own, kept equal to first_nf &
             # (~last_sf | room) (its next value below): it reaches the enables of every slice
             # of the wide word before the unit (the FIFO's) from a flip-flop, not through a gate
-            take = Signal(init=int(SF > 1 or depth != 0), name="take")
+            take = Signal(init=ready_ahead(p), name="take")
         m.d.comb += [can_issue.eq(issue), self.i.ready.eq(take)]
         _, waddrs = rom_counter(m, NF * SF, can_issue, "widx", copies=len(w_addr))
         m.d.comb += [a.eq(w) for a, w in zip(w_addr, waddrs)]
@@ -799,7 +808,8 @@ class MVAU(wiring.Component):
 
         out.spend(can_issue & last_sf)
         if loaded is None:
-            m.d.sync += take.eq(first_nf_next & (~last_sf_next | out.room_next))
+            m.d.comb += self.i_ready_next.eq(first_nf_next & (~last_sf_next | out.room_next))
+            m.d.sync += take.eq(self.i_ready_next)
 
         # --- stage 1: operands ---------------------------------------------------------
         v1, first1, last1 = Signal(), Signal(), Signal()
@@ -923,4 +933,5 @@ def fold_space(p: MVAUParams) -> FoldSpace:
 
 
 register_block("mvau", params=MVAUParams, component=MVAU, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space, input_live=input_live)
+               timing=timing, manifest=manifest, fold_space=fold_space, input_live=input_live,
+               ready_ahead=ready_ahead)

@@ -141,3 +141,21 @@ def test_blocks_and_whole_assembly_same_cycles_verilator(tmp_path, monkeypatch, 
 def test_unknown_assembly_refused(tmp_path):
     with pytest.raises(HwgenError, match="assembly"):
         api.compile(MODEL, tmp_path / "x", assembly="flat")
+
+
+def test_wide_fifo_reads_on_copies_of_its_readers_ready(tmp_path):
+    """A FIFO of several slices in front of a matrix unit (whose input ready is a register)
+    keeps a copy of that register per slice, fed from the unit's ``i_ready_next``: the
+    digits CNN's 576-bit window FIFO before its second convolution has 18, each kept."""
+    res = api.compile(EXAMPLES / "digits_cnn_qdq.onnx", tmp_path / "cnn", jobs=1, cache=False)
+    text = res.verilog.read_text()
+    fifo = "fifo_Relu_1_output_0_QuantizeLinear_Output_win"
+    # the top wires the unit's next ready into the FIFO
+    wire = re.search(rf"\.i_ready_next\(({fifo}__o_ready_next)\)", text)
+    assert wire and re.search(rf"\.o_ready_next\({wire.group(1)}\)", text)
+    mod = re.search(rf"^\s+(hwgen_fifo_\w+) {fifo} \(", text, re.M).group(1)
+    body = text[text.index(f"module \\{mod}.fifo ("):]     # its queue, sliced
+    body = body[:body.index("endmodule")]
+    copies = set(re.findall(r"reg r_en_copy(\d+) ", body))
+    assert copies == {str(k) for k in range(576 // 32)}
+    assert body.count("(* keep") >= len(copies)

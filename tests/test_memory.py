@@ -62,27 +62,38 @@ class FIFOModel:
 
 
 class _Pair(Elaboratable):
-    def __init__(self, width, depth):
-        self.new = M.BufferedFIFO(width=width, depth=depth)
+    """The FIFO beside ``SyncFIFOBuffered``. ``ahead``: the reader's ``r_en`` is a register
+    (reset value ``ahead``) whose next value the bench drives on the FIFO's ``r_en_next``."""
+
+    def __init__(self, width, depth, ahead=None):
+        self.new = M.BufferedFIFO(width=width, depth=depth, r_en_ahead=ahead)
         self.ref = SyncFIFOBuffered(width=width, depth=depth)
+        self.ahead = ahead
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.new, m.submodules.ref = self.new, self.ref
         m.d.comb += [self.ref.w_data.eq(self.new.w_data), self.ref.w_en.eq(self.new.w_en),
                      self.ref.r_en.eq(self.new.r_en)]
+        if self.ahead is not None:
+            r_en = Signal(init=self.ahead)
+            m.d.sync += r_en.eq(self.new.r_en_next)
+            m.d.comb += self.new.r_en.eq(r_en)
         return m
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("depth,width", [(d, 7) for d in (1, 2, 3, 4, 5, 9, 17, 33, 34, 40)]
-                         + [(1, 300), (2, 300), (5, 300), (34, 300), (34, 64), (70, 40),
-                            (600, 16)])
-def test_fifo_matches_model_and_amaranth_stalls(depth, width):
+@pytest.mark.parametrize("depth,width,ahead",
+                         [(d, 7, None) for d in (1, 2, 3, 4, 5, 9, 17, 33, 34, 40)]
+                         + [(1, 300, None), (2, 300, None), (5, 300, None), (34, 300, None),
+                            (34, 64, None), (70, 40, None), (600, 16, None)]
+                         + [(5, 300, 1), (5, 300, 0), (2, 7, 1), (34, 300, 1)])
+def test_fifo_matches_model_and_amaranth_stalls(depth, width, ahead):
     """Random valid/ready: every cycle the new FIFO's w_rdy, r_rdy, level and (when r_rdy)
     r_data equal the Python model's and SyncFIFOBuffered's (a word wider than
-    ``FIFO_SLICE_BITS``: several slices in step)."""
-    dut = _Pair(width, depth)
+    ``FIFO_SLICE_BITS``: several slices in step; ``ahead``: each slice reads on its own copy
+    of a registered read enable, fed a cycle ahead)."""
+    dut = _Pair(width, depth, ahead)
     new, ref = dut.new, dut.ref
     if (depth, width) in ((34, 64), (70, 40), (600, 16)):     # the block RAM queue
         assert new.inner_style == M.BLOCK
@@ -92,13 +103,17 @@ def test_fifo_matches_model_and_amaranth_stalls(depth, width):
     log = []
 
     async def bench(ctx):
-        data = 0
+        data, r_en_reg = 0, ahead
         for cycle in range(cycles):
             phase = (cycle // 50) % 3      # bursts of writing, of reading, of both
             w_en = rng.random() < (0.9, 0.2, 0.6)[phase]
             r_en = rng.random() < (0.2, 0.9, 0.6)[phase]
             ctx.set(new.w_en, w_en)
-            ctx.set(new.r_en, r_en)
+            if ahead is None:
+                ctx.set(new.r_en, r_en)
+            else:       # the read enable this cycle is the one driven ahead a cycle ago
+                ctx.set(new.r_en_next, r_en)
+                r_en, r_en_reg = bool(r_en_reg), r_en
             word = sum(data << k for k in range(0, width, 8)) % (1 << width)
             ctx.set(new.w_data, word)
             got = [ctx.get(s) for s in (new.w_rdy, new.r_rdy, new.r_data, new.level,
