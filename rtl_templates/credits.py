@@ -25,15 +25,25 @@ from hwgen.rtl_templates.pipeline import up_down
 
 
 class OutputCredits:
-    """Output FIFO of ``depth`` beats driving stream ``o``, and its credit counter."""
+    """Output FIFO of ``depth`` beats driving stream ``o``, and its credit counter.
 
-    def __init__(self, m: Module, o, width: int, depth: int):
+    ``late_return``: a beat taken on ``o`` returns its credit a cycle later, from a register
+    (``o.ready``, the reader's flag, then reaches no further than that register; ``room``
+    and the issue control it feeds depend on flip-flops of the block only). The caller gives
+    the FIFO one beat more, so the block never waits longer for room than with
+    ``late_return`` off: its credits are then never fewer."""
+
+    def __init__(self, m: Module, o, width: int, depth: int, late_return: bool = False):
         m.submodules.ofifo = self.fifo = BufferedFIFO(width=width, depth=depth)
         m.d.comb += [o.payload.eq(self.fifo.r_data), o.valid.eq(self.fifo.r_rdy),
                      self.fifo.r_en.eq(o.ready)]
         self.credits = Signal(range(depth + 1), init=depth)
         self.room = Signal(init=int(depth != 0))
         self._taken = o.valid & o.ready
+        if late_return:
+            taken = Signal(name="taken_late")
+            m.d.sync += taken.eq(self._taken)
+            self._taken = taken
         self._m = m
 
     def spend(self, issued):

@@ -436,7 +436,10 @@ def timing(p: MVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
 
 
 def _fifo_depth(p: MVAUParams) -> int:
-    return pipeline_depth(p) + 3
+    """The output FIFO's beats: the pipeline's, 3 more, and 1 for credits returned late
+    (with the input ready a register: its next value then depends on the unit's own
+    flip-flops and its input's valid, not on the reader's ready)."""
+    return pipeline_depth(p) + 3 + (ready_ahead(p) is not None)
 
 
 def ready_ahead(p: MVAUParams) -> int | None:
@@ -764,7 +767,7 @@ class MVAU(wiring.Component):
 
         # --- output FIFO and credits -------------------------------------------------
         depth = _fifo_depth(p)
-        out = OutputCredits(m, self.o, PE * ob, depth)
+        out = OutputCredits(m, self.o, PE * ob, depth, late_return=ready_ahead(p) is not None)
 
         # --- issue stage ---------------------------------------------------------------
         sf = Signal(range(max(SF, 2)))
