@@ -18,7 +18,7 @@ follows the memory policy: registers up to 2 beats, then LUT RAM or block RAM.
 """
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 
 from hwgen.rtl_templates.memory import BufferedFIFO
 from hwgen.rtl_templates.pipeline import up_down
@@ -39,6 +39,8 @@ class OutputCredits:
                      self.fifo.r_en.eq(o.ready)]
         self.credits = Signal(range(depth + 1), init=depth)
         self.room = Signal(init=int(depth != 0))
+        #: a register always equal to ``credits == 1`` (no compare on the issue's path)
+        self.one = Signal(init=int(depth == 1), name="credits_one")
         self._taken = o.valid & o.ready
         if late_return:
             taken = Signal(name="taken_late")
@@ -49,13 +51,15 @@ class OutputCredits:
     def spend(self, issued):
         """``issued``: a step that will write one output beat issues this cycle (only while
         ``room``)."""
-        last = self._last = (self.credits == 1) & issued
+        last = self._last = self.one & issued
         #: ``room``'s value in the next cycle (for a register the caller keeps in step)
         self.room_next = self._taken | (self.room & ~last)
         # ``taken`` (the FIFO's read, a wide net) and ``issued`` arrive late
-        self._m.d.sync += [self.credits.eq(up_down(self._m, self.credits, self._taken,
-                                                   issued)),
-                           self.room.eq(self.room_next)]
+        taken = self._taken
+        self._m.d.sync += [self.credits.eq(up_down(self._m, self.credits, taken, issued)),
+                           self.room.eq(self.room_next),
+                           self.one.eq(Mux(taken == issued, self.one,
+                                           Mux(taken, self.credits == 0, self.credits == 2)))]
 
     def room_copy(self, name: str) -> Signal:
         """A register always equal to ``room`` with a feedback of its own (so the tools keep

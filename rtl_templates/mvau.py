@@ -772,9 +772,11 @@ class MVAU(wiring.Component):
         # --- issue stage ---------------------------------------------------------------
         sf = Signal(range(max(SF, 2)))
         nf = Signal(range(max(NF, 2)))
-        # sf == SF - 1 and nf == 0 kept as registers: the ready path starts at a flip-flop
+        # sf == SF - 1, nf == 0 and nf == NF - 1 kept as registers: the ready path starts at
+        # flip-flops
         last_sf = Signal(init=int(SF == 1))
         first_nf = Signal(init=1)
+        last_nf = Signal(init=int(NF == 1))
         room = out.room
         can_issue = Signal()
         # with SPRAM weights: nothing is taken or issued before they are loaded
@@ -800,9 +802,11 @@ class MVAU(wiring.Component):
                 ib_wr.en.eq(self.i.valid & self.i.ready),
             ]
         # the flags' next values (the input's ready register follows them)
-        first_nf_next = Mux(can_issue & last_sf, nf == NF - 1, first_nf)
+        first_nf_next = Mux(can_issue & last_sf, last_nf, first_nf)
         last_sf_next = Mux(can_issue, Mux(last_sf, SF == 1, sf == SF - 2), last_sf)
-        m.d.sync += [first_nf.eq(first_nf_next), last_sf.eq(last_sf_next)]
+        last_nf_next = Mux(can_issue & last_sf, nf == NF - 2 if NF > 1 else 1, last_nf)
+        m.d.sync += [first_nf.eq(first_nf_next), last_sf.eq(last_sf_next),
+                     last_nf.eq(last_nf_next)]
         with m.If(can_issue):
             with m.If(last_sf):
                 m.d.sync += [sf.eq(0), nf.eq(Mux(nf == NF - 1, 0, nf + 1))]
