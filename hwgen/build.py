@@ -127,13 +127,20 @@ def _resources(synth: SynthResult, pnr: PnrResult, manifest: dict, family: str,
     return out
 
 
+#: nextpnr's routers; the first is nextpnr's default
+ROUTERS = ("router1", "router2")
+
+
 def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int = 1, *,
           strict_timing: bool = False, force: bool = False, baud: int | None = None,
-          progress: Progress = QUIET, timeout: float | None = None, **compile_opts
-          ) -> BuildResult:
+          router: str = "router1", progress: Progress = QUIET,
+          timeout: float | None = None, **compile_opts) -> BuildResult:
     """:mod:`hwgen.build` (see there) of ``source`` (an ONNX model or a compiled folder) for
-    ``board`` into ``out_dir``; ``compile_opts`` go to :func:`hwgen.api.compile`."""
+    ``board`` into ``out_dir``; ``router``: nextpnr's (:data:`ROUTERS`); ``compile_opts``
+    go to :func:`hwgen.api.compile`."""
     source = Path(source)
+    if router not in ROUTERS:
+        raise HwgenError(f"--router must be one of {', '.join(ROUTERS)} (got {router!r})")
     b = board_by_name(board)
     if not b.uart:
         raise HwgenError(f"board {b.id} has no USB-serial UART: hwgen's host link needs one "
@@ -176,7 +183,8 @@ def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int 
         with progress.step(f"placing and routing at {info['clock_mhz']:g} MHz (nextpnr)"):
             pnr = place_and_route(synth, b.device, info["clock_mhz"], seed,
                                   constraints=(cons_name, cons_text), bitstream=True,
-                                  progress=say, timeout=timeout, clock=info["clock_net"])
+                                  progress=say, timeout=timeout, clock=info["clock_net"],
+                                  options=() if router == ROUTERS[0] else ("--router", router))
         steps["place_and_route"] = pnr.seconds if not pnr.cached else 0.0
         steps["pack"] = pnr.pack_seconds if not pnr.cached else 0.0
         bit_name = f"{core_top}{Path(BITSTREAM[family][4]).suffix}"
@@ -221,7 +229,7 @@ def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int 
                     "latency_us": round(latency / pnr.fmax_mhz, 3)}},
             "tools": {"yosys": synth.yosys_version, "nextpnr": pnr.nextpnr_version,
                       packer: tool_version(packer)},
-            "seed": int(seed),
+            "seed": int(seed), "router": router,
             "cached": {"synthesis": synth.cached, "place_and_route": pnr.cached},
             "steps_seconds": steps,
             "warnings": warnings,

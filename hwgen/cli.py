@@ -97,6 +97,9 @@ def _parser() -> argparse.ArgumentParser:
                                                  build.DEFAULT_FREQ_MHZ.items()) + ")")
     b.add_argument("--seed", type=int, default=1, metavar="N",
                    help="nextpnr's placement seed (default 1)")
+    b.add_argument("--router", choices=build.ROUTERS, default=build.ROUTERS[0],
+                   help="nextpnr's router (default router1; router2 routes large, crowded "
+                        "designs in a fraction of the time, at a slower clock)")
     b.add_argument("--baud", type=int, metavar="B",
                    help=f"the UART's baud rate (default {DEFAULT_BAUD})")
     b.add_argument("--strict-timing", action="store_true",
@@ -388,7 +391,8 @@ def run(argv=None) -> int:
     if args.cmd == "build":
         res = build.build(args.model, args.output, args.board, args.freq, args.seed,
                           strict_timing=args.strict_timing, force=args.force, baud=args.baud,
-                          progress=progress, budget=args.budget, fold=args.fold,
+                          router=args.router, progress=progress, budget=args.budget,
+                          fold=args.fold,
                           target_cycles=args.target_cycles)
         print(build.summary(res))
         return 0
