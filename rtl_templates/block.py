@@ -35,7 +35,8 @@ Three faces are optional, for what a block alone cannot see of its neighbours:
 ``ready_ahead(p)``
     for a one-input block whose input ``ready`` is a register: that register's reset value,
     and the component drives the register's next value on ``i_ready_next`` (one cycle ahead
-    of ``i.ready``), so a wide producer can keep copies of the ready beside its loads; None
+    of ``i.ready``; bit v: its value if ``i.valid`` is v this cycle), so a wide producer can
+    keep copies of the ready beside its loads, each picking by a copy of its own valid; None
     where the ready is not such a register.
 
 An unknown kind, a missing face or a parameters object of the wrong type is an error, never

@@ -53,13 +53,18 @@ class OutputCredits:
         ``room``)."""
         last = self._last = self.one & issued
         #: ``room``'s value in the next cycle (for a register the caller keeps in step)
-        self.room_next = self._taken | (self.room & ~last)
+        self.room_next = self.room_after(issued)
         # ``taken`` (the FIFO's read, a wide net) and ``issued`` arrive late
         taken = self._taken
         self._m.d.sync += [self.credits.eq(up_down(self._m, self.credits, taken, issued)),
                            self.room.eq(self.room_next),
                            self.one.eq(Mux(taken == issued, self.one,
                                            Mux(taken, self.credits == 0, self.credits == 2)))]
+
+    def room_after(self, issued):
+        """``room``'s value in the next cycle if ``issued`` (an expression the caller may
+        build for each value of a late input, as :meth:`spend`'s own)."""
+        return self._taken | (self.room & ~(self.one & issued))
 
     def room_copy(self, name: str) -> Signal:
         """A register always equal to ``room`` with a feedback of its own (so the tools keep

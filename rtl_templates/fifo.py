@@ -90,7 +90,7 @@ class StreamFIFO(wiring.Component):
         members = {"i": In(stream.Signature(unsigned(p.width))),
                    "o": Out(stream.Signature(unsigned(p.width)))}
         if p.ready_ahead is not None:
-            members["o_ready_next"] = In(1)
+            members["o_ready_next"] = In(2)
         super().__init__(members)
 
     def elaborate(self, platform):

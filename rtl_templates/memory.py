@@ -375,16 +375,17 @@ class BufferedFIFO(Elaboratable):
     period.
 
     ``r_en_ahead`` (0 or 1, for a reader whose ``r_en`` is a register with that reset value):
-    the reader also drives ``r_en_next``, the register's next value, and each slice reads on
-    a copy of its own of that register (kept apart by the tools), next to its loads, instead
-    of on ``r_en``, which then goes unused: one reader's flip-flop reaching every slice's
-    enables across the die is the path it removes."""
+    the reader also drives ``r_en_next``, the register's next value if ``r_rdy`` is low (bit
+    0) or high (bit 1) this cycle, and each slice reads on a copy of its own of that register
+    (kept apart by the tools), next to its loads, which picks by the slice's own ``r_rdy``
+    (all slices' are equal), instead of on ``r_en``, which then goes unused: one reader's
+    flip-flop reaching every slice's enables across the die is the path it removes."""
 
     def __init__(self, *, width: int, depth: int, r_en_ahead: int | None = None):
         if width < 0 or depth < 1:
             raise ValueError(f"a FIFO needs depth ≥ 1 and width ≥ 0, not {width}×{depth}")
         self.width, self.depth, self.r_en_ahead = width, depth, r_en_ahead
-        self.r_en_next = Signal()
+        self.r_en_next = Signal(2)
         self.w_data = Signal(width)
         self.w_en = Signal()
         self.w_rdy = Signal(init=1)
@@ -411,7 +412,7 @@ class BufferedFIFO(Elaboratable):
                 if self.r_en_ahead is not None:
                     r_en = Signal(init=self.r_en_ahead, name=f"r_en_copy{k}",
                                   attrs={"keep": 1})
-                    m.d.sync += r_en.eq(self.r_en_next)
+                    m.d.sync += r_en.eq(self.r_en_next.bit_select(part.r_rdy, 1))
                 m.d.comb += [part.w_data.eq(self.w_data[lo:lo + w]), part.w_en.eq(self.w_en),
                              part.r_en.eq(r_en), self.r_data[lo:lo + w].eq(part.r_data)]
                 if k == 0:

@@ -444,8 +444,8 @@ def _fifo_depth(p: MVAUParams) -> int:
 
 def ready_ahead(p: MVAUParams) -> int | None:
     """The input ready's reset value: it is a register (high after reset) whose next value
-    the unit drives on ``i_ready_next``, except with weights in SPRAM (ready waits for the
-    load)."""
+    the unit drives on ``i_ready_next`` (for the input's valid low and high), except with
+    weights in SPRAM (ready waits for the load)."""
     return None if p.spram else 1
 
 
@@ -736,8 +736,9 @@ class MVAU(wiring.Component):
         }
         if p.spram:     # the weight-load stream through the block, and its weights' state
             members.update(load_ports())
-        else:           # the input's ready is a register: its next value, a cycle ahead
-            members["i_ready_next"] = Out(1)
+        else:   # the input's ready is a register: its next value, a cycle ahead, for an
+            # input not valid (bit 0) and valid (bit 1) this cycle
+            members["i_ready_next"] = Out(2)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -815,8 +816,17 @@ class MVAU(wiring.Component):
 
         out.spend(can_issue & last_sf)
         if loaded is None:
-            m.d.comb += self.i_ready_next.eq(first_nf_next & (~last_sf_next | out.room_next))
-            m.d.sync += take.eq(self.i_ready_next)
+            def take_next(valid):
+                """take's next value (first_nf_next & (~last_sf_next | room's next)) if the
+                input's valid is ``valid``"""
+                ci = (~first_nf | valid) & (~last_sf | room)
+                return Mux(ci & last_sf, last_nf, first_nf) & (
+                    ~Mux(ci, Mux(last_sf, SF == 1, sf == SF - 2), last_sf)
+                    | out.room_after(ci & last_sf))
+            # both values leave for the FIFO before the unit, whose slices each pick one by
+            # their own copy of valid: the input's valid meets them there, not here
+            m.d.comb += self.i_ready_next.eq(Cat(take_next(0), take_next(1)))
+            m.d.sync += take.eq(self.i_ready_next.bit_select(self.i.valid, 1))
 
         # --- stage 1: operands ---------------------------------------------------------
         v1, first1, last1 = Signal(), Signal(), Signal()

@@ -63,7 +63,8 @@ class FIFOModel:
 
 class _Pair(Elaboratable):
     """The FIFO beside ``SyncFIFOBuffered``. ``ahead``: the reader's ``r_en`` is a register
-    (reset value ``ahead``) whose next value the bench drives on the FIFO's ``r_en_next``."""
+    (reset value ``ahead``) whose next value the bench drives on the FIFO's ``r_en_next``
+    (for ``r_rdy`` low and high)."""
 
     def __init__(self, width, depth, ahead=None):
         self.new = M.BufferedFIFO(width=width, depth=depth, r_en_ahead=ahead)
@@ -77,7 +78,7 @@ class _Pair(Elaboratable):
                      self.ref.r_en.eq(self.new.r_en)]
         if self.ahead is not None:
             r_en = Signal(init=self.ahead)
-            m.d.sync += r_en.eq(self.new.r_en_next)
+            m.d.sync += r_en.eq(self.new.r_en_next.bit_select(self.new.r_rdy, 1))
             m.d.comb += self.new.r_en.eq(r_en)
         return m
 
@@ -112,7 +113,9 @@ def test_fifo_matches_model_and_amaranth_stalls(depth, width, ahead):
             if ahead is None:
                 ctx.set(new.r_en, r_en)
             else:       # the read enable this cycle is the one driven ahead a cycle ago
-                ctx.set(new.r_en_next, r_en)
+                other = rng.random() < 0.5      # the next value if r_rdy is the other way
+                pair = (other, r_en) if ctx.get(new.r_rdy) else (r_en, other)
+                ctx.set(new.r_en_next, pair[0] | pair[1] << 1)
                 r_en, r_en_reg = bool(r_en_reg), r_en
             word = sum(data << k for k in range(0, width, 8)) % (1 << width)
             ctx.set(new.w_data, word)
