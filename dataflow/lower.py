@@ -22,7 +22,6 @@ from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.dwc import DWCParams
 from hwgen.rtl_templates.fifo import FIFOParams
 from hwgen.rtl_templates.fork import ForkParams
-from hwgen.rtl_templates.memory import fifo_slices
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.resources import FAMILIES, total
 from hwgen.rtl_templates.seq_engine import SeqEngineParams, SeqLayer
@@ -141,28 +140,28 @@ def mark_live(blocks: list[Block]) -> None:
             b.out_live, b._cost = live, None
 
 
-def mark_ready_ahead(blocks: list[Block]) -> None:
-    """Give each FIFO of several slices whose reader's input ready is a register (the
-    reader's ``ready_ahead`` face) copies of that register per slice, fed a cycle ahead
-    from the reader's ``i_ready_next`` (:class:`~hwgen.rtl_templates.fifo.FIFOParams`'s
-    ``ready_ahead``): the reader's one flip-flop no longer reaches every slice's enables."""
+def mark_ready_copies(blocks: list[Block]) -> None:
+    """Give each FIFO of several slices whose reader can keep a copy of its input ready per
+    slice (the reader's ``ready_copies`` face) ports per slice, and the reader as many
+    copies (:class:`~hwgen.rtl_templates.fifo.FIFOParams`'s ``slice_ports``): the reader's
+    one ready flip-flop no longer reaches every slice's enables."""
     readers = {s: b for b in blocks for s in b.inputs}
     for b in blocks:
         c = readers.get(b.outputs[0]) if b.kind == "fifo" else None
-        if c is None or c.spec.ready_ahead is None or len(c.inputs) != 1:
+        if c is None or c.spec.ready_copies is None or len(c.inputs) != 1 \
+                or b.params.slices < 2:
             continue
-        init = c.spec.ready_ahead(c.params)
-        p = b.params
-        if init is not None and len(fifo_slices(p.width, p.depth)) > 1 \
-                and p.ready_ahead != init:
-            b.params = dataclasses.replace(p, ready_ahead=init)
+        copied = c.spec.ready_copies(c.params, b.params.slices)
+        if copied is not None:
+            b.params = dataclasses.replace(b.params, slice_ports=True)
+            c.params = copied
 
 
 def link_neighbours(blocks: list[Block]) -> None:
     """What a block takes from the block that reads it: the output bits used
-    (:func:`mark_live`) and the reader's ready a cycle ahead (:func:`mark_ready_ahead`)."""
+    (:func:`mark_live`) and copies of the reader's ready (:func:`mark_ready_copies`)."""
     mark_live(blocks)
-    mark_ready_ahead(blocks)
+    mark_ready_copies(blocks)
 
 
 @dataclass

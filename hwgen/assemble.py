@@ -58,10 +58,9 @@ class _Wired(wiring.Component):
                 consumers[s] = port
                 readers[s] = c
         self._producers, self._consumers = producers, consumers
-        # a FIFO keeping copies of its reader's ready, and that reader's ready a cycle ahead
-        self._ahead = [(c.o_ready_next, readers[b.outputs[0]].i_ready_next)
-                       for b, c in zip(dfg.blocks, parts)
-                       if "o_ready_next" in c.signature.members]
+        # a FIFO whose slices read on copies of its reader's ready, each fed the slice's valid
+        self._slices = [(c, readers[b.outputs[0]]) for b, c in zip(dfg.blocks, parts)
+                        if "o_ready_slices" in c.signature.members]
         # blocks with memories loaded after reset, in the weight-load chain's order
         self.loaders = [c for c in parts if "wl_i" in c.signature.members]
         members = {"i": In(consumers[dfg.in_stream].signature.flip()),
@@ -83,7 +82,9 @@ class _Wired(wiring.Component):
                 wiring.connect(m, self._producers[s], wiring.flipped(self.o))
             else:
                 wiring.connect(m, self._producers[s], self._consumers[s])
-        m.d.comb += [copy.eq(ahead) for copy, ahead in self._ahead]
+        for fifo, reader in self._slices:
+            m.d.comb += [fifo.o_ready_slices.eq(reader.i_ready_slices),
+                         reader.i_valid_slices.eq(fifo.o_valid_slices)]
         if self.loaders:
             # the weight-load stream through every loader in turn; what the last one passes
             # on is dropped

@@ -32,12 +32,12 @@ Three faces are optional, for what a block alone cannot see of its neighbours:
 ``resources_live(p, family, live)``
     the block's :class:`~hwgen.rtl_templates.resources.Resources` on ``family`` when its
     consumer uses only the output bits ``live`` marks (one-output blocks);
-``ready_ahead(p)``
-    for a one-input block whose input ``ready`` is a register: that register's reset value,
-    and the component drives the register's next value on ``i_ready_next`` (one cycle ahead
-    of ``i.ready``; bit v: its value if ``i.valid`` is v this cycle), so a wide producer can
-    keep copies of the ready beside its loads, each picking by a copy of its own valid; None
-    where the ready is not such a register.
+``ready_copies(p, k)``
+    for a one-input block: the parameters of the same block keeping ``k`` copies of its input
+    ready, one per slice of the wide FIFO before it: on ``i_ready_slices`` (bit j for slice
+    j), each a register of an issue control of its own fed that slice's valid
+    (``i_valid_slices``), so each slice's enables are driven from beside it; None where the
+    block has no such control.
 
 An unknown kind, a missing face or a parameters object of the wrong type is an error, never
 a silent default.
@@ -75,7 +75,7 @@ class BlockSpec:
     fold_space: Callable[[Any], FoldSpace]
     input_live: Callable[[Any, str], list] | None = None
     resources_live: Callable[[Any, str, Any], Any] | None = None
-    ready_ahead: Callable[[Any], int | None] | None = None
+    ready_copies: Callable[[Any, int], Any] | None = None
 
     def check(self, p) -> None:
         if not isinstance(p, self.params):
@@ -88,9 +88,9 @@ _BLOCKS: dict[str, BlockSpec] = {}
 
 def register_block(kind: str, *, params: type, component, golden, cost, timing, manifest,
                    fold_space, input_live=None, resources_live=None,
-                   ready_ahead=None) -> BlockSpec:
+                   ready_copies=None) -> BlockSpec:
     """Register block ``kind``; every face is required but ``input_live``,
-    ``resources_live`` and ``ready_ahead`` (see the module documentation)."""
+    ``resources_live`` and ``ready_copies`` (see the module documentation)."""
     if kind in _BLOCKS:
         raise ValueError(f"block kind '{kind}' is already registered")
     if not dataclasses.is_dataclass(params):
@@ -101,11 +101,11 @@ def register_block(kind: str, *, params: type, component, golden, cost, timing, 
         if not callable(fn):
             raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
     for face, fn in (("input_live", input_live), ("resources_live", resources_live),
-                     ("ready_ahead", ready_ahead)):
+                     ("ready_copies", ready_copies)):
         if fn is not None and not callable(fn):
             raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
     spec = BlockSpec(kind, params, **faces, input_live=input_live,
-                     resources_live=resources_live, ready_ahead=ready_ahead)
+                     resources_live=resources_live, ready_copies=ready_copies)
     _BLOCKS[kind] = spec
     return spec
 

@@ -24,55 +24,67 @@ from hwgen.rtl_templates.memory import BufferedFIFO
 from hwgen.rtl_templates.pipeline import up_down
 
 
-class OutputCredits:
-    """Output FIFO of ``depth`` beats driving stream ``o``, and its credit counter.
+class Credits:
+    """A credit counter starting at ``depth``: ``room`` and ``one`` are registers kept equal to
+    ``credits != 0`` and ``credits == 1``; ``taken`` (a beat left the FIFO: its credit comes
+    back) is read as given. A block keeps several in step, one per copy of its issue
+    control, by feeding them the same ``taken`` and ``issued``."""
 
-    ``late_return``: a beat taken on ``o`` returns its credit a cycle later, from a register
-    (``o.ready``, the reader's flag, then reaches no further than that register; ``room``
-    and the issue control it feeds depend on flip-flops of the block only). The caller gives
-    the FIFO one beat more, so the block never waits longer for room than with
-    ``late_return`` off: its credits are then never fewer."""
-
-    def __init__(self, m: Module, o, width: int, depth: int, late_return: bool = False):
-        m.submodules.ofifo = self.fifo = BufferedFIFO(width=width, depth=depth)
-        m.d.comb += [o.payload.eq(self.fifo.r_data), o.valid.eq(self.fifo.r_rdy),
-                     self.fifo.r_en.eq(o.ready)]
-        self.credits = Signal(range(depth + 1), init=depth)
-        self.room = Signal(init=int(depth != 0))
+    def __init__(self, m: Module, depth: int, taken, suffix: str = ""):
+        self.credits = Signal(range(depth + 1), init=depth, name=f"credits{suffix}")
+        self.room = Signal(init=int(depth != 0), name=f"room{suffix}")
         #: a register always equal to ``credits == 1`` (no compare on the issue's path)
-        self.one = Signal(init=int(depth == 1), name="credits_one")
-        self._taken = o.valid & o.ready
-        if late_return:
-            taken = Signal(name="taken_late")
-            m.d.sync += taken.eq(self._taken)
-            self._taken = taken
+        self.one = Signal(init=int(depth == 1), name=f"credits_one{suffix}")
+        self.taken = taken
         self._m = m
+
+    def room_after(self, issued):
+        """``room``'s value in the next cycle if ``issued``."""
+        return self.taken | (self.room & ~(self.one & issued))
 
     def spend(self, issued):
         """``issued``: a step that will write one output beat issues this cycle (only while
         ``room``)."""
-        last = self._last = self.one & issued
+        self._last = self.one & issued
         #: ``room``'s value in the next cycle (for a register the caller keeps in step)
         self.room_next = self.room_after(issued)
         # ``taken`` (the FIFO's read, a wide net) and ``issued`` arrive late
-        taken = self._taken
+        taken = self.taken
         self._m.d.sync += [self.credits.eq(up_down(self._m, self.credits, taken, issued)),
                            self.room.eq(self.room_next),
                            self.one.eq(Mux(taken == issued, self.one,
                                            Mux(taken, self.credits == 0, self.credits == 2)))]
-
-    def room_after(self, issued):
-        """``room``'s value in the next cycle if ``issued`` (an expression the caller may
-        build for each value of a late input, as :meth:`spend`'s own)."""
-        return self._taken | (self.room & ~(self.one & issued))
 
     def room_copy(self, name: str) -> Signal:
         """A register always equal to ``room`` with a feedback of its own (so the tools keep
         it apart from ``room``): for a copy of the issue control, whose fan-out would
         otherwise all hang on ``room``'s one flip-flop. Only after :meth:`spend`."""
         r = Signal(init=self.room.init, name=name)
-        self._m.d.sync += r.eq(self._taken | (r & ~self._last))
+        self._m.d.sync += r.eq(self.taken | (r & ~self._last))
         return r
+
+
+class OutputCredits(Credits):
+    """Output FIFO of ``depth`` beats driving stream ``o``, and its credit counter.
+
+    ``late_return``: a beat taken on ``o`` returns its credit that many cycles later, through
+    registers (``taken_late``: the first of them); ``o.ready``, the reader's flag, then
+    reaches no further than the first, and ``room`` and the issue control it feeds depend on
+    flip-flops of the block only. The caller gives the FIFO as many beats more, so the block
+    never waits longer for room than without: its credits are then never fewer."""
+
+    def __init__(self, m: Module, o, width: int, depth: int, late_return: int = 0):
+        m.submodules.ofifo = self.fifo = BufferedFIFO(width=width, depth=depth)
+        m.d.comb += [o.payload.eq(self.fifo.r_data), o.valid.eq(self.fifo.r_rdy),
+                     self.fifo.r_en.eq(o.ready)]
+        taken = o.valid & o.ready
+        self.taken_late = None
+        for k in range(late_return):
+            t = Signal(name=f"taken_late{k if k else ''}")
+            m.d.sync += t.eq(taken)
+            taken = t
+            self.taken_late = self.taken_late if k else t
+        super().__init__(m, depth, taken)
 
     def write(self, data, en):
         """The pipeline's last stage: ``data`` enters the FIFO when ``en``."""

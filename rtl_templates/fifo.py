@@ -25,11 +25,15 @@ class FIFOParams:
     width: int               # bits per beat
     depth: int               # beats held
     beats: int               # beats per frame
-    #: the consumer's ready is a register with this reset value whose next value comes on
-    #: ``o_ready_next`` (its ``ready_ahead`` face); each slice of the word reads on a copy of
-    #: its own (:class:`~hwgen.rtl_templates.memory.BufferedFIFO`'s ``r_en_ahead``). None:
-    #: the slices read on ``o.ready``
-    ready_ahead: int | None = field(default=None, metadata={"digest": "omit_default"})
+    #: the reader keeps a copy of its ready per slice of the word (its ``ready_copies``
+    #: face), each fed the slice's own valid: the slices read on ``o_ready_slices`` (bit k:
+    #: slice k's) and give their valid on ``o_valid_slices``, not ``o.ready``
+    #: (:class:`~hwgen.rtl_templates.memory.BufferedFIFO`'s ``slice_ports``)
+    slice_ports: bool = field(default=False, metadata={"digest": "omit_default"})
+
+    @property
+    def slices(self) -> int:
+        return len(fifo_slices(self.width, self.depth))
 
 
 def golden(p: FIFOParams, x: np.ndarray) -> np.ndarray:
@@ -63,12 +67,8 @@ RESOURCE_FIT: res.Fit = {
 
 
 def resource_parts(p: FIFOParams, family: str, live=None) -> dict[str, res.Resources]:
-    """The FIFO in the resource model's parts (:func:`rtl_templates.resources.fifo`), and
-    the slices' copies of the consumer's ready."""
-    parts = {"fifo": res.fifo(p.width, p.depth, family, live)}
-    if p.ready_ahead is not None:
-        parts["ready_copies"] = res.Resources(ff=len(fifo_slices(p.width, p.depth)))
-    return parts
+    """The FIFO in the resource model's parts (:func:`rtl_templates.resources.fifo`)."""
+    return {"fifo": res.fifo(p.width, p.depth, family, live)}
 
 
 def resources_live(p: FIFOParams, family: str, live) -> res.Resources:
@@ -89,16 +89,17 @@ class StreamFIFO(wiring.Component):
         self.p = p
         members = {"i": In(stream.Signature(unsigned(p.width))),
                    "o": Out(stream.Signature(unsigned(p.width)))}
-        if p.ready_ahead is not None:
-            members["o_ready_next"] = In(2)
+        if p.slice_ports:
+            members.update(o_ready_slices=In(p.slices), o_valid_slices=Out(p.slices))
         super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.fifo = fifo = BufferedFIFO(width=self.p.width, depth=self.p.depth,
-                                                r_en_ahead=self.p.ready_ahead)
-        if self.p.ready_ahead is not None:
-            m.d.comb += fifo.r_en_next.eq(self.o_ready_next)
+                                                slice_ports=self.p.slice_ports)
+        if self.p.slice_ports:
+            m.d.comb += [fifo.r_en_slices.eq(self.o_ready_slices),
+                         self.o_valid_slices.eq(fifo.r_rdy_slices)]
         m.d.comb += [
             fifo.w_data.eq(self.i.payload), fifo.w_en.eq(self.i.valid),
             self.i.ready.eq(fifo.w_rdy),

@@ -374,18 +374,20 @@ class BufferedFIFO(Elaboratable):
     the write and read enables of hundreds of bits costs more in routing than a clock
     period.
 
-    ``r_en_ahead`` (0 or 1, for a reader whose ``r_en`` is a register with that reset value):
-    the reader also drives ``r_en_next``, the register's next value if ``r_rdy`` is low (bit
-    0) or high (bit 1) this cycle, and each slice reads on a copy of its own of that register
-    (kept apart by the tools), next to its loads, which picks by the slice's own ``r_rdy``
-    (all slices' are equal), instead of on ``r_en``, which then goes unused: one reader's
-    flip-flop reaching every slice's enables across the die is the path it removes."""
+    ``slice_ports``: the slices' read enables and output flags are ports of their own too,
+    ``r_en_slices`` and ``r_rdy_slices`` (bit k: slice k's; the flags are all equal), and
+    each slice reads on its bit of ``r_en_slices`` instead of on ``r_en`` (unused then): a
+    reader keeping a copy of its ready per slice, each next to its slice, drives them (one
+    reader's flip-flop reaching every slice's enables across the die is the path it
+    removes)."""
 
-    def __init__(self, *, width: int, depth: int, r_en_ahead: int | None = None):
+    def __init__(self, *, width: int, depth: int, slice_ports: bool = False):
         if width < 0 or depth < 1:
             raise ValueError(f"a FIFO needs depth ≥ 1 and width ≥ 0, not {width}×{depth}")
-        self.width, self.depth, self.r_en_ahead = width, depth, r_en_ahead
-        self.r_en_next = Signal(2)
+        self.width, self.depth, self.slice_ports = width, depth, slice_ports
+        n = len(fifo_slices(width, depth))
+        self.r_en_slices = Signal(n)
+        self.r_rdy_slices = Signal(n)
         self.w_data = Signal(width)
         self.w_en = Signal()
         self.w_rdy = Signal(init=1)
@@ -403,18 +405,15 @@ class BufferedFIFO(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         slices = fifo_slices(self.width, self.depth)
-        if len(slices) > 1 or self.r_en_ahead is not None:
+        if len(slices) > 1 or self.slice_ports:
             lo = 0
             for k, w in enumerate(slices):
                 part = BufferedFIFO(width=w, depth=self.depth)
                 m.submodules[f"slice{k}"] = part
-                r_en = self.r_en
-                if self.r_en_ahead is not None:
-                    r_en = Signal(init=self.r_en_ahead, name=f"r_en_copy{k}",
-                                  attrs={"keep": 1})
-                    m.d.sync += r_en.eq(self.r_en_next.bit_select(part.r_rdy, 1))
+                r_en = self.r_en_slices[k] if self.slice_ports else self.r_en
                 m.d.comb += [part.w_data.eq(self.w_data[lo:lo + w]), part.w_en.eq(self.w_en),
-                             part.r_en.eq(r_en), self.r_data[lo:lo + w].eq(part.r_data)]
+                             part.r_en.eq(r_en), self.r_data[lo:lo + w].eq(part.r_data),
+                             self.r_rdy_slices[k].eq(part.r_rdy)]
                 if k == 0:
                     m.d.comb += [self.w_rdy.eq(part.w_rdy), self.r_rdy.eq(part.r_rdy),
                                  self.level.eq(part.level)]

@@ -50,6 +50,7 @@ Bipolar values (``rtl_templates/xnor_mvau.py``)
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 
@@ -61,7 +62,7 @@ from amaranth.lib.wiring import In, Out
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
+from hwgen.rtl_templates.credits import Credits, OutputCredits
 from hwgen.rtl_templates.lutmul import (
     const_lanes,
     lane_constants,
@@ -175,6 +176,10 @@ class MVAUParams:
     lut_lanes: int = field(default=0, metadata={"digest": "omit_default"})
     #: the weight ROM is built of logic cells (LUTs) instead of block RAM
     rom_logic: bool = field(default=False, metadata={"digest": "omit_default"})
+    #: copies of the input's ready, one per slice of the wide FIFO before the unit, each from
+    #: an issue control of its own (``ready_copies`` face; ports ``i_ready_slices`` and
+    #: ``i_valid_slices``)
+    ready_copies: int = field(default=0, metadata={"digest": "omit_default"})
 
     def __post_init__(self):
         mh, mw = self.weights.shape
@@ -195,6 +200,8 @@ class MVAUParams:
             raise ValueError("lut_lanes needs a datapath of multipliers")
         if self.rom_logic and self.spram:
             raise ValueError("weights in SPRAM are not a ROM of logic (rom_logic)")
+        if self.ready_copies and self.spram:
+            raise ValueError("a unit with weights in SPRAM keeps no copies of its ready")
 
     @property
     def mh(self) -> int:
@@ -435,18 +442,24 @@ def timing(p: MVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
     return out_first, out_last
 
 
+def _late_return(p: MVAUParams) -> int:
+    """Cycles the output's credits come back late (:class:`OutputCredits`): one (the input
+    ready's next value then waits on no other block's ready), two with copies of the
+    ready (each copy's credits take the returned credit from a register of its own), none
+    with weights in SPRAM."""
+    return 0 if p.spram else 2 if p.ready_copies else 1
+
+
 def _fifo_depth(p: MVAUParams) -> int:
-    """The output FIFO's beats: the pipeline's, 3 more, and 1 for credits returned late
-    (with the input ready a register: its next value then depends on the unit's own
-    flip-flops and its input's valid, not on the reader's ready)."""
-    return pipeline_depth(p) + 3 + (ready_ahead(p) is not None)
+    """The output FIFO's beats: the pipeline's, 3 more, and one per cycle the credits come
+    back late (so the unit never waits longer for room)."""
+    return pipeline_depth(p) + 3 + _late_return(p)
 
 
-def ready_ahead(p: MVAUParams) -> int | None:
-    """The input ready's reset value: it is a register (high after reset) whose next value
-    the unit drives on ``i_ready_next`` (for the input's valid low and high), except with
-    weights in SPRAM (ready waits for the load)."""
-    return None if p.spram else 1
+def ready_copies(p: MVAUParams, k: int) -> MVAUParams | None:
+    """``p`` with ``k`` copies of the input's ready (None with weights in SPRAM, whose ready
+    waits for the load and is no register)."""
+    return None if p.spram else dataclasses.replace(p, ready_copies=k)
 
 
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``); the weight
@@ -650,6 +663,10 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     ctl_bits += copies * counter_bits(NF * SF) if NF * SF > 1 else 0
     parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + operand_stages(p)) + 2,
                                  lut4=ctl_bits + 8, carry=ctl_bits / 2)
+    if p.ready_copies:  # each copy of the issue control: its counters, flags and credits
+        bits = counter_bits(SF) + nfb + counter_bits(depth + 1)
+        parts["ctl"] = parts["ctl"] + res.Resources(ff=bits + 6, lut4=bits + 8,
+                                                    carry=bits / 2) * p.ready_copies
     # operands, products or ±1 terms, adder trees
     ff = (2 * SIMD * ib + w_reg) * (2 if p.weights_in_bram else 1)
     kept = None     # (PE, SIMD): the lanes whose products are left (None: all)
@@ -725,6 +742,46 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
 
 # ---------------------------------------------------------------------------- hardware
 
+class IssueControl:
+    """The unit's issue control: the synapse and neuron fold counters ``sf`` and ``nf``, their
+    flags (``sf == SF - 1``, ``nf == 0``, ``nf == NF - 1``) kept in registers, the
+    spending of ``credits`` (:class:`~hwgen.rtl_templates.credits.Credits`) and the input's
+    ready ``take``: a register kept equal to ``first_nf & (~last_sf | room)``, so it
+    reaches the enables of every slice of the wide word before the unit from a flip-flop;
+    with ``loaded`` (weights in SPRAM) a gate, nothing taken or issued before the load.
+    A copy fed the same ``valid`` and credits keeps the same state (each copy has its own
+    feedback, so the tools keep them apart)."""
+
+    def __init__(self, m: Module, SF: int, NF: int, credits: Credits, valid, loaded=None,
+                 suffix: str = ""):
+        self.sf = sf = Signal(range(max(SF, 2)), name=f"sf{suffix}")
+        self.nf = nf = Signal(range(max(NF, 2)), name=f"nf{suffix}")
+        self.last_sf = last_sf = Signal(init=int(SF == 1), name=f"last_sf{suffix}")
+        self.first_nf = first_nf = Signal(init=1, name=f"first_nf{suffix}")
+        last_nf = Signal(init=int(NF == 1), name=f"last_nf{suffix}")
+        room = credits.room
+        self.can_issue = can_issue = Signal(name=f"can_issue{suffix}")
+        issue = (~first_nf | valid) & (~last_sf | room)
+        if loaded is not None:
+            issue, self.take = issue & loaded, first_nf & (~last_sf | room) & loaded
+        else:
+            self.take = Signal(init=1, name=f"take{suffix}")
+        m.d.comb += can_issue.eq(issue)
+        first_nf_next = Mux(can_issue & last_sf, last_nf, first_nf)
+        last_sf_next = Mux(can_issue, Mux(last_sf, SF == 1, sf == SF - 2), last_sf)
+        last_nf_next = Mux(can_issue & last_sf, nf == NF - 2 if NF > 1 else 1, last_nf)
+        m.d.sync += [first_nf.eq(first_nf_next), last_sf.eq(last_sf_next),
+                     last_nf.eq(last_nf_next)]
+        with m.If(can_issue):
+            with m.If(last_sf):
+                m.d.sync += [sf.eq(0), nf.eq(Mux(nf == NF - 1, 0, nf + 1))]
+            with m.Else():
+                m.d.sync += sf.eq(sf + 1)
+        credits.spend(can_issue & last_sf)
+        if loaded is None:
+            m.d.sync += self.take.eq(first_nf_next & (~last_sf_next | credits.room_next))
+
+
 class MVAU(wiring.Component):
     """The matrix–vector unit. See the module documentation for the contract."""
 
@@ -736,9 +793,9 @@ class MVAU(wiring.Component):
         }
         if p.spram:     # the weight-load stream through the block, and its weights' state
             members.update(load_ports())
-        else:   # the input's ready is a register: its next value, a cycle ahead, for an
-            # input not valid (bit 0) and valid (bit 1) this cycle
-            members["i_ready_next"] = Out(2)
+        if p.ready_copies:  # the input's ready and valid, a copy per slice of the FIFO
+            members.update(i_ready_slices=Out(p.ready_copies),
+                           i_valid_slices=In(p.ready_copies))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -768,28 +825,22 @@ class MVAU(wiring.Component):
 
         # --- output FIFO and credits -------------------------------------------------
         depth = _fifo_depth(p)
-        out = OutputCredits(m, self.o, PE * ob, depth, late_return=ready_ahead(p) is not None)
+        out = OutputCredits(m, self.o, PE * ob, depth, late_return=_late_return(p))
 
         # --- issue stage ---------------------------------------------------------------
-        sf = Signal(range(max(SF, 2)))
-        nf = Signal(range(max(NF, 2)))
-        # sf == SF - 1, nf == 0 and nf == NF - 1 kept as registers: the ready path starts at
-        # flip-flops
-        last_sf = Signal(init=int(SF == 1))
-        first_nf = Signal(init=1)
-        last_nf = Signal(init=int(NF == 1))
-        room = out.room
-        can_issue = Signal()
-        # with SPRAM weights: nothing is taken or issued before they are loaded
-        issue = (~first_nf | self.i.valid) & (~last_sf | room)
-        if loaded is not None:
-            issue, take = issue & loaded, first_nf & (~last_sf | room) & loaded
-        else:
-            # the input's ready from a register of its own, kept equal to first_nf &
-            # (~last_sf | room) (its next value below): it reaches the enables of every slice
-            # of the wide word before the unit (the FIFO's) from a flip-flop, not through a gate
-            take = Signal(init=ready_ahead(p), name="take")
-        m.d.comb += [can_issue.eq(issue), self.i.ready.eq(take)]
+        ctl = IssueControl(m, SF, NF, out, self.i.valid, loaded)
+        sf, nf, last_sf, first_nf, can_issue = (ctl.sf, ctl.nf, ctl.last_sf, ctl.first_nf,
+                                                ctl.can_issue)
+        m.d.comb += self.i.ready.eq(ctl.take)
+        for k in range(p.ready_copies):
+            # a copy of the control beside slice k of the FIFO before the unit, fed that
+            # slice's valid and the returned credits from a register of its own: the same
+            # state as ctl, its take equal to ctl's
+            taken = Signal(name=f"taken_c{k}", attrs={"keep": 1})
+            m.d.sync += taken.eq(out.taken_late)
+            copy = IssueControl(m, SF, NF, Credits(m, depth, taken, f"_c{k}"),
+                                self.i_valid_slices[k], suffix=f"_c{k}")
+            m.d.comb += self.i_ready_slices[k].eq(copy.take)
         _, waddrs = rom_counter(m, NF * SF, can_issue, "widx", copies=len(w_addr))
         m.d.comb += [a.eq(w) for a, w in zip(w_addr, waddrs)]
         if NF > 1 and SF > 1:
@@ -802,31 +853,6 @@ class MVAU(wiring.Component):
                 ib_wr.data.eq(self.i.payload),
                 ib_wr.en.eq(self.i.valid & self.i.ready),
             ]
-        # the flags' next values (the input's ready register follows them)
-        first_nf_next = Mux(can_issue & last_sf, last_nf, first_nf)
-        last_sf_next = Mux(can_issue, Mux(last_sf, SF == 1, sf == SF - 2), last_sf)
-        last_nf_next = Mux(can_issue & last_sf, nf == NF - 2 if NF > 1 else 1, last_nf)
-        m.d.sync += [first_nf.eq(first_nf_next), last_sf.eq(last_sf_next),
-                     last_nf.eq(last_nf_next)]
-        with m.If(can_issue):
-            with m.If(last_sf):
-                m.d.sync += [sf.eq(0), nf.eq(Mux(nf == NF - 1, 0, nf + 1))]
-            with m.Else():
-                m.d.sync += sf.eq(sf + 1)
-
-        out.spend(can_issue & last_sf)
-        if loaded is None:
-            def take_next(valid):
-                """take's next value (first_nf_next & (~last_sf_next | room's next)) if the
-                input's valid is ``valid``"""
-                ci = (~first_nf | valid) & (~last_sf | room)
-                return Mux(ci & last_sf, last_nf, first_nf) & (
-                    ~Mux(ci, Mux(last_sf, SF == 1, sf == SF - 2), last_sf)
-                    | out.room_after(ci & last_sf))
-            # both values leave for the FIFO before the unit, whose slices each pick one by
-            # their own copy of valid: the input's valid meets them there, not here
-            m.d.comb += self.i_ready_next.eq(Cat(take_next(0), take_next(1)))
-            m.d.sync += take.eq(self.i_ready_next.bit_select(self.i.valid, 1))
 
         # --- stage 1: operands ---------------------------------------------------------
         v1, first1, last1 = Signal(), Signal(), Signal()
@@ -951,4 +977,4 @@ def fold_space(p: MVAUParams) -> FoldSpace:
 
 register_block("mvau", params=MVAUParams, component=MVAU, golden=golden, cost=cost,
                timing=timing, manifest=manifest, fold_space=fold_space, input_live=input_live,
-               ready_ahead=ready_ahead)
+               ready_copies=ready_copies)

@@ -144,18 +144,25 @@ def test_unknown_assembly_refused(tmp_path):
 
 
 def test_wide_fifo_reads_on_copies_of_its_readers_ready(tmp_path):
-    """A FIFO of several slices in front of a matrix unit (whose input ready is a register)
-    keeps a copy of that register per slice, fed from the unit's ``i_ready_next``: the
-    digits CNN's 576-bit window FIFO before its second convolution has 18, each kept."""
+    """A FIFO of several slices in front of a matrix unit reads each slice on a copy of the
+    unit's input ready of its own, each from a copy of the unit's issue control fed that
+    slice's valid: the digits CNN's 576-bit window FIFO before its second convolution has
+    18 slices, wired to 18 copies."""
     res = api.compile(EXAMPLES / "digits_cnn_qdq.onnx", tmp_path / "cnn", jobs=1, cache=False)
     text = res.verilog.read_text()
-    fifo = "fifo_Relu_1_output_0_QuantizeLinear_Output_win"
-    # the top wires the unit's next ready into the FIFO
-    wire = re.search(rf"\.i_ready_next\(({fifo}__o_ready_next)\)", text)
-    assert wire and re.search(rf"\.o_ready_next\({wire.group(1)}\)", text)
-    mod = re.search(rf"^\s+(hwgen_fifo_\w+) {fifo} \(", text, re.M).group(1)
-    body = text[text.index(f"module \\{mod}.fifo ("):]     # its queue, sliced
+
+    def ports(inst: str) -> dict[str, str]:
+        body = re.search(rf"^\s+\S+ {inst} \((.*?)\);", text, re.M | re.S).group(1)
+        return dict(re.findall(r"\.(\w+)\(([^()]*)\)", body))
+
+    fifo, unit = ports("fifo_Relu_1_output_0_QuantizeLinear_Output_win"), ports("conv2_Conv")
+    assert fifo["o_ready_slices"] == unit["i_ready_slices"]
+    assert fifo["o_valid_slices"] == unit["i_valid_slices"]
+    assert re.search(rf"wire \[17:0\] {re.escape(unit['i_ready_slices'])};", text)
+    mod = re.search(r"^\s+(hwgen_mvau_\w+) conv2_Conv \(", text, re.M).group(1)
+    body = text[text.index(f"module {mod}("):]
     body = body[:body.index("endmodule")]
-    copies = set(re.findall(r"reg r_en_copy(\d+) ", body))
+    copies = set(re.findall(r"reg take_c(\d+) ", body))
     assert copies == {str(k) for k in range(576 // 32)}
-    assert body.count("(* keep") >= len(copies)
+    # the returned credits reach each copy through a kept register of its own
+    assert len(re.findall(r"\(\* keep = 32'd1 \*\)\s+reg taken_c\d+ ", body)) == 18

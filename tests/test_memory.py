@@ -62,39 +62,38 @@ class FIFOModel:
 
 
 class _Pair(Elaboratable):
-    """The FIFO beside ``SyncFIFOBuffered``. ``ahead``: the reader's ``r_en`` is a register
-    (reset value ``ahead``) whose next value the bench drives on the FIFO's ``r_en_next``
-    (for ``r_rdy`` low and high)."""
+    """The FIFO beside ``SyncFIFOBuffered``. ``slice_ports``: the bench reads on every
+    slice's own read enable (``r_en_slices``, all driven alike)."""
 
-    def __init__(self, width, depth, ahead=None):
-        self.new = M.BufferedFIFO(width=width, depth=depth, r_en_ahead=ahead)
+    def __init__(self, width, depth, slice_ports=False):
+        self.new = M.BufferedFIFO(width=width, depth=depth, slice_ports=slice_ports)
         self.ref = SyncFIFOBuffered(width=width, depth=depth)
-        self.ahead = ahead
+        self.slice_ports = slice_ports
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.new, m.submodules.ref = self.new, self.ref
         m.d.comb += [self.ref.w_data.eq(self.new.w_data), self.ref.w_en.eq(self.new.w_en),
                      self.ref.r_en.eq(self.new.r_en)]
-        if self.ahead is not None:
-            r_en = Signal(init=self.ahead)
-            m.d.sync += r_en.eq(self.new.r_en_next.bit_select(self.new.r_rdy, 1))
-            m.d.comb += self.new.r_en.eq(r_en)
+        if self.slice_ports:
+            m.d.comb += self.new.r_en_slices.eq(self.new.r_en.replicate(
+                len(self.new.r_en_slices)))
         return m
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("depth,width,ahead",
-                         [(d, 7, None) for d in (1, 2, 3, 4, 5, 9, 17, 33, 34, 40)]
-                         + [(1, 300, None), (2, 300, None), (5, 300, None), (34, 300, None),
-                            (34, 64, None), (70, 40, None), (600, 16, None)]
-                         + [(5, 300, 1), (5, 300, 0), (2, 7, 1), (34, 300, 1)])
-def test_fifo_matches_model_and_amaranth_stalls(depth, width, ahead):
+@pytest.mark.parametrize("depth,width,slice_ports",
+                         [(d, 7, False) for d in (1, 2, 3, 4, 5, 9, 17, 33, 34, 40)]
+                         + [(1, 300, False), (2, 300, False), (5, 300, False),
+                            (34, 300, False), (34, 64, False), (70, 40, False),
+                            (600, 16, False)]
+                         + [(5, 300, True), (2, 7, True), (34, 300, True)])
+def test_fifo_matches_model_and_amaranth_stalls(depth, width, slice_ports):
     """Random valid/ready: every cycle the new FIFO's w_rdy, r_rdy, level and (when r_rdy)
     r_data equal the Python model's and SyncFIFOBuffered's (a word wider than
-    ``FIFO_SLICE_BITS``: several slices in step; ``ahead``: each slice reads on its own copy
-    of a registered read enable, fed a cycle ahead)."""
-    dut = _Pair(width, depth, ahead)
+    ``FIFO_SLICE_BITS``: several slices in step; ``slice_ports``: each slice reading on its
+    own enable, every slice's r_rdy equal)."""
+    dut = _Pair(width, depth, slice_ports)
     new, ref = dut.new, dut.ref
     if (depth, width) in ((34, 64), (70, 40), (600, 16)):     # the block RAM queue
         assert new.inner_style == M.BLOCK
@@ -104,19 +103,16 @@ def test_fifo_matches_model_and_amaranth_stalls(depth, width, ahead):
     log = []
 
     async def bench(ctx):
-        data, r_en_reg = 0, ahead
+        data = 0
         for cycle in range(cycles):
             phase = (cycle // 50) % 3      # bursts of writing, of reading, of both
             w_en = rng.random() < (0.9, 0.2, 0.6)[phase]
             r_en = rng.random() < (0.2, 0.9, 0.6)[phase]
             ctx.set(new.w_en, w_en)
-            if ahead is None:
-                ctx.set(new.r_en, r_en)
-            else:       # the read enable this cycle is the one driven ahead a cycle ago
-                other = rng.random() < 0.5      # the next value if r_rdy is the other way
-                pair = (other, r_en) if ctx.get(new.r_rdy) else (r_en, other)
-                ctx.set(new.r_en_next, pair[0] | pair[1] << 1)
-                r_en, r_en_reg = bool(r_en_reg), r_en
+            ctx.set(new.r_en, r_en)
+            if slice_ports:
+                n = len(new.r_rdy_slices)
+                assert ctx.get(new.r_rdy_slices) == (2 ** n - 1) * ctx.get(new.r_rdy), cycle
             word = sum(data << k for k in range(0, width, 8)) % (1 << width)
             ctx.set(new.w_data, word)
             got = [ctx.get(s) for s in (new.w_rdy, new.r_rdy, new.r_data, new.level,
