@@ -218,16 +218,17 @@ class BoardTop(wiring.Component):
         else:
             raise HwgenError(f"no board top for the PLL primitive {p.primitive!r}")
 
-    def _global_reset(self, m: Module, rst: Signal):
-        """``rst`` for the core: on ECP5 through a global buffer (DCCA), so that it reaches
-        the synchronous resets of every flip-flop over the clock network (one register
-        driving them through the fabric routed 7.9 ns across an LFE5U-85F in the digits
-        CNN and 12.5 ns in ResNet-8); elsewhere (iCE40, a simulation without the PLL) as
-        it is."""
+    def _global_reset(self, m: Module, rst: Signal, side: str):
+        """``rst`` for the core or the link side: on ECP5 through a global buffer (DCCA),
+        so that it reaches the synchronous resets of every flip-flop over the clock network
+        (the core's reset register driving them through the fabric routed 7.9 ns across an
+        LFE5U-85F in the digits CNN and 12.5 ns in ResNet-8; the link side's reached the
+        digits MLP's input FIFO in 7.4 ns); elsewhere (iCE40, a simulation without the
+        PLL) as it is."""
         if self.pll.bypass or self.pll.primitive != "EHXPLLL":
             return rst
-        out = Signal(name="rst_core_global")
-        m.submodules.rst_global = Instance("DCCA", i_CLKI=rst, i_CE=1, o_CLKO=out)
+        out = Signal(name=f"rst_{side}_global")
+        m.submodules[f"rst_{side}_global"] = Instance("DCCA", i_CLKI=rst, i_CE=1, o_CLKO=out)
         return out
 
     def elaborate(self, platform):
@@ -247,7 +248,7 @@ class BoardTop(wiring.Component):
         rst_link = Signal(init=1, attrs={"keep": 1}, name="rst_link")
         rst_core = Signal(init=1, attrs={"keep": 1}, name="rst_core")
         m.d.rst_fanout += [rst_link.eq(rs.rst), rst_core.eq(rs.rst)]
-        m.d.comb += cd.rst.eq(rst_link)
+        m.d.comb += cd.rst.eq(self._global_reset(m, rst_link, "link"))
 
         link = self.link
         m.submodules.link = link
@@ -263,7 +264,7 @@ class BoardTop(wiring.Component):
         out = slice_stream(m, "slice_out", s_out_data, s_out_last, s_out_valid, s_out_ready)
         m.d.comb += [link.m_axis_tdata.eq(out.data), link.m_axis_tlast.eq(out.last),
                      link.m_axis_tvalid.eq(out.valid), out.ready.eq(link.m_axis_tready)]
-        conns = dict(i_clk=cd.clk, i_rst=self._global_reset(m, rst_core),
+        conns = dict(i_clk=cd.clk, i_rst=self._global_reset(m, rst_core, "core"),
                      i_s_axis_tdata=s_in.data, i_s_axis_tvalid=s_in.valid,
                      o_s_axis_tready=s_in.ready, i_s_axis_tlast=s_in.last,
                      o_m_axis_tdata=s_out_data, o_m_axis_tvalid=s_out_valid,
