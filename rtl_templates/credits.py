@@ -78,12 +78,14 @@ class OutputCredits(Credits):
         m.d.comb += [o.payload.eq(self.fifo.r_data), o.valid.eq(self.fifo.r_rdy),
                      self.fifo.r_en.eq(o.ready)]
         taken = o.valid & o.ready
+        #: the first register of a late return (None without)
         self.taken_late = None
         for k in range(late_return):
             t = Signal(name=f"taken_late{k if k else ''}")
             m.d.sync += t.eq(taken)
+            if k == 0:
+                self.taken_late = t
             taken = t
-            self.taken_late = self.taken_late if k else t
         super().__init__(m, depth, taken)
 
     def write(self, data, en):
