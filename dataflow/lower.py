@@ -157,11 +157,31 @@ def mark_ready_copies(blocks: list[Block]) -> None:
             c.params = copied
 
 
+def mark_slice_links(blocks: list[Block]) -> None:
+    """Let each FIFO of several slices whose writer ends in a FIFO of the same slices (the
+    writer's ``slice_output`` face) take its words slice by slice
+    (:class:`~hwgen.rtl_templates.fifo.FIFOParams`'s ``in_slice_ports``): the writer's one
+    valid flip-flop no longer reaches every slice's enables, nor this FIFO's first ready
+    every slice of the writer's."""
+    writers = {s: b for b in blocks for s in b.outputs}
+    for b in blocks:
+        w = writers.get(b.inputs[0]) if b.kind == "fifo" else None
+        if w is None or w.spec.slice_output is None or len(w.outputs) != 1 \
+                or b.params.slices < 2:
+            continue
+        linked = w.spec.slice_output(w.params, b.params.slice_widths)
+        if linked is not None:
+            b.params = dataclasses.replace(b.params, in_slice_ports=True)
+            w.params = linked
+
+
 def link_neighbours(blocks: list[Block]) -> None:
-    """What a block takes from the block that reads it: the output bits used
-    (:func:`mark_live`) and copies of the reader's ready (:func:`mark_ready_copies`)."""
+    """What a block takes from its neighbours: the output bits its reader uses
+    (:func:`mark_live`), copies of the reader's ready (:func:`mark_ready_copies`) and
+    slice-by-slice hand-over between two sliced FIFOs (:func:`mark_slice_links`)."""
     mark_live(blocks)
     mark_ready_copies(blocks)
+    mark_slice_links(blocks)
 
 
 @dataclass

@@ -24,7 +24,7 @@ entry. Every face is required and has one signature for all kinds:
     :class:`FoldSpace`: the PE and SIMD values the block accepts and its cycles per frame
     for each (plumbing blocks have the single choice PE = SIMD = 1).
 
-Three faces are optional, for what a block alone cannot see of its neighbours:
+Four faces are optional, for what a block alone cannot see of its neighbours:
 
 ``input_live(p, family)``
     per input port, which bits of a beat the block ever uses (a bool array of the port's
@@ -37,7 +37,12 @@ Three faces are optional, for what a block alone cannot see of its neighbours:
     ready, one per slice of the wide FIFO before it: on ``i_ready_slices`` (bit j for slice
     j), each a register of an issue control of its own fed that slice's valid
     (``i_valid_slices``), so each slice's enables are driven from beside it; None where the
-    block has no such control.
+    block has no such control;
+``slice_output(p, widths)``
+    for a one-output block ending in a sliced FIFO of its own: the parameters of the same
+    block giving each slice's valid and taking each slice's ready on ports of their own
+    (``o_valid_slices``, ``o_ready_slices``), for a FIFO after it whose slices are
+    ``widths``; None where its FIFO's slices are not those.
 
 An unknown kind, a missing face or a parameters object of the wrong type is an error, never
 a silent default.
@@ -76,6 +81,7 @@ class BlockSpec:
     input_live: Callable[[Any, str], list] | None = None
     resources_live: Callable[[Any, str, Any], Any] | None = None
     ready_copies: Callable[[Any, int], Any] | None = None
+    slice_output: Callable[[Any, list], Any] | None = None
 
     def check(self, p) -> None:
         if not isinstance(p, self.params):
@@ -88,9 +94,10 @@ _BLOCKS: dict[str, BlockSpec] = {}
 
 def register_block(kind: str, *, params: type, component, golden, cost, timing, manifest,
                    fold_space, input_live=None, resources_live=None,
-                   ready_copies=None) -> BlockSpec:
+                   ready_copies=None, slice_output=None) -> BlockSpec:
     """Register block ``kind``; every face is required but ``input_live``,
-    ``resources_live`` and ``ready_copies`` (see the module documentation)."""
+    ``resources_live``, ``ready_copies`` and ``slice_output`` (see the module
+    documentation)."""
     if kind in _BLOCKS:
         raise ValueError(f"block kind '{kind}' is already registered")
     if not dataclasses.is_dataclass(params):
@@ -101,11 +108,12 @@ def register_block(kind: str, *, params: type, component, golden, cost, timing, 
         if not callable(fn):
             raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
     for face, fn in (("input_live", input_live), ("resources_live", resources_live),
-                     ("ready_copies", ready_copies)):
+                     ("ready_copies", ready_copies), ("slice_output", slice_output)):
         if fn is not None and not callable(fn):
             raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
     spec = BlockSpec(kind, params, **faces, input_live=input_live,
-                     resources_live=resources_live, ready_copies=ready_copies)
+                     resources_live=resources_live, ready_copies=ready_copies,
+                     slice_output=slice_output)
     _BLOCKS[kind] = spec
     return spec
 

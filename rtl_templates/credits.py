@@ -18,7 +18,7 @@ follows the memory policy: registers up to 2 beats, then LUT RAM or block RAM.
 """
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 
 from hwgen.rtl_templates.memory import BufferedFIFO
 from hwgen.rtl_templates.pipeline import up_down
@@ -71,10 +71,17 @@ class OutputCredits(Credits):
     registers (``taken_late``: the first of them); ``o.ready``, the reader's flag, then
     reaches no further than the first, and ``room`` and the issue control it feeds depend on
     flip-flops of the block only. The caller gives the FIFO as many beats more, so the block
-    never waits longer for room than without: its credits are then never fewer."""
+    never waits longer for room than without: its credits are then never fewer.
 
-    def __init__(self, m: Module, o, width: int, depth: int, late_return: int = 0):
-        m.submodules.ofifo = self.fifo = BufferedFIFO(width=width, depth=depth)
+    ``slice_ports`` and ``w_slice_ports``: the FIFO's per-slice ports
+    (:class:`~hwgen.rtl_templates.memory.BufferedFIFO`), for the block to wire (reads) and
+    for :meth:`write_slices` (writes); ``o.valid`` and the credits follow the first slice."""
+
+    def __init__(self, m: Module, o, width: int, depth: int, late_return: int = 0, *,
+                 slice_ports: bool = False, w_slice_ports: bool = False):
+        m.submodules.ofifo = self.fifo = BufferedFIFO(width=width, depth=depth,
+                                                      slice_ports=slice_ports,
+                                                      w_slice_ports=w_slice_ports)
         m.d.comb += [o.payload.eq(self.fifo.r_data), o.valid.eq(self.fifo.r_rdy),
                      self.fifo.r_en.eq(o.ready)]
         taken = o.valid & o.ready
@@ -91,3 +98,8 @@ class OutputCredits(Credits):
     def write(self, data, en):
         """The pipeline's last stage: ``data`` enters the FIFO when ``en``."""
         self._m.d.comb += [self.fifo.w_data.eq(data), self.fifo.w_en.eq(en)]
+
+    def write_slices(self, data, ens):
+        """As :meth:`write`, each slice of the FIFO written on its own enable (``ens[k]``
+        for slice k; all equal, each a register beside its slice): needs ``w_slice_ports``."""
+        self._m.d.comb += [self.fifo.w_data.eq(data), self.fifo.w_en_slices.eq(Cat(*ens))]

@@ -30,10 +30,19 @@ class FIFOParams:
     #: slice k's) and give their valid on ``o_valid_slices``, not ``o.ready``
     #: (:class:`~hwgen.rtl_templates.memory.BufferedFIFO`'s ``slice_ports``)
     slice_ports: bool = field(default=False, metadata={"digest": "omit_default"})
+    #: the writer gives a valid per slice of the word from a sliced FIFO of its own with
+    #: the same slices (its ``slice_output`` face): each slice writes on ``i_valid_slices``
+    #: (bit k: slice k's) and gives its ready on ``i_ready_slices``, not ``i.valid``, so
+    #: the two FIFOs' slices hand over slice to slice
+    in_slice_ports: bool = field(default=False, metadata={"digest": "omit_default"})
 
     @property
     def slices(self) -> int:
-        return len(fifo_slices(self.width, self.depth))
+        return len(self.slice_widths)
+
+    @property
+    def slice_widths(self) -> list[int]:
+        return fifo_slices(self.width, self.depth)
 
 
 def golden(p: FIFOParams, x: np.ndarray) -> np.ndarray:
@@ -91,15 +100,21 @@ class StreamFIFO(wiring.Component):
                    "o": Out(stream.Signature(unsigned(p.width)))}
         if p.slice_ports:
             members.update(o_ready_slices=In(p.slices), o_valid_slices=Out(p.slices))
+        if p.in_slice_ports:
+            members.update(i_valid_slices=In(p.slices), i_ready_slices=Out(p.slices))
         super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.fifo = fifo = BufferedFIFO(width=self.p.width, depth=self.p.depth,
-                                                slice_ports=self.p.slice_ports)
+                                                slice_ports=self.p.slice_ports,
+                                                w_slice_ports=self.p.in_slice_ports)
         if self.p.slice_ports:
             m.d.comb += [fifo.r_en_slices.eq(self.o_ready_slices),
                          self.o_valid_slices.eq(fifo.r_rdy_slices)]
+        if self.p.in_slice_ports:
+            m.d.comb += [fifo.w_en_slices.eq(self.i_valid_slices),
+                         self.i_ready_slices.eq(fifo.w_rdy_slices)]
         m.d.comb += [
             fifo.w_data.eq(self.i.payload), fifo.w_en.eq(self.i.valid),
             self.i.ready.eq(fifo.w_rdy),

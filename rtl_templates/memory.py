@@ -379,15 +379,24 @@ class BufferedFIFO(Elaboratable):
     each slice reads on its bit of ``r_en_slices`` instead of on ``r_en`` (unused then): a
     reader keeping a copy of its ready per slice, each next to its slice, drives them (one
     reader's flip-flop reaching every slice's enables across the die is the path it
-    removes)."""
+    removes).
 
-    def __init__(self, *, width: int, depth: int, slice_ports: bool = False):
+    ``w_slice_ports``: likewise on the write side, ``w_en_slices`` and ``w_rdy_slices``, each
+    slice writing on its bit of ``w_en_slices`` instead of on ``w_en`` (unused then): a
+    writer keeping a copy of its valid per slice (a sliced FIFO before this one, slice to
+    slice) drives them."""
+
+    def __init__(self, *, width: int, depth: int, slice_ports: bool = False,
+                 w_slice_ports: bool = False):
         if width < 0 or depth < 1:
             raise ValueError(f"a FIFO needs depth ≥ 1 and width ≥ 0, not {width}×{depth}")
         self.width, self.depth, self.slice_ports = width, depth, slice_ports
+        self.w_slice_ports = w_slice_ports
         n = len(fifo_slices(width, depth))
         self.r_en_slices = Signal(n)
         self.r_rdy_slices = Signal(n)
+        self.w_en_slices = Signal(n)
+        self.w_rdy_slices = Signal(n)
         self.w_data = Signal(width)
         self.w_en = Signal()
         self.w_rdy = Signal(init=1)
@@ -405,15 +414,17 @@ class BufferedFIFO(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         slices = fifo_slices(self.width, self.depth)
-        if len(slices) > 1 or self.slice_ports:
+        if len(slices) > 1 or self.slice_ports or self.w_slice_ports:
             lo = 0
             for k, w in enumerate(slices):
                 part = BufferedFIFO(width=w, depth=self.depth)
                 m.submodules[f"slice{k}"] = part
                 r_en = self.r_en_slices[k] if self.slice_ports else self.r_en
-                m.d.comb += [part.w_data.eq(self.w_data[lo:lo + w]), part.w_en.eq(self.w_en),
+                w_en = self.w_en_slices[k] if self.w_slice_ports else self.w_en
+                m.d.comb += [part.w_data.eq(self.w_data[lo:lo + w]), part.w_en.eq(w_en),
                              part.r_en.eq(r_en), self.r_data[lo:lo + w].eq(part.r_data),
-                             self.r_rdy_slices[k].eq(part.r_rdy)]
+                             self.r_rdy_slices[k].eq(part.r_rdy),
+                             self.w_rdy_slices[k].eq(part.w_rdy)]
                 if k == 0:
                     m.d.comb += [self.w_rdy.eq(part.w_rdy), self.r_rdy.eq(part.r_rdy),
                                  self.level.eq(part.level)]

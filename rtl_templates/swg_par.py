@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
@@ -76,7 +76,7 @@ from hwgen.rtl_templates import swg
 from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
-from hwgen.rtl_templates.memory import ram
+from hwgen.rtl_templates.memory import fifo_slices, ram
 from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import pack_word
@@ -103,6 +103,10 @@ class SWGParParams:
     window_par: int                    # P: window elements per output beat
     dilation: tuple[int, int] = (1, 1)
     depthwise_pe: int = 0              # > 0: depthwise order, blocks of this many channels
+    #: the FIFO reading this block has the slices of its output FIFO: each slice pair hands
+    #: over on ports of its own (``o_valid_slices``, ``o_ready_slices``; the ``slice_output``
+    #: face), not through ``o.valid`` and ``o.ready``
+    out_slice_ports: bool = field(default=False, metadata={"digest": "omit_default"})
 
     def __post_init__(self):
         w = self.window   # checks the geometry
@@ -290,6 +294,8 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
     # the shift register's copies of the step control: held, inside and room flags, a beat
     # index
     copies = (len(shift_slices(p)) + len(output_slices(p)) - 2) * (3 + cb(p.beats_per_window))
+    # the copies of the output FIFO write's valid
+    copies += len(set(write_valids(p)) - {None})
     ctl += copies
     return {
         "line": line * (KH - 1),
@@ -336,6 +342,49 @@ def output_slices(p: SWGParParams) -> list[tuple[int, int]]:
     return [(lo, min(width, lo + SHIFT_GROUP_BITS)) for lo in range(0, width, SHIFT_GROUP_BITS)]
 
 
+def out_fifo_slices(p: SWGParParams) -> list[int]:
+    """The widths of the output FIFO's slices."""
+    return fifo_slices(p.window_par * p.qtype.bits, FIFO_DEPTH)
+
+
+def _window_bit(p: SWGParParams, b: int) -> tuple[int, int]:
+    """Where bit ``b`` of a window (in its emitted order) sits in the shift register: (column
+    ``s``, bit of ``sh[s]``)."""
+    KH, KW = p.kernel
+    pix, bits = p.simd * p.qtype.bits, p.qtype.bits
+    if p.depthwise_pe:
+        D = p.depthwise_pe * bits
+        q, o = divmod(b, D)
+        cb, q = divmod(q, KH * KW)
+        kh, kw = divmod(q, KW)
+        o += cb * D
+    else:
+        q, o = divmod(b, pix)
+        kh, kw = divmod(q, KW)
+    return (KW - 1 - kw) * p.dilation[1], (KH - 1 - kh) * pix + o
+
+
+def write_valids(p: SWGParParams) -> list[tuple | None]:
+    """Per slice of the output FIFO, the copy of the control whose registered emit is the
+    slice's write valid: ``("o", lo)`` for output slice ``lo``'s, ``("sh", s, lo)`` for the
+    shift register slice's (a window of one beat: the slice holding the FIFO slice's first
+    bit), None for the main control's; all None when the FIFO is one slice."""
+    widths = out_fifo_slices(p)
+    if len(widths) == 1:
+        return [None]
+    keys, lo = [], 0
+    starts = [a for a, _ in output_slices(p)]
+    for w in widths:
+        if len(starts) > 1:
+            key = ("o", max(a for a in starts if a <= lo))
+        else:
+            col, bit = _window_bit(p, lo)
+            key = ("sh", col, bit - bit % SHIFT_GROUP_BITS)
+        keys.append(None if key in (("o", 0), ("sh", 0, 0)) else key)
+        lo += w
+    return keys
+
+
 def _bits(flags: list[bool]) -> Const:
     return Const(sum(1 << k for k, f in enumerate(flags) if f), max(len(flags), 1))
 
@@ -345,10 +394,14 @@ class SWGPar(wiring.Component):
 
     def __init__(self, p: SWGParParams):
         self.p = p
-        super().__init__({
+        members = {
             "i": In(stream.Signature(unsigned(p.simd * p.qtype.bits))),
             "o": Out(stream.Signature(unsigned(p.window_par * p.qtype.bits))),
-        })
+        }
+        if p.out_slice_ports:
+            n = len(out_fifo_slices(p))
+            members.update(o_valid_slices=Out(n), o_ready_slices=In(n))
+        super().__init__(members)
 
     def elaborate(self, platform):
         p = self.p
@@ -361,7 +414,12 @@ class SWGPar(wiring.Component):
         P, B, N = p.window_par, p.beats_per_window, p.line_words
         rin, cin, rwin, cwin = p.masks()
 
-        out = OutputCredits(m, self.o, P * bits, FIFO_DEPTH)
+        wide = len(out_fifo_slices(p)) > 1
+        out = OutputCredits(m, self.o, P * bits, FIFO_DEPTH, slice_ports=p.out_slice_ports,
+                            w_slice_ports=wide)
+        if p.out_slice_ports:
+            m.d.comb += [out.fifo.r_en_slices.eq(self.o_ready_slices),
+                         self.o_valid_slices.eq(out.fifo.r_rdy_slices)]
 
         # --- position and its flags (registered one step ahead) -------------------------
         y, x = Signal(range(max(Hp, 2))), Signal(range(max(Wp, 2)))
@@ -455,8 +513,10 @@ class SWGPar(wiring.Component):
         # bits has a copy of the control of its own (the copies hold their own state, so the
         # tools keep them apart; they step together).
         sh = [Signal(KH * pix, name=f"sh{s}", reset_less=True) for s in range(EW)]
+        emits = {}      # the copies' emits, for the output FIFO's write valids
         for s, lo, hi in shift_slices(p):
-            step_g = step if (s, lo) == (0, 0) else control(f"sh{s}_{lo}_")[0]
+            step_g, emits[("sh", s, lo)] = (step, emit) if (s, lo) == (0, 0) else \
+                control(f"sh{s}_{lo}_")[:2]
             with m.If(step_g):
                 m.d.sync += sh[s][lo:hi].eq(Cat(*col)[lo:hi] if s == 0 else sh[s - 1][lo:hi])
 
@@ -475,6 +535,9 @@ class SWGPar(wiring.Component):
         data = Signal(P * bits, reset_less=True)    # data: ``valid`` says when
         valid = Signal()
         m.d.sync += valid.eq(emit)
+        # each slice of the output FIFO is written on a copy of ``valid`` of its own, the
+        # registered emit of a copy of the control beside the slice's bits
+        # (:func:`write_valids`): one valid would reach every slice's enables
         # no enable (the FIFO takes the beat only when valid): the last beat is the default
         # case, so a beat index the window never reaches (B not a power of two) does not
         # hold the word -- a hold is an enable of the whole word, one net across the die.
@@ -485,6 +548,7 @@ class SWGPar(wiring.Component):
 
         for k, (lo, hi) in enumerate(output_slices(p)):
             c_emit, c_bi = (emit, bi) if k == 0 else control(f"o{lo}_")[1:4:2]
+            emits[("o", lo)] = c_emit
             if not shift_out(p):
                 with m.Switch(c_bi):
                     for b in range(B):
@@ -501,7 +565,15 @@ class SWGPar(wiring.Component):
             with m.If(c_emit):
                 m.d.sync += rest.eq(Mux(first, Cat(*(beat(b, lo, hi) for b in range(1, B))),
                                         rest >> w))
-        out.write(data, valid)
+        if wide:
+            valids = {None: valid}
+            for key in write_valids(p):
+                if key not in valids:
+                    valids[key] = Signal(name="_".join(map(str, key)) + "_valid")
+                    m.d.sync += valids[key].eq(emits[key])
+            out.write_slices(data, [valids[key] for key in write_valids(p)])
+        else:
+            out.write(data, valid)
         return m
 
 
@@ -523,5 +595,14 @@ def fold_space(p: SWGParParams) -> FoldSpace:
                      lambda pe, simd: frame_cycles(dataclasses.replace(p, window_par=simd)))
 
 
+def slice_output(p: SWGParParams, widths: list[int]) -> SWGParParams | None:
+    """The same block handing its output over slice by slice to a FIFO whose slices are
+    ``widths``, when its output FIFO has those slices (more than one)."""
+    if len(widths) < 2 or list(widths) != out_fifo_slices(p):
+        return None
+    return dataclasses.replace(p, out_slice_ports=True)
+
+
 register_block("swg_par", params=SWGParParams, component=SWGPar, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space,
+               slice_output=slice_output)

@@ -143,17 +143,35 @@ def test_unknown_assembly_refused(tmp_path):
         api.compile(MODEL, tmp_path / "x", assembly="flat")
 
 
-def test_wide_fifo_reads_on_copies_of_its_readers_ready(tmp_path):
+@pytest.fixture(scope="module")
+def cnn_verilog(tmp_path_factory) -> str:
+    """The digits CNN's Verilog at the default folding."""
+    res = api.compile(EXAMPLES / "digits_cnn_qdq.onnx", tmp_path_factory.mktemp("cnn") / "cnn",
+                      jobs=1, cache=False)
+    return res.verilog.read_text()
+
+
+def _instance_ports(text: str, inst: str) -> dict[str, str]:
+    """The connections of instance ``inst`` (port → net) in Yosys's Verilog."""
+    body = re.search(rf"^\s+\S+ {inst} \((.*?)\);", text, re.M | re.S).group(1)
+    return dict(re.findall(r"\.(\w+)\(([^()]*)\)", body))
+
+
+def _module_body(text: str, inst: str) -> str:
+    mod = re.search(rf"^\s+(hwgen_\w+) {inst} \(", text, re.M).group(1)
+    body = text[text.index(f"module {mod}("):]
+    return body[:body.index("endmodule")]
+
+
+def test_wide_fifo_reads_on_copies_of_its_readers_ready(cnn_verilog):
     """A FIFO of several slices in front of a matrix unit reads each slice on a copy of the
     unit's input ready of its own, each from a copy of the unit's issue control fed that
     slice's valid: the digits CNN's 576-bit window FIFO before its second convolution has
     18 slices, wired to 18 copies."""
-    res = api.compile(EXAMPLES / "digits_cnn_qdq.onnx", tmp_path / "cnn", jobs=1, cache=False)
-    text = res.verilog.read_text()
+    text = cnn_verilog
 
     def ports(inst: str) -> dict[str, str]:
-        body = re.search(rf"^\s+\S+ {inst} \((.*?)\);", text, re.M | re.S).group(1)
-        return dict(re.findall(r"\.(\w+)\(([^()]*)\)", body))
+        return _instance_ports(text, inst)
 
     fifo, unit = ports("fifo_Relu_1_output_0_QuantizeLinear_Output_win"), ports("conv2_Conv")
     assert fifo["o_ready_slices"] == unit["i_ready_slices"]
@@ -166,3 +184,21 @@ def test_wide_fifo_reads_on_copies_of_its_readers_ready(tmp_path):
     assert copies == {str(k) for k in range(576 // 32)}
     # the returned credits reach each copy through a kept register of its own
     assert len(re.findall(r"\(\* keep = 32'd1 \*\)\s+reg taken_c\d+ ", body)) == 18
+
+
+def test_sliced_fifos_hand_over_slice_by_slice(cnn_verilog):
+    """The window generator's 576-bit output FIFO and the window FIFO after it have the same
+    18 slices: each slice's valid and ready go to its twin only, and each slice of the
+    generator's FIFO is written on a valid register of its own, the registered emit of the
+    copy of the step control beside the slice's bits (the first slice: the main control's)."""
+    swg, fifo = (_instance_ports(cnn_verilog, n) for n in
+                 ("conv2_Conv_swg", "fifo_Relu_1_output_0_QuantizeLinear_Output_win"))
+    assert swg["o_valid_slices"] == fifo["i_valid_slices"]
+    assert swg["o_ready_slices"] == fifo["i_ready_slices"]
+    assert re.search(rf"wire \[17:0\] {re.escape(fifo['i_ready_slices'])};", cnn_verilog)
+    body = _module_body(cnn_verilog, "conv2_Conv_swg")
+    valids = re.findall(r"reg (sh_\d+_\d+_valid) ", body)
+    assert len(valids) == len(set(valids)) == 17
+    # the FIFO's 18 write enables: the 17 copies and the main control's ``valid``
+    en = re.search(r"assign w_en_slices = \{ (.*?) \};", body).group(1).split(", ")
+    assert sorted(en) == sorted(valids + ["valid"])

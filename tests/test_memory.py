@@ -62,38 +62,51 @@ class FIFOModel:
 
 
 class _Pair(Elaboratable):
-    """The FIFO beside ``SyncFIFOBuffered``. ``slice_ports``: the bench reads on every
-    slice's own read enable (``r_en_slices``, all driven alike)."""
+    """The FIFO beside ``SyncFIFOBuffered``, both driven by ``w_en`` and ``r_en``.
+    ``slice_ports``: the new one reads on every slice's own read enable (``r_en_slices``,
+    all driven alike, ``r_en`` left low); ``w_slice_ports``: it writes on every slice's own
+    write enable (``w_en_slices``) alike, ``w_en`` left low."""
 
-    def __init__(self, width, depth, slice_ports=False):
-        self.new = M.BufferedFIFO(width=width, depth=depth, slice_ports=slice_ports)
+    def __init__(self, width, depth, slice_ports=False, w_slice_ports=False):
+        self.new = M.BufferedFIFO(width=width, depth=depth, slice_ports=slice_ports,
+                                  w_slice_ports=w_slice_ports)
         self.ref = SyncFIFOBuffered(width=width, depth=depth)
-        self.slice_ports = slice_ports
+        self.slice_ports, self.w_slice_ports = slice_ports, w_slice_ports
+        self.w_en, self.r_en = Signal(), Signal()
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.new, m.submodules.ref = self.new, self.ref
-        m.d.comb += [self.ref.w_data.eq(self.new.w_data), self.ref.w_en.eq(self.new.w_en),
-                     self.ref.r_en.eq(self.new.r_en)]
+        new = self.new
+        m.submodules.new, m.submodules.ref = new, self.ref
+        m.d.comb += [self.ref.w_data.eq(new.w_data), self.ref.w_en.eq(self.w_en),
+                     self.ref.r_en.eq(self.r_en)]
         if self.slice_ports:
-            m.d.comb += self.new.r_en_slices.eq(self.new.r_en.replicate(
-                len(self.new.r_en_slices)))
+            m.d.comb += new.r_en_slices.eq(self.r_en.replicate(len(new.r_en_slices)))
+        else:
+            m.d.comb += new.r_en.eq(self.r_en)
+        if self.w_slice_ports:
+            m.d.comb += new.w_en_slices.eq(self.w_en.replicate(len(new.w_en_slices)))
+        else:
+            m.d.comb += new.w_en.eq(self.w_en)
         return m
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("depth,width,slice_ports",
-                         [(d, 7, False) for d in (1, 2, 3, 4, 5, 9, 17, 33, 34, 40)]
-                         + [(1, 300, False), (2, 300, False), (5, 300, False),
-                            (34, 300, False), (34, 64, False), (70, 40, False),
-                            (600, 16, False)]
-                         + [(5, 300, True), (2, 7, True), (34, 300, True)])
-def test_fifo_matches_model_and_amaranth_stalls(depth, width, slice_ports):
+@pytest.mark.parametrize("depth,width,ports",
+                         [(d, 7, "") for d in (1, 2, 3, 4, 5, 9, 17, 33, 34, 40)]
+                         + [(1, 300, ""), (2, 300, ""), (5, 300, ""),
+                            (34, 300, ""), (34, 64, ""), (70, 40, ""),
+                            (600, 16, "")]
+                         + [(5, 300, "r"), (2, 7, "r"), (34, 300, "r"),
+                            (5, 300, "w"), (2, 7, "w"), (5, 300, "rw"), (34, 300, "rw")])
+def test_fifo_matches_model_and_amaranth_stalls(depth, width, ports):
     """Random valid/ready: every cycle the new FIFO's w_rdy, r_rdy, level and (when r_rdy)
     r_data equal the Python model's and SyncFIFOBuffered's (a word wider than
-    ``FIFO_SLICE_BITS``: several slices in step; ``slice_ports``: each slice reading on its
-    own enable, every slice's r_rdy equal)."""
-    dut = _Pair(width, depth, slice_ports)
+    ``FIFO_SLICE_BITS``: several slices in step; ports ``r``: each slice reading on its
+    own enable, every slice's r_rdy equal; ``w``: each writing on its own, every slice's
+    w_rdy equal)."""
+    slice_ports, w_slice_ports = "r" in ports, "w" in ports
+    dut = _Pair(width, depth, slice_ports, w_slice_ports)
     new, ref = dut.new, dut.ref
     if (depth, width) in ((34, 64), (70, 40), (600, 16)):     # the block RAM queue
         assert new.inner_style == M.BLOCK
@@ -108,11 +121,14 @@ def test_fifo_matches_model_and_amaranth_stalls(depth, width, slice_ports):
             phase = (cycle // 50) % 3      # bursts of writing, of reading, of both
             w_en = rng.random() < (0.9, 0.2, 0.6)[phase]
             r_en = rng.random() < (0.2, 0.9, 0.6)[phase]
-            ctx.set(new.w_en, w_en)
-            ctx.set(new.r_en, r_en)
+            ctx.set(dut.w_en, w_en)
+            ctx.set(dut.r_en, r_en)
             if slice_ports:
                 n = len(new.r_rdy_slices)
                 assert ctx.get(new.r_rdy_slices) == (2 ** n - 1) * ctx.get(new.r_rdy), cycle
+            if w_slice_ports:
+                n = len(new.w_rdy_slices)
+                assert ctx.get(new.w_rdy_slices) == (2 ** n - 1) * ctx.get(new.w_rdy), cycle
             word = sum(data << k for k in range(0, width, 8)) % (1 << width)
             ctx.set(new.w_data, word)
             got = [ctx.get(s) for s in (new.w_rdy, new.r_rdy, new.r_data, new.level,

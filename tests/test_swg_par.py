@@ -13,12 +13,16 @@ dilated windows in both generators (rtl_templates/swg.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import zlib
 
 import numpy as np
 import pytest
 from amaranth.back import verilog
+from amaranth.hdl import Module, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import swg, swg_par
 from hwgen.rtl_templates.axis_top import AxisTop, axis_width
@@ -280,3 +284,51 @@ def test_par_depthwise_order_amaranth(c):
     _check(p, x, run, swg_par.golden)
     with pytest.raises(ValueError):
         SWGParParams(c[0], c[1], c[2], c[3], 0, INT8, c[5], c[4], depthwise_pe=5)
+
+
+# ------------------------------------------------------------------ slice-by-slice output
+
+class _SlicedOut(wiring.Component):
+    """The generator with ``out_slice_ports``, each slice of its output FIFO read on its own
+    ready (all driven by ``o.ready``, as the generator's ``o.ready``, which its credits
+    count beats taken by): every slice's
+    valid must equal ``o.valid`` in every cycle; from a cycle where one does not on, every
+    payload bit leaves inverted (so the frames differ from golden)."""
+
+    def __init__(self, p: SWGParParams):
+        self.p = p
+        super().__init__({"i": In(stream.Signature(unsigned(p.simd * p.qtype.bits))),
+                          "o": Out(stream.Signature(unsigned(p.window_par * p.qtype.bits)))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.g = g = SWGPar(self.p)
+        n = len(g.o_ready_slices)
+        seen, now = Signal(), Signal()
+        m.d.comb += [now.eq(seen | (g.o_valid_slices != g.o.valid.replicate(n))),
+                     g.i.payload.eq(self.i.payload), g.i.valid.eq(self.i.valid),
+                     self.i.ready.eq(g.i.ready),
+                     self.o.payload.eq(g.o.payload ^ now.replicate(len(g.o.payload))),
+                     self.o.valid.eq(g.o.valid), g.o.ready.eq(self.o.ready),
+                     g.o_ready_slices.eq(self.o.ready.replicate(n))]
+        m.d.sync += seen.eq(now)
+        return m
+
+
+def test_sliced_output_hands_over_per_slice():
+    """A window of 3 beats of 96 bits and one of 1 beat of 216 bits (slices of 32 bits in
+    the output FIFO, each written on a valid of its own copy of the control), read slice by
+    slice with random stalls: RTL == golden, and every slice's valid is the first's."""
+    from hwgen.sim.amaranth_sim import run_amaranth     # noqa: PLC0415 (as _run does)
+    for c in (PAR_GRID[1], PAR_GRID[0]):
+        p = dataclasses.replace(_params(c), out_slice_ports=True)
+        assert len(swg_par.out_fifo_slices(p)) > 1
+        assert swg_par.slice_output(_params(c), swg_par.out_fifo_slices(p)) == p
+        x = _frames(p.in_shape, p.qtype, 3, seed=5)
+        beats, last = frames_to_beats(x.reshape(len(x), -1), p.qtype, p.simd)
+        job = StreamJob(axis_width(p.simd * p.qtype.bits),
+                        axis_width(p.window_par * p.qtype.bits), beats, last,
+                        len(x) * p.out_beats, stall_in=0.3, stall_out=0.4, seed=3)
+        res = run_amaranth(AxisTop(_SlicedOut(p), out_beats_per_frame=p.out_beats), job)
+        got = beats_to_frames(res.out_beats, p.qtype, p.window_par, p.out_elems)
+        _check(p, x, BlockRun(got, res), swg_par.golden)
