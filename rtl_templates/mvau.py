@@ -70,6 +70,7 @@ from hwgen.rtl_templates.lutmul import (
     lut_mul_const_parts,
     lut_mul_parts,
     lut_mul_stages,
+    kept_copy,
     tile_operand,
 )
 from hwgen.rtl_templates.memory import (
@@ -141,14 +142,25 @@ def lut_extra_stages(p: MVAUParams) -> int:
     return max(0, lut_mul_stages(p.w_bits) - PROD_STAGES)
 
 
+def spread_stages(p: MVAUParams) -> int:
+    """1 where an input lane's operand goes to the hard multiplier tiles of several PEs (a
+    multiplier datapath, PE > 1, lanes in tiles): each tile's operand then comes through a
+    kept register of its own (``xp_*``) before the tile's, so the route from the one lane
+    register to tiles scattered over the die is split in two (in the digits CNN, 8 ns of
+    route to the tiles of a lane's 4 PEs); the weights and the lanes in logic's products
+    a register later alike. Else 0."""
+    return int(p.datapath == "mul" and p.pe > 1 and p.pe * p.simd > p.lut_lanes)
+
+
 def operand_stages(p: MVAUParams) -> int:
     """Registers between the memories and the dot products' register: the operands (one
-    more where the weights are in block RAM: :attr:`MVAUParams.weights_in_bram`), the
-    products (:data:`PROD_STAGES` + 2 with multipliers, :func:`lut_extra_stages` more
-    with lanes in logic), the adder tree's inner stages."""
+    more where the weights are in block RAM: :attr:`MVAUParams.weights_in_bram`, and
+    :func:`spread_stages`), the products (:data:`PROD_STAGES` + 2 with multipliers,
+    :func:`lut_extra_stages` more with lanes in logic), the adder tree's inner stages."""
     bram = 1 if p.weights_in_bram else 0
     if p.datapath == "mul":
-        return 2 + bram + PROD_STAGES + lut_extra_stages(p) + tree_stages(p.simd)
+        return (2 + bram + spread_stages(p) + PROD_STAGES + lut_extra_stages(p)
+                + tree_stages(p.simd))
     return 2 + bram + tree_stages(p.simd)
 
 
@@ -683,6 +695,8 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         # the tiles' operands: one register per input lane (the tools merge the PE copies),
         # or, beside lanes in logic, a copy per tile (lutmul.tile_operand)
         ff += (hard if p.lut_lanes else SIMD) * ib + w_reg + (2 + extra) * lanes * tw
+        if spread_stages(p):    # each tile's operands a register earlier
+            ff += hard * (ib + wb)
         if zero and res.dsp_tiles(dot, family) == 0 and not p.lut_lanes:
             kept = _zero_products(p) == 0
             dead = int(dead_input_lanes(p, family).sum())
@@ -695,7 +709,7 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
                         ff=(SIMD - dead) * ib + counter_bits(SF) + 1)
         terms = res.Resources()
         if p.lut_lanes:     # the lanes in logic, each delayed to the tiles' term stage
-            pad = PROD_STAGES + extra - lut_mul_stages(wb)
+            pad = PROD_STAGES + extra + spread_stages(p) - lut_mul_stages(wb)
             v = np.asarray(p.weights).reshape(NF, PE, SF, SIMD)
             l_zero, l_const = const_lanes(v.min(axis=(0, 2)), v.max(axis=(0, 2)), p.lut_lanes)
             live = p.lut_lanes - l_zero - l_const
@@ -949,9 +963,12 @@ class MVAU(wiring.Component):
         tw = signed(p.in_type.bits + p.w_bits + 1)
         if lane >= p.pe * p.simd - p.lut_lanes:
             prod = lut_mul(m, x, w, f"lmul_{name}", self._wconst[lane])[:tw.width].as_signed()
-            return delay(m, prod, PROD_STAGES + extra - lut_mul_stages(p.w_bits),
-                         f"lmul_{name}_d")
+            return delay(m, prod, PROD_STAGES + extra + spread_stages(p)
+                         - lut_mul_stages(p.w_bits), f"lmul_{name}_d")
         apart = bool(p.lut_lanes)
+        if spread_stages(p):
+            x = kept_copy(m, x, f"xp_{name}")
+            w = reg(m, w, w.shape(), f"wp_{name}")
         prod = reg(m, tile_operand(m, x, f"xt_{name}", apart) *
                    tile_operand(m, w, f"wt_{name}", apart), tw, f"prod_{name}")
         return delay(m, prod, extra, f"prod_{name}_d")
