@@ -10,9 +10,11 @@ Steps, each shown on the progress line and timed in ``build.json``:
    (``rtl_templates/host_link.py``, its frame protocol documented there) around the core;
    the pin and clock constraints (``boards/constraints.py``, an LPF for ECP5, a PCF for
    iCE40).
-3. **synthesis** (Yosys), **place and route** (nextpnr at the target clock, ``--seed``)
-   and **packing** (``ecppack`` / ``icepack``), through ``boards/synth.py``: results are
-   cached by content, so building the same design again takes seconds.
+3. **synthesis** (Yosys), **place and route** (nextpnr at the target clock, ``--seed``;
+   with ``--seeds K`` up to K seeds in turn until one meets the clock, the fastest kept
+   otherwise: the seeds tried and their clocks are in ``build.json``) and **packing**
+   (``ecppack`` / ``icepack``), through ``boards/synth.py``: results are cached by
+   content, so building the same design again takes seconds.
 
 The output folder holds the compiled design (``manifest.json``, ``<top>.v``,
 ``design.npz``), the board top's Verilog (``<top>_board.v``, the core's included), the
@@ -132,15 +134,19 @@ ROUTERS = ("router1", "router2")
 
 
 def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int = 1, *,
-          strict_timing: bool = False, force: bool = False, baud: int | None = None,
-          router: str = "router1", progress: Progress = QUIET,
+          seeds: int = 1, strict_timing: bool = False, force: bool = False,
+          baud: int | None = None, router: str = "router1", progress: Progress = QUIET,
           timeout: float | None = None, **compile_opts) -> BuildResult:
     """:mod:`hwgen.build` (see there) of ``source`` (an ONNX model or a compiled folder) for
-    ``board`` into ``out_dir``; ``router``: nextpnr's (:data:`ROUTERS`); ``compile_opts``
-    go to :func:`hwgen.api.compile`."""
+    ``board`` into ``out_dir``; ``router``: nextpnr's (:data:`ROUTERS`); ``seeds``: place and
+    route with seeds ``seed``, ``seed + 1``, … up to that many until one meets the clock
+    (the bitstream of the first that does, else of the fastest); ``compile_opts`` go to
+    :func:`hwgen.api.compile`."""
     source = Path(source)
     if router not in ROUTERS:
         raise HwgenError(f"--router must be one of {', '.join(ROUTERS)} (got {router!r})")
+    if seeds < 1:
+        raise HwgenError(f"--seeds must be at least 1 (got {seeds})")
     b = board_by_name(board)
     if not b.uart:
         raise HwgenError(f"board {b.id} has no USB-serial UART: hwgen's host link needs one "
@@ -180,23 +186,35 @@ def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int 
         if short:
             raise HwgenError(f"{core_top} does not fit {b.id} ({b.device.name}) after "
                              f"synthesis: {'; '.join(short)}")
-        with progress.step(f"placing and routing at {info['clock_mhz']:g} MHz (nextpnr)"):
-            pnr = place_and_route(synth, b.device, info["clock_mhz"], seed,
-                                  constraints=(cons_name, cons_text), bitstream=True,
-                                  progress=say, timeout=timeout, clock=info["clock_net"],
-                                  options=() if router == ROUTERS[0] else ("--router", router))
-        steps["place_and_route"] = pnr.seconds if not pnr.cached else 0.0
-        steps["pack"] = pnr.pack_seconds if not pnr.cached else 0.0
+        steps["place_and_route"] = steps["pack"] = 0.0
+
+        def pnr_at(s: int, k: int) -> PnrResult:
+            what = f" (seed {s}, {k + 1} of at most {seeds})" if seeds > 1 else ""
+            with progress.step(f"placing and routing at {info['clock_mhz']:g} MHz "
+                               f"(nextpnr){what}"):
+                got = place_and_route(synth, b.device, info["clock_mhz"], s,
+                                      constraints=(cons_name, cons_text), bitstream=True,
+                                      progress=say, timeout=timeout, clock=info["clock_net"],
+                                      options=() if router == ROUTERS[0] else
+                                      ("--router", router))
+            steps["place_and_route"] += got.seconds if not got.cached else 0.0
+            steps["pack"] += got.pack_seconds if not got.cached else 0.0
+            return got
+
+        pnr, tried = first_to_meet(pnr_at, int(seed), seeds, info["clock_mhz"])
+        for k in ("place_and_route", "pack"):
+            steps[k] = round(steps[k], 3)
         bit_name = f"{core_top}{Path(BITSTREAM[family][4]).suffix}"
         shutil.copyfile(pnr.bitstream, tmp / bit_name)
 
         clock = info["clock_mhz"]
-        met = pnr.met and pnr.fmax_mhz is not None and pnr.fmax_mhz >= clock
+        met = _met(pnr, clock)
         if not met:
             got = f"{pnr.fmax_mhz:.1f} MHz" if pnr.fmax_mhz is not None else "no clock"
-            msg = (f"timing not met: {core_top} reaches {got} on {b.device.name}, the "
+            at = f" at seed {pnr.seed} (the best of {seeds})" if seeds > 1 else ""
+            msg = (f"timing not met: {core_top} reaches {got}{at} on {b.device.name}, the "
                    f"target is {clock:g} MHz (build at --freq {_below(pnr.fmax_mhz)} or "
-                   f"try another --seed)")
+                   f"try other seeds: --seed, --seeds)")
             if strict_timing:
                 raise TimingNotMet(msg)
             warnings.append(msg)
@@ -229,7 +247,7 @@ def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int 
                     "latency_us": round(latency / pnr.fmax_mhz, 3)}},
             "tools": {"yosys": synth.yosys_version, "nextpnr": pnr.nextpnr_version,
                       packer: tool_version(packer)},
-            "seed": int(seed), "router": router,
+            "seed": pnr.seed, "seeds_tried": tried, "router": router,
             "cached": {"synthesis": synth.cached, "place_and_route": pnr.cached},
             "steps_seconds": steps,
             "warnings": warnings,
@@ -237,6 +255,26 @@ def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int 
         report["steps_seconds"]["total"] = round(time.perf_counter() - t_all, 3)
         (tmp / BUILD_JSON).write_text(json.dumps(report, indent=2) + "\n")
     return BuildResult(Path(out_dir), Path(out_dir) / bit_name, report, warnings)
+
+
+def first_to_meet(pnr_at, seed: int, seeds: int, clock: float) -> tuple[PnrResult, list]:
+    """Place and route with ``pnr_at(seed + k, k)`` for k = 0, 1, … (at most ``seeds``) until
+    a result meets ``clock``: → that result (else the fastest, the first of equals) and the
+    seeds tried with their clocks."""
+    best, tried = None, []
+    for k in range(seeds):
+        got = pnr_at(seed + k, k)
+        tried.append({"seed": seed + k, "achieved_mhz": got.fmax_mhz,
+                      "timing_met": _met(got, clock)})
+        if tried[-1]["timing_met"]:
+            return got, tried
+        if best is None or (got.fmax_mhz or 0.0) > (best.fmax_mhz or 0.0):
+            best = got
+    return best, tried
+
+
+def _met(pnr: PnrResult, clock: float) -> bool:
+    return bool(pnr.met and pnr.fmax_mhz is not None and pnr.fmax_mhz >= clock)
 
 
 def _below(fmax: float | None) -> str:
@@ -250,7 +288,8 @@ def summary(res: BuildResult) -> str:
     got = f"{c['achieved_mhz']:.1f} MHz" if c["achieved_mhz"] is not None else "no clock"
     lines = [f"built {res.bitstream} for {r['board']['id']} ({r['device']})",
              f"clock: {c['clock_mhz']:g} MHz from the {c['oscillator_mhz']:g} MHz oscillator, "
-             f"achieved {got} ({'met' if c['timing_met'] else 'NOT met'})"]
+             f"achieved {got} ({'met' if c['timing_met'] else 'NOT met'}"
+             + (f", seed {r['seed']}" if len(r.get("seeds_tried", ())) > 1 else "") + ")"]
     res_rows = []
     for k in ("lut4", "ff", "dsp", "bram", "spram"):
         v = r["resources"].get(k)

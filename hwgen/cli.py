@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
+import signal
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -97,6 +100,10 @@ def _parser() -> argparse.ArgumentParser:
                                                  build.DEFAULT_FREQ_MHZ.items()) + ")")
     b.add_argument("--seed", type=int, default=1, metavar="N",
                    help="nextpnr's placement seed (default 1)")
+    b.add_argument("--seeds", type=int, default=1, metavar="K",
+                   help="place and route with up to K seeds from --seed on, until one meets "
+                        "the clock; the first that does (else the fastest) is kept "
+                        "(default 1)")
     b.add_argument("--router", choices=build.ROUTERS, default=build.ROUTERS[0],
                    help="nextpnr's router (default router1; router2 routes large, crowded "
                         "designs in a fraction of the time, at a slower clock)")
@@ -390,7 +397,7 @@ def run(argv=None) -> int:
         return 0 if rep.ok else 1
     if args.cmd == "build":
         res = build.build(args.model, args.output, args.board, args.freq, args.seed,
-                          strict_timing=args.strict_timing, force=args.force, baud=args.baud,
+                          seeds=args.seeds, strict_timing=args.strict_timing, force=args.force, baud=args.baud,
                           router=args.router, progress=progress, budget=args.budget,
                           fold=args.fold,
                           target_cycles=args.target_cycles)
@@ -446,13 +453,37 @@ def _print_report(rep):
     print("PASS" if rep.ok else "FAIL")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, so it unwinds as from a Ctrl-C: child tools
+    killed, temporary folders removed, no output folder half-written."""
+
+
+_MAIN_PID = os.getpid()
+
+
+def _terminate(signum, frame):
+    if os.getpid() != _MAIN_PID:    # a forked worker (a pool's, stopped by SIGTERM): dies
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    raise Terminated()
+
+
 def main(argv=None):
+    global _MAIN_PID
+    if threading.current_thread() is threading.main_thread():
+        _MAIN_PID = os.getpid()
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         code = run(argv)
     except HwgenError as e:
         _quiet()
         print(f"hwgen: error: {e}", file=sys.stderr)
         code = 2
+    except Terminated:
+        _quiet()
+        print("hwgen: terminated", file=sys.stderr)
+        code = 143
     except KeyboardInterrupt:
         _quiet()
         print("hwgen: interrupted", file=sys.stderr)

@@ -465,6 +465,7 @@ class HostLink(wiring.Component):
         nrlen = Signal(2, reset_less=True)
         left = Signal(range(max(p.out_bytes, PING_BYTES) + 1), reset_less=True)
         left_zero = Signal()
+        left_one = Signal()                 # left == 1, a register (no compare on the step)
         obuf = Signal(p.out_width, reset_less=True)
         ocnt = Signal(range(max(nbo, 2)))
         ohave = Signal()                    # obuf holds bytes of a beat
@@ -611,7 +612,7 @@ class HostLink(wiring.Component):
             goto("R_MAGIC1", "R_TYPE")
         with m.If(st["R_TYPE"] & ~tv):
             emit()
-            m.d.sync += [left.eq(rlen), left_zero.eq(rlen == 0)]
+            m.d.sync += [left.eq(rlen), left_zero.eq(rlen == 0), left_one.eq(rlen == 1)]
             goto("R_TYPE", "R_LEN")
         with m.If(st["R_LEN"] & ~tv):
             emit()
@@ -626,7 +627,7 @@ class HostLink(wiring.Component):
                 step = Signal()             # a payload byte into tb
                 with m.If(r_o):
                     m.d.comb += step.eq(ohave & ~tv)
-                    with m.If(step & (left == 1)):
+                    with m.If(step & left_one):
                         m.d.sync += pay_o.eq(0)
                     with m.If(pay_o & ~ohave & self.m_axis_tvalid):
                         m.d.sync += [obuf.eq(self.m_axis_tdata), ocnt.eq(nbo - 1),
@@ -644,7 +645,8 @@ class HostLink(wiring.Component):
                     with m.If(step):
                         emit()
                 with m.If(step):
-                    m.d.sync += [left.eq(left - 1), left_zero.eq(left == 1)]
+                    m.d.sync += [left.eq(left - 1), left_zero.eq(left_one),
+                                 left_one.eq(left == 2)]
         with m.If(st["R_CRC0"] & ~tv):       # tv low: the CRC took the last payload byte
             emit(False)
             goto("R_CRC0", "R_CRC1")

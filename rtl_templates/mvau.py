@@ -673,7 +673,10 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     # slice (or one for SPRAM)
     copies = 1 if p.spram else len(p.weight_slices)
     ctl_bits += copies * counter_bits(NF * SF) if NF * SF > 1 else 0
-    parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + operand_stages(p)) + 2,
+    # the kept copies of use_stream1, one per slice of the input word but the first
+    sel_copies = -(-SIMD * ib // IBUF_SLICE_BITS) - 1 if NF > 1 else 0
+    parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + operand_stages(p)) + 2
+                                 + sel_copies,
                                  lut4=ctl_bits + 8, carry=ctl_bits / 2)
     if p.ready_copies:  # each copy of the issue control: its counters, flags and credits
         bits = counter_bits(SF) + nfb + counter_bits(depth + 1)
@@ -888,9 +891,21 @@ class MVAU(wiring.Component):
                 m.d.sync += we.eq(self.i.valid & self.i.ready)
                 with m.If(we):
                     m.d.sync += ib_word[lo:hi].eq(x_reg[lo:hi])
-            x_word = Mux(use_stream1, x_reg, ib_word)
+        if NF > 1:
+            # the stream or the buffer: each slice selected by a kept copy of ``use_stream1``
+            # of its own (one flip-flop selecting hundreds of bits: 12 ns of route seen)
+            buffered = ib_word if SF == 1 else ib_rd.data
+            parts = []
+            for lo in range(0, SIMD * ib, IBUF_SLICE_BITS):
+                hi = min(lo + IBUF_SLICE_BITS, SIMD * ib)
+                sel = use_stream1
+                if lo:
+                    sel = Signal(name=f"use_stream1_{lo}", attrs={"keep": 1})
+                    m.d.sync += sel.eq(first_nf)
+                parts.append(Mux(sel, x_reg[lo:hi], buffered[lo:hi]))
+            x_word = Cat(*parts)
         else:
-            x_word = Mux(use_stream1, x_reg, ib_rd.data) if NF > 1 else x_reg
+            x_word = x_reg
 
         # --- stage 1b: operands registered (memory outputs are slow) ----------------------
         if p.weights_in_bram:   # a register next to the block RAM, the input alike

@@ -63,6 +63,7 @@ def test_build_mlp_icebreaker(tmp_path):
     (["--board", "nosuch"], "unknown board"),
     (["--board", "ulx3s-85f", "--freq", "48"], "PLL"),
     (["--board", "icebreaker", "--baud", "5000000"], "baud"),
+    (["--board", "icebreaker", "--seeds", "0"], "--seeds"),
 ])
 def test_build_refusals(tmp_path, args, message):
     out = tmp_path / "o"
@@ -71,3 +72,29 @@ def test_build_refusals(tmp_path, args, message):
     assert message in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_seeds_until_one_meets_the_clock():
+    """``--seeds K``: seeds in turn until one meets the clock (kept, the rest not run), else
+    the fastest (the first of equals); every seed tried is reported with its clock."""
+    from types import SimpleNamespace
+
+    from hwgen.build import first_to_meet
+
+    fmax = {1: 42.9, 2: 47.3, 3: 44.1, 4: 49.0}
+    ran = []
+
+    def pnr_at(seed, k):
+        ran.append((seed, k))
+        return SimpleNamespace(seed=seed, fmax_mhz=fmax[seed], met=fmax[seed] >= 45)
+
+    best, tried = first_to_meet(pnr_at, 1, 4, 45.0)
+    assert best.seed == 2 and ran == [(1, 0), (2, 1)]
+    assert tried == [{"seed": 1, "achieved_mhz": 42.9, "timing_met": False},
+                     {"seed": 2, "achieved_mhz": 47.3, "timing_met": True}]
+    ran.clear()
+    best, tried = first_to_meet(pnr_at, 1, 3, 50.0)     # none meets 50 MHz: the fastest
+    assert best.seed == 2 and [t["seed"] for t in tried] == [1, 2, 3] and len(ran) == 3
+    best, tried = first_to_meet(pnr_at, 3, 1, 45.0)     # one seed: as --seed alone
+    assert best.seed == 3 and tried == [{"seed": 3, "achieved_mhz": 44.1,
+                                         "timing_met": False}]

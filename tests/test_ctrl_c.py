@@ -25,6 +25,7 @@ DRIVER = r"""
 import os, signal, sys
 
 phase, n, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+SIGNAL = getattr(signal, os.environ.get("HWGEN_TEST_SIGNAL", "SIGINT"))
 
 
 def interrupt_after(calls):
@@ -35,7 +36,7 @@ def interrupt_after(calls):
             count[0] += 1
             if count[0] >= calls:
                 sys.setprofile(None)
-                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), SIGNAL)
     return profile
 
 
@@ -74,6 +75,18 @@ CASES = [("start-up", 1), ("import", 1), ("import", 300), ("lowering", 1),
 
 @pytest.mark.parametrize("phase,n", CASES, ids=[f"{p}-{n}" for p, n in CASES])
 def test_ctrl_c_in_phase(tmp_path, phase, n):
+    _stop_in_phase(tmp_path, phase, n, "SIGINT", 130, "hwgen: interrupted\n")
+
+
+@pytest.mark.parametrize("phase,n", [("elaboration", 5000), ("simulation", 40)])
+def test_sigterm_in_phase(tmp_path, phase, n):
+    """SIGTERM (a job scheduler's or ``kill``'s stop) unwinds as a Ctrl-C does: exit code
+    143, one line, nothing left behind (the child tools of ``hwgen build`` are killed on
+    the same way out: ``boards.synth.run_tool``)."""
+    _stop_in_phase(tmp_path, phase, n, "SIGTERM", 143, "hwgen: terminated\n")
+
+
+def _stop_in_phase(tmp_path, phase, n, sig, code, line):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     work = tmp_path / "work"
@@ -84,12 +97,13 @@ def test_ctrl_c_in_phase(tmp_path, phase, n):
                 "--target-cycles", "1024", "-o", str(out)]
     else:
         args = ["compile", str(MODEL), "-o", str(out), "--target-cycles", "1024"]
-    env = dict(os.environ, TMPDIR=str(tmp), HWGEN_CACHE=str(tmp_path / "cache"))
+    env = dict(os.environ, TMPDIR=str(tmp), HWGEN_CACHE=str(tmp_path / "cache"),
+               HWGEN_TEST_SIGNAL=sig)
     p = subprocess.run([sys.executable, "-c", DRIVER, phase, str(n), *args], cwd=work,
                        env=env, capture_output=True, text=True, timeout=600)
     shown = f"exit {p.returncode}\n--- stderr ---\n{p.stderr}--- stdout ---\n{p.stdout}"
-    assert p.returncode == 130, shown
-    assert p.stderr == "hwgen: interrupted\n", shown
+    assert p.returncode == code, shown
+    assert p.stderr == line, shown
     if phase == "simulation":   # verify keeps a design it finished compiling
         assert not out.exists() or sorted(q.name for q in out.iterdir()) == sorted(
             ["digits_mlp_qdq.v", "manifest.json", "design.npz"]), shown
