@@ -629,13 +629,8 @@ class HostLink(wiring.Component):
                     m.d.comb += step.eq(ohave & ~tv)
                     with m.If(step & left_one):
                         m.d.sync += pay_o.eq(0)
-                    with m.If(pay_o & ~ohave & self.m_axis_tvalid):
-                        m.d.sync += [obuf.eq(self.m_axis_tdata), ocnt.eq(nbo - 1),
-                                     ohave.eq(1)]
                     with m.If(step):
                         emit()
-                        m.d.sync += [obuf.eq(obuf >> 8), ocnt.eq(ocnt - 1),
-                                     ohave.eq(ocnt != 0)]
                 with m.Elif(r_e):
                     m.d.comb += step.eq(~tv)
                     with m.If(step):
@@ -647,6 +642,12 @@ class HostLink(wiring.Component):
                 with m.If(step):
                     m.d.sync += [left.eq(left - 1), left_zero.eq(left_one),
                                  left_one.eq(left == 2)]
+        # the output beat's bytes: ``pay_o`` alone says R_PAY, an 'O' reply and bytes left,
+        # so the load and the step are ANDs of three flip-flops each, not the states' chain
+        with m.If(pay_o & ~ohave & self.m_axis_tvalid):
+            m.d.sync += [obuf.eq(self.m_axis_tdata), ocnt.eq(nbo - 1), ohave.eq(1)]
+        with m.Elif(pay_o & ohave & ~tv):
+            m.d.sync += [obuf.eq(obuf >> 8), ocnt.eq(ocnt - 1), ohave.eq(ocnt != 0)]
         with m.If(st["R_CRC0"] & ~tv):       # tv low: the CRC took the last payload byte
             emit(False)
             goto("R_CRC0", "R_CRC1")
