@@ -51,7 +51,9 @@ Pipeline (a beat issued in cycle t)
     t: beat index → the beat's ``P`` elements (a ``B``-way multiplexer of the window
     register), registered; t+1: → output FIFO; t+3: earliest output transfer
     (:data:`PIPELINE_DEPTH`). A credit counter lets a beat issue only while the output FIFO
-    is sure to have room (:mod:`rtl_templates.credits`); the pipeline never stalls.
+    is sure to have room (:mod:`rtl_templates.credits`; a beat taken returns its credit a
+    cycle late, through a register, and the FIFO is a beat deeper for it); the pipeline
+    never stalls.
 
 Cost model
     With the input offered every cycle and the output always ready no step waits but for the
@@ -83,8 +85,14 @@ from hwgen.rtl_templates.words import pack_word
 
 #: cycles from issuing a beat to its earliest output transfer
 PIPELINE_DEPTH = 3
-#: output FIFO depth: a credit returns PIPELINE_DEPTH + 1 cycles after its beat issued
-FIFO_DEPTH = PIPELINE_DEPTH + 2
+#: a beat taken on ``o`` returns its credit a cycle late, through a register
+#: (:class:`~hwgen.rtl_templates.credits.OutputCredits`' ``late_return``): the reader's
+#: ready (a wide FIFO's first slice's ``w_rdy``) reaches that one flip-flop, not the credit
+#: logic of every copy of the control (the digits CNN's path at seed 1: 8.4 ns)
+LATE_RETURN = 1
+#: output FIFO depth: a credit returns PIPELINE_DEPTH + 1 + LATE_RETURN cycles after its beat
+#: issued
+FIFO_DEPTH = PIPELINE_DEPTH + 2 + LATE_RETURN
 
 
 #: most bits of the window shift register one copy of the step control enables
@@ -290,7 +298,8 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
     cb = counter_bits
     line = (res.memory(pix, N, family, rom=False, rw="dont_care") if N > 1
             else res.Resources(ff=2 * pix))
-    ctl = cb(Hp) + cb(Wp) + 2 * cb(N) + cb(p.beats_per_window) + 5    # 5: flags, ready
+    # 5: flags, ready; the late credit return's registers
+    ctl = cb(Hp) + cb(Wp) + 2 * cb(N) + cb(p.beats_per_window) + 5 + LATE_RETURN
     # the shift register's copies of the step control: held, inside and room flags, a beat
     # index
     copies = (len(shift_slices(p)) + len(output_slices(p)) - 2) * (3 + cb(p.beats_per_window))
@@ -415,7 +424,8 @@ class SWGPar(wiring.Component):
         rin, cin, rwin, cwin = p.masks()
 
         wide = len(out_fifo_slices(p)) > 1
-        out = OutputCredits(m, self.o, P * bits, FIFO_DEPTH, slice_ports=p.out_slice_ports,
+        out = OutputCredits(m, self.o, P * bits, FIFO_DEPTH, LATE_RETURN,
+                            slice_ports=p.out_slice_ports,
                             w_slice_ports=wide)
         if p.out_slice_ports:
             m.d.comb += [out.fifo.r_en_slices.eq(self.o_ready_slices),
