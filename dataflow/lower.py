@@ -145,16 +145,7 @@ def mark_ready_copies(blocks: list[Block]) -> None:
     slice (the reader's ``ready_copies`` face) ports per slice, and the reader as many
     copies (:class:`~hwgen.rtl_templates.fifo.FIFOParams`'s ``slice_ports``): the reader's
     one ready flip-flop no longer reaches every slice's enables."""
-    readers = {s: b for b in blocks for s in b.inputs}
-    for b in blocks:
-        c = readers.get(b.outputs[0]) if b.kind == "fifo" else None
-        if c is None or c.spec.ready_copies is None or len(c.inputs) != 1 \
-                or b.params.slices < 2:
-            continue
-        copied = c.spec.ready_copies(c.params, b.params.slices)
-        if copied is not None:
-            b.params = dataclasses.replace(b.params, slice_ports=True)
-            c.params = copied
+    _mark_sliced(blocks, writer=False)
 
 
 def mark_slice_links(blocks: list[Block]) -> None:
@@ -163,16 +154,25 @@ def mark_slice_links(blocks: list[Block]) -> None:
     (:class:`~hwgen.rtl_templates.fifo.FIFOParams`'s ``in_slice_ports``): the writer's one
     valid flip-flop no longer reaches every slice's enables, nor this FIFO's first ready
     every slice of the writer's."""
-    writers = {s: b for b in blocks for s in b.outputs}
+    _mark_sliced(blocks, writer=True)
+
+
+def _mark_sliced(blocks: list[Block], *, writer: bool) -> None:
+    """Each FIFO of several slices and its reader (its writer): the neighbour's face
+    (``ready_copies``; ``slice_output``) decides, the FIFO gets ports per slice on that side."""
+    ends = {s: b for b in blocks for s in (b.outputs if writer else b.inputs)}
     for b in blocks:
-        w = writers.get(b.inputs[0]) if b.kind == "fifo" else None
-        if w is None or w.spec.slice_output is None or len(w.outputs) != 1 \
-                or b.params.slices < 2:
+        if b.kind != "fifo" or b.params.slices < 2:
             continue
-        linked = w.spec.slice_output(w.params, b.params.slice_widths)
-        if linked is not None:
-            b.params = dataclasses.replace(b.params, in_slice_ports=True)
-            w.params = linked
+        c = ends.get(b.inputs[0] if writer else b.outputs[0])
+        face = None if c is None else c.spec.slice_output if writer else c.spec.ready_copies
+        if face is None or len(c.outputs if writer else c.inputs) != 1:
+            continue
+        new = face(c.params, b.params.slice_widths if writer else b.params.slices)
+        if new is not None:
+            b.params = dataclasses.replace(b.params,
+                                           **{"in_slice_ports" if writer else "slice_ports": True})
+            c.params = new
 
 
 def link_neighbours(blocks: list[Block]) -> None:
