@@ -397,7 +397,8 @@ def run(argv=None) -> int:
         return 0 if rep.ok else 1
     if args.cmd == "build":
         res = build.build(args.model, args.output, args.board, args.freq, args.seed,
-                          seeds=args.seeds, strict_timing=args.strict_timing, force=args.force, baud=args.baud,
+                          seeds=args.seeds, strict_timing=args.strict_timing,
+                          force=args.force, baud=args.baud,
                           router=args.router, progress=progress, budget=args.budget,
                           fold=args.fold,
                           target_cycles=args.target_cycles)

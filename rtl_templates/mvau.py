@@ -65,12 +65,12 @@ from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import Credits, OutputCredits
 from hwgen.rtl_templates.lutmul import (
     const_lanes,
+    kept_copy,
     lane_constants,
     lut_mul,
     lut_mul_const_parts,
     lut_mul_parts,
     lut_mul_stages,
-    kept_copy,
     tile_operand,
 )
 from hwgen.rtl_templates.memory import (

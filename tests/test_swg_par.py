@@ -319,7 +319,7 @@ def test_sliced_output_hands_over_per_slice():
     """A window of 3 beats of 96 bits and one of 1 beat of 216 bits (slices of 32 bits in
     the output FIFO, each written on a valid of its own copy of the control), read slice by
     slice with random stalls: RTL == golden, and every slice's valid is the first's."""
-    from hwgen.sim.amaranth_sim import run_amaranth     # noqa: PLC0415 (as _run does)
+    from hwgen.sim.amaranth_sim import run_amaranth  # noqa: PLC0415 (as _run does)
     for c in (PAR_GRID[1], PAR_GRID[0]):
         p = dataclasses.replace(_params(c), out_slice_ports=True)
         assert len(swg_par.out_fifo_slices(p)) > 1
