@@ -10,8 +10,9 @@ the board top with PLL, reset, LED and UART link, Yosys, nextpnr at the board's 
 clock, the packer; ``--router``: nextpnr's router for every design, by default router1 for
 the digits designs and router2 for the MLPerf Tiny networks: router1 stalled on ResNet-8,
 89,000 of its 192,000 arcs left unrouted after 23 minutes and no longer shrinking). Per
-design the table gives the clock target and the clock nextpnr reached, whether timing is met, the estimated and the synthesized LUT4 and flip-flops (the
-core's estimate plus the link's), DSP and block RAM tiles, inferences per second at the
+design the table gives the clock target and the clock nextpnr reached, whether timing is
+met, the estimated and the synthesized LUT4 and flip-flops (the core's estimate plus the
+link's), DSP and block RAM tiles, inferences per second at the
 target clock and the wall time of synthesis and of place and route. Results are cached by
 content (``$HWGEN_CACHE/synth``), so a second run prints at once; wall times are those of the
 run that filled the cache (``build.json``'s ``steps_seconds`` of a cached step are 0).
