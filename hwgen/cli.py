@@ -459,22 +459,21 @@ class Terminated(KeyboardInterrupt):
     killed, temporary folders removed, no output folder half-written."""
 
 
-_MAIN_PID = os.getpid()
-
-
-def _terminate(signum, frame):
-    if os.getpid() != _MAIN_PID:    # a forked worker (a pool's, stopped by SIGTERM): dies
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
-        return
-    raise Terminated()
+def _terminate_in(pid: int):
+    """The SIGTERM handler of process ``pid``; a process forked from it (a pool's worker,
+    stopped by SIGTERM) dies as without one."""
+    def handler(signum, frame):
+        if os.getpid() != pid:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise Terminated()
+    return handler
 
 
 def main(argv=None):
-    global _MAIN_PID
     if threading.current_thread() is threading.main_thread():
-        _MAIN_PID = os.getpid()
-        signal.signal(signal.SIGTERM, _terminate)
+        signal.signal(signal.SIGTERM, _terminate_in(os.getpid()))
     try:
         code = run(argv)
     except HwgenError as e:

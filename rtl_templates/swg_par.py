@@ -356,21 +356,31 @@ def out_fifo_slices(p: SWGParParams) -> list[int]:
     return fifo_slices(p.window_par * p.qtype.bits, FIFO_DEPTH)
 
 
+def window_segments(p: SWGParParams) -> list[tuple[int, int, int]]:
+    """A window in its emitted order as pieces of the shift register: (column ``s``, low bit,
+    high bit) of ``sh[s]``, ``sh[s]`` holding the column of ``s`` steps back (kernel row
+    ``KH - 1`` in its low pixel)."""
+    KH, KW = p.kernel
+    pix, bits = p.simd * p.qtype.bits, p.qtype.bits
+
+    def pixel(kh, kw, lo=0, hi=pix):
+        j = KH - 1 - kh
+        return (KW - 1 - kw) * p.dilation[1], j * pix + lo, j * pix + hi
+    if p.depthwise_pe:
+        D = p.depthwise_pe * bits
+        return [pixel(kh, kw, cb * D, (cb + 1) * D) for cb in range(p.simd // p.depthwise_pe)
+                for kh in range(KH) for kw in range(KW)]
+    return [pixel(kh, kw) for kh in range(KH) for kw in range(KW)]
+
+
 def _window_bit(p: SWGParParams, b: int) -> tuple[int, int]:
     """Where bit ``b`` of a window (in its emitted order) sits in the shift register: (column
     ``s``, bit of ``sh[s]``)."""
-    KH, KW = p.kernel
-    pix, bits = p.simd * p.qtype.bits, p.qtype.bits
-    if p.depthwise_pe:
-        D = p.depthwise_pe * bits
-        q, o = divmod(b, D)
-        cb, q = divmod(q, KH * KW)
-        kh, kw = divmod(q, KW)
-        o += cb * D
-    else:
-        q, o = divmod(b, pix)
-        kh, kw = divmod(q, KW)
-    return (KW - 1 - kw) * p.dilation[1], (KH - 1 - kh) * pix + o
+    for s, lo, hi in window_segments(p):
+        if b < hi - lo:
+            return s, lo + b
+        b -= hi - lo
+    raise ValueError("bit beyond the window")
 
 
 def write_valids(p: SWGParParams) -> list[tuple | None]:
@@ -416,7 +426,6 @@ class SWGPar(wiring.Component):
         p = self.p
         m = Module()
         KH, KW = p.kernel
-        DW = p.dilation[1]
         EW = p.span[1]
         Hp, Wp = p.padded
         bits, pix = p.qtype.bits, p.simd * p.qtype.bits
@@ -530,24 +539,12 @@ class SWGPar(wiring.Component):
             with m.If(step_g):
                 m.d.sync += sh[s][lo:hi].eq(Cat(*col)[lo:hi] if s == 0 else sh[s - 1][lo:hi])
 
-        def pixel(kh, kw):
-            j, s = KH - 1 - kh, (KW - 1 - kw) * DW
-            return sh[s][j * pix:(j + 1) * pix]
-        if p.depthwise_pe:
-            D = p.depthwise_pe * bits
-            window = Cat(*(pixel(kh, kw)[cb * D:(cb + 1) * D]
-                           for cb in range(p.simd // p.depthwise_pe)
-                           for kh in range(KH) for kw in range(KW)))
-        else:
-            window = Cat(*(pixel(kh, kw) for kh in range(KH) for kw in range(KW)))
+        window = Cat(*(sh[s][lo:hi] for s, lo, hi in window_segments(p)))
 
         # --- output beat: registered, then the FIFO ------------------------------------------
         data = Signal(P * bits, reset_less=True)    # data: ``valid`` says when
         valid = Signal()
         m.d.sync += valid.eq(emit)
-        # each slice of the output FIFO is written on a copy of ``valid`` of its own, the
-        # registered emit of a copy of the control beside the slice's bits
-        # (:func:`write_valids`): one valid would reach every slice's enables
         # no enable (the FIFO takes the beat only when valid): the last beat is the default
         # case, so a beat index the window never reaches (B not a power of two) does not
         # hold the word -- a hold is an enable of the whole word, one net across the die.
@@ -576,12 +573,16 @@ class SWGPar(wiring.Component):
                 m.d.sync += rest.eq(Mux(first, Cat(*(beat(b, lo, hi) for b in range(1, B))),
                                         rest >> w))
         if wide:
+            # each slice of the output FIFO is written on a copy of ``valid`` of its own, the
+            # registered emit of a copy of the control beside the slice's bits
+            # (:func:`write_valids`): one valid would reach every slice's enables
+            keys = write_valids(p)
             valids = {None: valid}
-            for key in write_valids(p):
+            for key in keys:
                 if key not in valids:
                     valids[key] = Signal(name="_".join(map(str, key)) + "_valid")
                     m.d.sync += valids[key].eq(emits[key])
-            out.write_slices(data, [valids[key] for key in write_valids(p)])
+            out.write_slices(data, [valids[key] for key in keys])
         else:
             out.write(data, valid)
         return m
