@@ -459,21 +459,27 @@ class Terminated(KeyboardInterrupt):
     killed, temporary folders removed, no output folder half-written."""
 
 
-def _terminate_in(pid: int):
-    """The SIGTERM handler of process ``pid``; a process forked from it (a pool's worker,
-    stopped by SIGTERM) dies as without one."""
-    def handler(signum, frame):
-        if os.getpid() != pid:
+def _terminate(signum, frame):
+    raise Terminated()
+
+
+def _default_sigterm_in_child():
+    """A process forked from the command (a pool's worker) dies of SIGTERM as without the
+    handler: a handler in Python would not run while the worker waits inside C code."""
+    if signal.getsignal(signal.SIGTERM) is _terminate:
+        try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-            return
-        raise Terminated()
-    return handler
+        except ValueError:      # not the child's main thread: nothing to undo there
+            pass
+
+
+os.register_at_fork(after_in_child=_default_sigterm_in_child)
 
 
 def main(argv=None):
+    previous = None
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate_in(os.getpid()))
+        previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         code = run(argv)
     except HwgenError as e:
@@ -493,6 +499,8 @@ def main(argv=None):
         print("hwgen: error: out of memory (the model needs more than the memory available "
               "or the process's memory limit)", file=sys.stderr)
         code = 2
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
     sys.exit(code)
 
 
