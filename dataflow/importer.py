@@ -46,11 +46,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from hwgen.dataflow import loader
+from hwgen.dataflow import host_tail, loader
 from hwgen.dataflow.context import INT_TYPES, ImportContext, Unsupported, op_name, sample_shape
 from hwgen.dataflow.intgraph import IntGraph, op_inputs
 from hwgen.dataflow.loader import Graph, Node
-from hwgen.dataflow.operators import REGISTRY, handler_versions, is_quantization_op
+from hwgen.dataflow.operators import (
+    REGISTRY,
+    annotated_input,
+    handler_versions,
+    is_quantization_op,
+)
 from hwgen.dataflow.ops_fold import fold_constant_node
 from hwgen.dataflow.ops_qdq import close, out_params, qtype_of
 from hwgen.dataflow.values import (
@@ -209,8 +214,9 @@ _REFUSALS = (Unsupported, ValueError, KeyError, HwgenError)
 
 
 class _Walk:
-    def __init__(self, graph: Graph, policy: Policy):
-        self.graph, self.policy = graph, policy
+    def __init__(self, graph: Graph, policy: Policy, tail: list[Node] = ()):
+        self.graph, self.policy, self.tail = graph, policy, list(tail)
+        self.failed: list[str | None] = []   # the node of each problem (None: the graph's)
         self.collect, self.assume = policy.collect, policy.assume_quantized
         self.ctx = ImportContext(graph, IntGraph(tensors={}),
                                  assume_quantized=policy.assume_quantized)
@@ -224,6 +230,7 @@ class _Walk:
     def problem(self, node: Node | None, reason: str, full: str | None = None):
         """Record (collect) or raise (stop) one problem."""
         p = Problem(node.label if node else None, op_name(node) if node else "", reason)
+        self.failed.append(node.label if node else None)
         if not self.collect:
             raise HwgenError(full or str(p))
         self.report.problems.append(p)
@@ -280,6 +287,20 @@ class _Walk:
             self.problem(None, str(e))
             return
         ctx.ig.onnx_input = inp.name
+        self.report.notes.extend(g.notes)
+        datatype = g.datatypes.get(inp.name)
+        if datatype and is_float and not any(
+                is_quantization_op(n) for n in g.nodes if inp.name in n.inputs):
+            try:
+                v = annotated_input(ctx, inp.name, shape, datatype)
+            except Unsupported as e:
+                self.problem(None, f"graph input '{inp.name}' (annotated {datatype}): {e}")
+                return
+            if v is not None:
+                ctx.values[inp.name] = v
+                self.report.notes.append(f"graph input '{inp.name}' is annotated {datatype}: "
+                                         f"its values are taken as {datatype} integers")
+                return
         if is_float:
             ctx.values[inp.name] = FloatInput(inp.name, shape, channel_last_order(shape))
         elif as_int:
@@ -497,6 +518,11 @@ class _Walk:
                 except (Unsupported, ValueError, HwgenError) as e:
                     self.problem(None, f"graph output '{out.name}': {e}")
                 v = ctx.values.get(out.name)
+            if self.tail and isinstance(v, Pending) and hasattr(v, "close_raw"):
+                try:     # a layer's accumulator, which the host tail rescales
+                    v, ctx.ig.output_scale = v.close_raw(ctx, out.name)
+                except Unsupported as e:
+                    self.problem(None, f"graph output '{out.name}': {e}")
             if isinstance(v, (Deq, Int)):
                 self.check_output_shape(out, v.shape)
                 ctx.ig.output = v.tensor
@@ -617,8 +643,36 @@ class _Walk:
 
 def walk(graph: Graph, policy: Policy = STOP) -> tuple[IntGraph, ImportReport]:
     """The integer graph of ``graph`` and the report of the walk, under ``policy``; with
-    the stop policy the first problem raises :class:`HwgenError` instead."""
+    the stop policy the first problem raises :class:`HwgenError` instead.
+
+    A model that does not map whole is tried with a host tail cut off (the shortest that
+    maps, :mod:`dataflow.host_tail`), where each of its problems is at a node that the tail
+    could take or at the graph output."""
     w = _Walk(graph, policy)
+    try:
+        ig, report = _run(w, graph)
+        if report.ok:
+            return ig, report
+        error = None
+    except HwgenError as e:
+        error = e
+    cuts = host_tail.candidates(graph)
+    reachable = {None} | {n.label for _, tail in cuts for n in tail}
+    if cuts and set(w.failed) <= reachable:
+        for hw, tail in cuts:
+            wt = _Walk(hw, policy, tail)
+            try:
+                ig_t, rep_t = _run(wt, hw)
+            except HwgenError:
+                continue
+            if rep_t.ok:
+                return _with_tail(graph, ig_t, rep_t, tail, wt.status)
+    if error is not None:
+        raise error
+    return ig, report
+
+
+def _run(w: _Walk, graph: Graph) -> tuple[IntGraph, ImportReport]:
     # NumPy's floating point warnings are errors here (underflow to zero is not): a NaN,
     # infinite or out-of-range number refuses its node instead of printing a warning
     with np.errstate(all="raise", under="ignore"):
@@ -629,6 +683,23 @@ def walk(graph: Graph, policy: Policy = STOP) -> tuple[IntGraph, ImportReport]:
     w.report.nodes = [w.status[n.label] for n in graph.nodes]
     w.report.views = {n: v for n, v in w.ctx.values.items() if isinstance(v, (Int, Deq))}
     return w.ctx.ig, w.report
+
+
+def _with_tail(graph: Graph, ig: IntGraph, report: ImportReport, tail: list[Node],
+               status: dict[str, NodeStatus]):
+    """The walk's results for the graph without ``tail``, completed with the tail: its
+    nodes' statuses (``host``), a note, and the tail model in the integer graph."""
+    cut = ig.onnx_output
+    ig.host_tail = host_tail.tail_model(graph, tail, cut, ig.tensors[ig.output].shape)
+    for n in tail:
+        status[n.label] = NodeStatus(n.label, n.op_type, op_name(n), "host",
+                                     "runs on the host, in float, after the hardware")
+    report.nodes = [status[n.label] for n in graph.nodes]
+    what = "its accumulator" if ig.output_scale is not None else "its real values"
+    report.notes.append(f"{len(tail)} node{'s' if len(tail) > 1 else ''} after '{cut}' run on "
+                        f"the host ({', '.join(n.op_type for n in tail)}); the hardware "
+                        f"streams {what}")
+    return ig, report
 
 
 def to_int_graph(graph: Graph, collect: bool = False, assume_quantized: bool = False):

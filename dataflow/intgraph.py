@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 import numpy as np
 
 from hwgen.rtl_templates.quant import QType
+from hwgen.rtl_templates.xnor_mvau import is_bipolar
 
 _OP_CLASSES: dict[str, type] = {}
 
@@ -53,6 +54,8 @@ class QTensor:
         saturation). The clip happens in floating point before the cast to integers, so
         ±inf and values far out of range saturate to the type's ends as onnxruntime's do
         (NaN has no quantized value: callers refuse it)."""
+        if is_bipolar(self.qtype):      # QONNX BipolarQuant: x >= 0 → +1, else -1
+            return np.where(np.asarray(x, dtype=np.float32) >= 0, 1, -1).astype(np.int64)
         with np.errstate(over="ignore", invalid="ignore"):
             y = np.rint(np.asarray(x, dtype=np.float32) / np.float32(self.scale))
             y = np.clip(y.astype(np.float64) + self.zero_point, self.qtype.lo, self.qtype.hi)
@@ -104,6 +107,13 @@ class IntGraph:
     # quantizer's narrower bounds (lo, hi) if it has them
     input_pre: tuple = ()
     input_bounds: tuple[int, int] | None = None
+    # the output streams a layer's exact accumulator: its real value per output channel
+    # (axis 0 of the per-sample shape) is the integer times this scale (None: the output
+    # tensor's own scale and zero point)
+    output_scale: np.ndarray | None = None
+    # the float ops the host runs on the output (``dataflow.host_tail``: a serialized ONNX
+    # model from the output's real values to the graph output; empty: none)
+    host_tail: bytes = b""
 
     def quantize_input(self, frames: np.ndarray) -> np.ndarray:
         """Float frames [N, elements] in ONNX order → the integer input in stream order: the
@@ -113,6 +123,36 @@ class IntGraph:
         if self.input_bounds is not None:
             q = np.clip(q, *self.input_bounds)
         return q
+
+    def output_reals(self, y_onnx: np.ndarray) -> np.ndarray:
+        """Output integers [N, elements] in ONNX order → the real values of the tensor the
+        hardware computes (float32): dequantized by the output tensor's parameters, by the
+        accumulator's scale per channel, or the integers themselves where the model returns
+        integers."""
+        y = np.asarray(y_onnx)
+        if self.output_scale is not None:
+            shape = self.tensors[self.output].shape
+            s = np.asarray(self.output_scale, np.float32).reshape(
+                (1, -1) + (1,) * (len(shape) - 1))
+            return (y.reshape((y.shape[0],) + tuple(shape)).astype(np.float32) * s).reshape(
+                y.shape)
+        if self.output_dequantized:
+            return self.tensors[self.output].dequantize(y)
+        return y
+
+    def output_integers(self, reals: np.ndarray) -> np.ndarray:
+        """The inverse of :meth:`output_reals` on reference values [N, elements] (ONNX
+        order): the integers the hardware should stream for them."""
+        r = np.asarray(reals)
+        if self.output_scale is not None:
+            shape = self.tensors[self.output].shape
+            s = np.asarray(self.output_scale, np.float32).reshape(
+                (1, -1) + (1,) * (len(shape) - 1))
+            q = np.rint(r.reshape((r.shape[0],) + tuple(shape)).astype(np.float32) / s)
+            return q.reshape(r.shape).astype(np.int64)
+        if self.output_dequantized:
+            return self.tensors[self.output].quantize(r)
+        return r.astype(np.int64)
 
     def to_stream(self, x_flat: np.ndarray) -> np.ndarray:
         """[N, elements] in ONNX order → stream order of the input."""

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -89,6 +89,12 @@ __all__ = [
 ]
 
 MIN_IR_VERSION = 3
+
+#: the domains QONNX quantizers (Quant, BipolarQuant, Trunc, MultiThreshold) have had:
+#: Brevitas's and FINN's historical ones and qonnx's own. Exporters often leave them out of
+#: ``opset_import``; a model that does is read as importing version 1 (qonnx does the same).
+QONNX_DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas", "finn.custom_op.general",
+                 "finn")
 MAX_IR_VERSION = onnx.IR_VERSION
 
 _MSG_LIMIT = 300
@@ -209,6 +215,11 @@ class Graph:
     opsets: dict[str, int]
     ir_version: int
     path: str | None = None
+    #: what loading changed or assumed, for ``inspect`` (a missing domain import, ...)
+    notes: list[str] = field(default_factory=list)
+    #: FINN/QONNX datatypes annotated on tensors (``graph.quantization_annotation``,
+    #: key ``finn_datatype``): tensor name → datatype name ("BINARY", "INT4", ...)
+    datatypes: dict[str, str] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------- helpers
@@ -990,6 +1001,8 @@ def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None
     _load_external_data(model, base_dir, where)
     model = _inline_functions(model, where)
     opsets = _check_opsets(model, where)  # the inliner may add imports of function domains
+    notes: list[str] = []
+    _import_qonnx_domains(model, opsets, notes)
     graph = model.graph
     versions = _resolve_versions(graph, opsets, where)
     _check_ssa_and_order(graph, where)
@@ -1082,4 +1095,27 @@ def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None
         opsets=opsets,
         ir_version=int(inferred.ir_version),
         path=path,
+        notes=notes,
+        datatypes=_datatypes(g),
     )
+
+
+def _import_qonnx_domains(model: ModelProto, opsets: dict[str, int], notes: list[str]) -> None:
+    """A QONNX domain that nodes use but ``opset_import`` leaves out is imported at version 1
+    (as qonnx reads such files), with a note."""
+    used = sorted({n.domain for n in model.graph.node if n.domain in QONNX_DOMAINS} - set(opsets))
+    for dom in used:
+        opsets[dom] = 1
+        model.opset_import.append(helper.make_opsetid(dom, 1))
+        notes.append(f"domain '{dom}' (QONNX quantizers) is not in opset_import; read as "
+                     f"version 1")
+
+
+def _datatypes(g: GraphProto) -> dict[str, str]:
+    """``finn_datatype`` annotations of ``graph.quantization_annotation``."""
+    out = {}
+    for ann in g.quantization_annotation:
+        for kv in ann.quant_parameter_tensor_names:
+            if kv.key == "finn_datatype" and kv.value:
+                out[ann.tensor_name] = kv.value.strip().upper()
+    return out

@@ -30,6 +30,7 @@ from hwgen.dataflow import (
     ops_thresh,
 )
 from hwgen.dataflow.context import REGISTRY
+from hwgen.dataflow.ops_qonnx import annotated_input
 from hwgen.dataflow.intgraph import op_class
 from hwgen.dataflow.loader import Graph, Node
 
@@ -78,5 +79,5 @@ def handler_versions() -> dict[str, list[int]]:
     return out
 
 
-__all__ = ["op_class", "MODULES", "QUANT_DOMAINS", "QUANT_OPS", "REGISTRY", "handler_versions",
-           "is_float_model", "is_quantization_op", "quantized_node"]
+__all__ = ["annotated_input", "op_class", "MODULES", "QUANT_DOMAINS", "QUANT_OPS", "REGISTRY",
+           "handler_versions", "is_float_model", "is_quantization_op", "quantized_node"]

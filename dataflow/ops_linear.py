@@ -23,7 +23,7 @@ from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, Pending
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.mvau import MVAUParams
-from hwgen.rtl_templates.quant import Requant, compact, make_requant
+from hwgen.rtl_templates.quant import Requant, compact, dot_range, make_requant, range_type
 
 
 @dataclass
@@ -58,6 +58,35 @@ class Linear(Pending):
         nodes = closed_nodes(self.nodes, closing)
         ctx.ig.ops.append((self.op or MatVec).from_linear(self, nodes, out, rq))
         return Int(out, self.shape, channel_last_order(self.shape))
+
+    def close_raw(self, ctx, name) -> tuple[Int, np.ndarray]:
+        """The accumulator itself as the graph's output, for a host tail to rescale: a
+        requantizer of multiplier 1 into the accumulator's exact range. Returns the value and
+        the real scale of each output channel."""
+        if self.chain is not None or np.isfinite(self.clip_hi) or self.clip_lo not in (
+                -np.inf, 0.0):
+            raise Unsupported("float ops after the product other than a bias and a Relu "
+                              "cannot stream its accumulator to the host")
+        if np.any(self.acc_scale <= 0):
+            raise Unsupported("accumulator scales must be positive")
+        tin = ctx.ig.tensors[self.src]
+        lo, hi = dot_range(self.weights, tin.qtype.lo, tin.qtype.hi)
+        lo, hi = int(np.min(lo + self.bias)), int(np.max(hi + self.bias))
+        if self.clip_lo == 0.0:
+            lo, hi = max(lo, 0), max(hi, 0)
+        qtype = range_type(lo, hi)
+        if qtype.bits > MAX_RAW_BITS:
+            raise Unsupported(f"its accumulator takes {qtype.bits} bits, more than the "
+                              f"{MAX_RAW_BITS} an output stream element may have")
+        out = ctx.new_tensor(name, self.shape, qtype, 1.0, 0)
+        rq = Requant((1,), 0, 0, lo, hi)
+        ctx.ig.ops.append((self.op or MatVec).from_linear(self, list(self.nodes), out, rq))
+        return Int(out, self.shape, channel_last_order(self.shape)), \
+            self.acc_scale.astype(np.float32)
+
+
+#: the widest accumulator a layer streams to a host tail
+MAX_RAW_BITS = 32
 
 
 @int_op

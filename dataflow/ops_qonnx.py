@@ -70,7 +70,7 @@ from hwgen.dataflow.context import (
     scale_problem,
 )
 from hwgen.dataflow.intgraph import Window
-from hwgen.dataflow.loader import Node
+from hwgen.dataflow.loader import QONNX_DOMAINS, Node
 from hwgen.dataflow.ops_clip import Clipped
 from hwgen.dataflow.ops_conv import Conv
 from hwgen.dataflow.ops_join import Joined
@@ -83,7 +83,8 @@ from hwgen.errors import HwgenError
 from hwgen.rtl_templates.quant import QType, Requant, make_requant, range_type
 from hwgen.rtl_templates.xnor_mvau import BIPOLAR, is_bipolar, sign_requant
 
-DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas")
+#: every domain QONNX quantizers have had (a model need not import it: ``dataflow.loader``)
+DOMAINS = QONNX_DOMAINS
 #: widths of activation tensors (streams); constants (weights, biases) may be wider
 MAX_ACT_BITS = 16
 #: the widest integer a quantized constant (weight, bias) may have
@@ -398,9 +399,9 @@ def _sign_act(ctx: ImportContext, node: Node, x, s: np.float32) -> Deq:
             return BipolarDeq(x.tensor, x.shape, x.order)
         raise Unsupported("a bipolar quantizer on a quantized tensor (without a layer "
                           "between) is not supported")
-    if isinstance(x, FloatInput):
-        raise Unsupported("a bipolar graph input is not supported (quantize the input to "
-                          "an integer type)")
+    if isinstance(x, FloatInput):      # the host quantizes: x / s >= 0 → +1
+        v = close(ctx, x, node.outputs[0], BIPOLAR, s, 0, node.label)
+        return BipolarDeq(v.tensor, v.shape, v.order)
     if not isinstance(x, Linear):
         raise Unsupported(f"a bipolar quantizer after {type(x).__name__} is not supported; "
                           f"it must follow a Gemm/MatMul/Conv")
@@ -524,7 +525,9 @@ def trunc(ctx: ImportContext, node: Node):
 
 
 def _trunc(ctx: ImportContext, node: Node):
-    v2 = node.opset_version >= 2
+    # version 2 has the output scale as an extra input: a file that does not import the
+    # domain (read as version 1) is told by its inputs
+    v2 = node.opset_version >= 2 or len(node.inputs) == 6
     check_attrs(node, {"rounding_mode": None, "signed": None, "narrow": None} if v2
                 else {"rounding_mode": None})
     mode = _mode(node, "FLOOR")
@@ -600,6 +603,49 @@ for _d in DOMAINS:
     REGISTRY.register(_d, "Trunc", 1)(trunc)
 
 
+# ---------------------------------------------------------- annotated graph inputs
+
+def annotated_type(name: str) -> tuple[QType, int, int] | None:
+    """The element type and bounds of a FINN/QONNX datatype name (``BINARY``, ``BIPOLAR``,
+    ``TERNARY``, ``INT<n>``, ``UINT<n>``); None for the float and fixed-point ones, which
+    carry no integer type."""
+    if name == "BIPOLAR":
+        return BIPOLAR, -1, 1
+    if name == "BINARY":
+        return QType(1, False), 0, 1
+    if name == "TERNARY":
+        return QType(2, True), -1, 1
+    for prefix, signed in (("UINT", False), ("INT", True)):
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            bits = int(name[len(prefix):])
+            if not 1 <= bits <= MAX_ACT_BITS:
+                raise Unsupported(f"an input datatype of {bits} bits: 1 to {MAX_ACT_BITS} "
+                                  f"are supported")
+            if signed and bits == 1:
+                return BIPOLAR, -1, 1
+            t = QType(bits, signed)
+            return t, t.lo, t.hi
+    return None
+
+
+def annotated_input(ctx: ImportContext, name: str, shape: tuple[int, ...],
+                    datatype: str) -> QDeq | None:
+    """The graph input ``name`` that a ``finn_datatype`` annotation declares integer: its
+    values are the integers themselves (scale 1, zero point 0), quantized on the host as
+    the annotation says (rounded and saturated; bipolar: x >= 0 → +1, else -1). None when the
+    datatype is not an integer one."""
+    found = annotated_type(datatype)
+    if found is None:
+        return None
+    qtype, lo, hi = found
+    order = channel_last_order(shape)
+    t = ctx.new_tensor(name, shape, qtype, 1.0, 0)
+    ctx.ig.input, ctx.ig.input_order = t, order
+    if (lo, hi) != (qtype.lo, qtype.hi):
+        ctx.ig.input_bounds = (lo, hi)
+    return (BipolarDeq if is_bipolar(qtype) else QDeq)(t, shape, order)
+
+
 # ------------------------------------------------------------------- reference execution
 
 def is_qonnx_model(model) -> bool:
@@ -609,10 +655,11 @@ def is_qonnx_model(model) -> bool:
     return any(n.domain in DOMAINS for n in m.graph.node)
 
 
-def qonnx_reference(model, x: np.ndarray) -> np.ndarray:
+def qonnx_reference(model, x: np.ndarray, names: list[str] | None = None):
     """The float output of the ``qonnx`` package's execution of a QONNX model on ``x`` (batch
-    axis first), in chunks of the model's batch size if it fixes one. ``qonnx`` is not a
-    dependency of hwgen: without it this raises a one-line error."""
+    axis first), in chunks of the model's batch size if it fixes one; with ``names``, the
+    values of those tensors instead (a list). ``qonnx`` is not a dependency of hwgen:
+    without it this raises a one-line error."""
     try:
         from qonnx.core.modelwrapper import ModelWrapper
         from qonnx.core.onnx_exec import execute_onnx
@@ -622,6 +669,15 @@ def qonnx_reference(model, x: np.ndarray) -> np.ndarray:
                          "the qonnx package (pip install qonnx)") from None
     m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
     m = onnx.ModelProto.FromString(m.SerializeToString())
+    # the historical domains as qonnx's cleanup writes them: qonnx's own, imported
+    imported = {o.domain: o.version for o in m.opset_import}
+    version = max((imported.get(d, 1) for d in DOMAINS
+                   if any(n.domain == d for n in m.graph.node)), default=1)
+    for n in m.graph.node:
+        if n.domain in DOMAINS:
+            n.domain = DOMAINS[0]
+    if DOMAINS[0] not in imported:
+        m.opset_import.append(onnx.helper.make_opsetid(DOMAINS[0], version))
     dim = m.graph.input[0].type.tensor_type.shape.dim[0]
     fixed = dim.dim_value if dim.HasField("dim_value") and dim.dim_value > 0 else 0
     n = fixed or x.shape[0]
@@ -637,5 +693,8 @@ def qonnx_reference(model, x: np.ndarray) -> np.ndarray:
     w = ModelWrapper(m).transform(InferShapes())
     inp, out = w.graph.input[0].name, w.graph.output[0].name
     x = np.asarray(x, np.float32)
-    return np.concatenate([execute_onnx(w, {inp: x[k:k + n]})[out]
-                           for k in range(0, x.shape[0], n)])
+    want = names or [out]
+    runs = [execute_onnx(w, {inp: x[k:k + n]}, return_full_exec_context=bool(names))
+            for k in range(0, x.shape[0], n)]
+    got = [np.concatenate([r[t] for r in runs]) for t in want]
+    return got if names else got[0]

@@ -17,6 +17,7 @@ from hwgen.boards.boards import DEFAULT_BOARD
 from hwgen.boards.devices import check_memory
 from hwgen.boards.fold import FitReport, fold_for_device, report, resolve_target
 from hwgen.dataflow import golden
+from hwgen.dataflow.host_tail import run_tail, tail_nodes, tail_output
 from hwgen.dataflow.importer import load_model, to_int_graph, walk
 from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, DataflowGraph, Folding, lower
 from hwgen.dataflow.operators import is_float_model
@@ -38,7 +39,13 @@ from hwgen.ipxact import component_xml
 from hwgen.link_verify import LinkReport, verify_link
 from hwgen.progress import QUIET, Progress
 from hwgen.quantize import float_model_error, float_top1, quantized_copy
-from hwgen.reference import LayerReport, layer_agreement, run_batched
+from hwgen.reference import (
+    LayerReport,
+    TailAgreement,
+    layer_agreement,
+    reference_outputs,
+    run_batched,
+)
 from hwgen.simrun import (  # noqa: F401 - SIMULATORS, parse_frames: for the CLI
     SIMULATORS,
     Batch,
@@ -231,7 +238,7 @@ def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
     sha = hashlib.sha256(model.read_bytes()).hexdigest()
     onnx_in = [d if isinstance(d, int) else "N" for d in graph.inputs[0].shape]
     out_info = graph.value_info.get(ig.onnx_output) or graph.outputs[0]
-    onnx_out = [d if isinstance(d, int) else "N" for d in (out_info.shape or ())]
+    onnx_out = _output_shape(out_info.shape, ig.tensors[ig.output].shape)
     with output_dir(out_dir, origin, force) as tmp:
         (tmp / f"{name}.v").write_text(text)
         design.save_npz(tmp / DESIGN_NPZ, design.intgraph_json(ig)[1])
@@ -269,6 +276,14 @@ class SimulationResult:
     load_cycles: int = 0
 
 
+def _output_shape(declared, sample) -> list:
+    """The output's ONNX shape for the manifest: as declared where it gives every size after
+    the batch axis ("N" for the batch), else the batch and the sample shape computed."""
+    if declared and all(isinstance(d, int) and d > 0 for d in declared[1:]):
+        return [declared[0] if isinstance(declared[0], int) else "N", *declared[1:]]
+    return ["N", *sample]
+
+
 def _frames(manifest: dict, x: np.ndarray, source: str) -> np.ndarray:
     check_input_shape(x, manifest["input"]["onnx_shape"], source)
     if x.shape[0] == 0:
@@ -304,10 +319,12 @@ def quantized_inputs(manifest: dict, ig, x, count: int | None = None) -> np.ndar
 def dequantized_outputs(manifest: dict, ig, y: np.ndarray) -> np.ndarray:
     """Output frames [N, output elements] (stream order, integers) → the model's output as
     onnxruntime returns it (dequantized where the model dequantizes it)."""
-    tout = ig.tensors[ig.output]
-    y_onnx = ig.from_stream(y)
-    out = tout.dequantize(y_onnx) if ig.output_dequantized else y_onnx
-    return out.reshape([y.shape[0]] + list(manifest["output"]["onnx_shape"][1:]))
+    out = ig.output_reals(ig.from_stream(y))
+    out = out.reshape([y.shape[0]] + list(ig.tensors[ig.output].shape))
+    if ig.host_tail:
+        return run_tail(ig.host_tail, out)
+    return out.reshape([y.shape[0]] + [d if isinstance(d, int) else -1
+                                       for d in manifest["output"]["onnx_shape"][1:]])
 
 
 def _quantized_inputs(manifest, ig, x, count, source):
@@ -382,6 +399,10 @@ class VerifyReport:
     layers: LayerReport | None = None           # with ``layers``: each layer vs onnxruntime
     dfg: DataflowGraph | None = None            # with ``layers``: the graph simulated
     link: LinkReport | None = None              # with ``link``: the board top via its UART
+    #: what ran as the reference: "onnxruntime", or "qonnx" for QONNX models
+    reference: str = "onnxruntime"
+    #: with a host tail: the model's whole output (the tail run on the RTL's) vs the reference
+    host_tail: TailAgreement | None = None
 
     @property
     def ok(self) -> bool:
@@ -415,8 +436,6 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
     RTL is compared with onnxruntime on the quantized model (what the hardware implements),
     and ``float_top1_agreement`` gives the top-1 agreement with the float model for
     classifiers ([N, C] outputs)."""
-    import onnxruntime as ort
-
     if out_dir is not None:
         check_output_path(out_dir, model)
     resolve_target(board, device, budget, logic_lanes)
@@ -479,33 +498,26 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         bad = int(np.sum(np.any(gold != sim.outputs_int, axis=1)))
 
         onnx_in = manifest["input"]["onnx_name"]
-        if is_qonnx_model(model):  # custom ops onnxruntime lacks: the qonnx package runs it
-            ref = qonnx_reference(model, x)
-        else:
-            try:
-                sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-                ref = run_batched(sess, onnx_in, ig.onnx_output, x)
-            except HwgenError:
-                raise
-            except Exception as e:  # noqa: BLE001 - onnxruntime's refusal, in one line
-                first = (str(e).strip().splitlines() or [""])[0][:300]
-                raise HwgenError(f"{Path(model).name}: onnxruntime cannot run the model, so "
-                                 f"the RTL is not compared with it ({type(e).__name__}: "
-                                 f"{first})") from None
-        tout = ig.tensors[ig.output]
-        ref = ref.reshape(x.shape[0], -1)
-        ref_q = tout.quantize(ref) if ig.output_dequantized else ref.astype(np.int64)
+        final = tail_output(ig.host_tail) if ig.host_tail else None
+        names = [ig.onnx_output] + ([final] if final else [])
+        refs, ref_name = reference_outputs(model, onnx_in, names, x)
+        ref = refs[0].reshape(x.shape[0], -1)
+        ref_q = ig.output_integers(ref)
         rtl = ig.from_stream(sim.outputs_int)
         diff = np.abs(ref_q - rtl)
         top1 = None
         if ref.shape[1] > 1:
             top1 = float(np.mean(ref.argmax(axis=1) == rtl.argmax(axis=1)))
+        tail = None
+        if final:
+            tail = TailAgreement.measure(tail_nodes(ig.host_tail), final, refs[1], sim.outputs)
         rep = VerifyReport(
             samples=x.shape[0], rtl_equals_golden=np.array_equal(gold, sim.outputs_int),
             golden_mismatched_samples=bad,
             ort_identical_fraction=float(np.mean(diff == 0)),
             ort_max_step_diff=int(diff.max(initial=0)), top1_agreement=top1,
-            estimate=manifest["estimate"], sim=sim, compiled=comp, trace=traced)
+            estimate=manifest["estimate"], sim=sim, compiled=comp, trace=traced,
+            reference=ref_name, host_tail=tail)
         if link:
             with progress.step("simulating the board top through its UART"):
                 rep.link = verify_link(out_dir, loaded, sim.inputs_int, gold,

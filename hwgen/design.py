@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from hwgen import __version__
+from hwgen.dataflow.host_tail import tail_nodes, tail_output
 from hwgen.dataflow.intgraph import IntGraph, PreOp, QTensor, Window
 from hwgen.dataflow.lower import DataflowGraph, Folding, lower
 from hwgen.dataflow.operators import op_class
@@ -102,6 +103,10 @@ def intgraph_json(ig: IntGraph) -> tuple[dict, dict[str, np.ndarray]]:
     for key in ("input_order", "output_order"):
         if getattr(ig, key) is not None:
             arrays[key] = np.asarray(getattr(ig, key), dtype=np.int64)
+    if ig.output_scale is not None:
+        arrays["output_scale"] = np.asarray(ig.output_scale, dtype=np.float32)
+    if ig.host_tail:
+        arrays["host_tail"] = np.frombuffer(ig.host_tail, dtype=np.uint8)
     pre = []
     for k, p in enumerate(ig.input_pre):
         arrays[f"input_pre_{k}"] = np.asarray(p.const, dtype=np.float32)
@@ -155,6 +160,9 @@ def intgraph_from(doc: dict, arrays) -> IntGraph:
         setattr(ig, key, doc[key])
     ig.input_order = arrays.get("input_order")
     ig.output_order = arrays.get("output_order")
+    ig.output_scale = arrays.get("output_scale")
+    if "host_tail" in arrays:
+        ig.host_tail = np.asarray(arrays["host_tail"], np.uint8).tobytes()
     ig.input_pre = tuple(PreOp(p["op"], np.asarray(arrays[f"input_pre_{k}"], np.float32),
                                bool(p["const_first"]))
                          for k, p in enumerate(doc.get("input_pre", [])))
@@ -418,7 +426,9 @@ def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
                              ig.input_order),
         "output": dict(tensor_json(dfg.output, ig.onnx_output, onnx_out_shape,
                                    dfg.out_per_beat, ig.output_order),
-                       dequantized=ig.output_dequantized),
+                       dequantized=ig.output_dequantized,
+                       **({"scale_per_channel": [float(v) for v in ig.output_scale]}
+                          if ig.output_scale is not None else {})),
         "folding": {name: f.as_dict() for name, f in dfg.folding.items()},
         "layers": layers,
         "streams": {n: {"type": st.qtype.name, "elements_per_beat": st.per_beat,
@@ -427,4 +437,7 @@ def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
         "estimate": dfg.estimate(),
         "target": target,
         "integer_graph": intgraph_json(ig)[0],
-    }
+    } | ({"host_tail": {"ops": tail_nodes(ig.host_tail), "input": ig.onnx_output,
+                        "output": tail_output(ig.host_tail), "file": f"{DESIGN_NPZ}:host_tail",
+                        "runs": "on the host, in float, on the output's real values"}}
+         if ig.host_tail else {})

@@ -3,11 +3,13 @@ model's output and on every layer output the integer graph shares with the model
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import onnx
 
 from hwgen.dataflow.intgraph import IntGraph
+from hwgen.dataflow.ops_qonnx import is_qonnx_model, qonnx_reference
 from hwgen.dataflow.values import Int
 from hwgen.errors import HwgenError
 
@@ -31,6 +33,52 @@ def run_outputs(sess, in_name: str, out_names: list[str], x: np.ndarray) -> list
                          f"samples (got {x.shape[0]})")
     runs = [sess.run(out_names, {in_name: x[k:k + n]}) for k in range(0, x.shape[0], n)]
     return [np.concatenate([r[i] for r in runs]) for i in range(len(out_names))]
+
+
+def reference_outputs(model, in_name: str, names: list[str], x: np.ndarray):
+    """The values of the ONNX tensors ``names`` of ``model`` (a path) on ``x``, from the
+    model's reference: qonnx's execution for a QONNX model, onnxruntime otherwise. Returns
+    (the arrays, the reference's name). onnxruntime refusing the model is one line."""
+    import onnxruntime as ort
+
+    if is_qonnx_model(model):  # custom ops onnxruntime lacks: the qonnx package runs it
+        return qonnx_reference(model, x, names), "qonnx"
+    m = onnx.load(str(model))
+    have = {o.name for o in m.graph.output}
+    for name in names:
+        if name not in have:
+            m.graph.output.append(onnx.ValueInfoProto(name=name))
+    try:
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        return run_outputs(sess, in_name, names, x), "onnxruntime"
+    except HwgenError:
+        raise
+    except Exception as e:  # noqa: BLE001 - onnxruntime's refusal, in one line
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        raise HwgenError(f"{Path(model).name}: onnxruntime cannot run the model, so the RTL "
+                         f"is not compared with it ({type(e).__name__}: {first})") from None
+
+
+@dataclass
+class TailAgreement:
+    """The model's whole output, the host tail run on the RTL's output, against the
+    reference's: float outputs compared as floats."""
+    ops: list[str]              # the tail's op types
+    output: str                 # the graph output
+    max_abs_diff: float         # largest |hardware + tail − reference|
+    identical_fraction: float   # elements exactly equal
+    top1_agreement: float | None  # classifiers ([N, C], C > 1): same argmax
+
+    @classmethod
+    def measure(cls, ops, output: str, ref: np.ndarray, got: np.ndarray) -> TailAgreement:
+        ref = np.asarray(ref).reshape(ref.shape[0], -1)
+        got = np.asarray(got).reshape(ref.shape[0], -1)
+        diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+        top1 = None
+        if ref.shape[1] > 1 and ref.dtype.kind == "f":
+            top1 = float(np.mean(ref.argmax(axis=1) == got.argmax(axis=1)))
+        return cls(list(ops), output, float(diff.max(initial=0.0)),
+                   float(np.mean(diff == 0)), top1)
 
 
 @dataclass

@@ -45,11 +45,22 @@ def summary_rows(rep) -> list[tuple[str, str]]:
         ("simulator", rep.sim.simulator),
         ("RTL == golden", "yes, every sample" if rep.rtl_equals_golden
          else f"NO: {rep.golden_mismatched_samples} samples differ"),
-        ("RTL vs onnxruntime: identical elements", f"{100 * rep.ort_identical_fraction:.3f} %"),
-        ("RTL vs onnxruntime: max difference", f"{rep.ort_max_step_diff} quantization steps"),
+    ]
+    ref = rep.reference
+    cut = " (hardware output)" if rep.host_tail is not None else ""
+    rows += [
+        (f"RTL vs {ref}{cut}: identical elements", f"{100 * rep.ort_identical_fraction:.3f} %"),
+        (f"RTL vs {ref}{cut}: max difference", f"{rep.ort_max_step_diff} quantization steps"),
     ]
     if rep.top1_agreement is not None:
-        rows.append(("RTL vs onnxruntime: top-1 agreement", f"{100 * rep.top1_agreement:.2f} %"))
+        rows.append((f"RTL vs {ref}{cut}: top-1 agreement",
+                     f"{100 * rep.top1_agreement:.2f} %"))
+    if (t := rep.host_tail) is not None:
+        rows.append(("host tail", f"{', '.join(t.ops)} → '{t.output}' (on the host)"))
+        rows.append((f"model output vs {ref}: max |difference|", f"{t.max_abs_diff:.3g}"))
+        if t.top1_agreement is not None:
+            rows.append((f"model output vs {ref}: top-1 agreement",
+                         f"{100 * t.top1_agreement:.2f} %"))
     if rep.float_top1_agreement is not None:
         rows.append(("RTL vs float model: top-1 agreement",
                      f"{100 * rep.float_top1_agreement:.2f} %"))
