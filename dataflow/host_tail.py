@@ -38,6 +38,10 @@ HOST_OPS = frozenset({
 })
 #: the most tail nodes tried
 MAX_TAIL = 12
+#: ops a tail does not consist of alone: the hardware does these itself, and a model whose
+#: quantization fails at its output (a broken scale) is not mended by moving it to the host
+PASSIVE = frozenset({"QuantizeLinear", "DequantizeLinear", "Identity", "Dropout", "Cast",
+                     "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 
 
 def _chain(graph: Graph) -> list[Node]:
@@ -77,6 +81,10 @@ def candidates(graph: Graph) -> list[tuple[Graph, list[Node]]]:
     out = []
     for k in range(1, len(chain) + 1):
         tail = chain[:k][::-1]
+        if all(n.op_type in PASSIVE for n in tail) or not all(
+                np.all(np.isfinite(graph.constants[i])) for n in tail for i in n.inputs
+                if i in graph.constants and graph.constants[i].dtype.kind == "f"):
+            continue
         cut = next(i for i in tail[0].inputs if i and i not in graph.constants)
         if cut in {i.name for i in graph.inputs}:
             break

@@ -52,8 +52,8 @@ class NodeRow:
     node: str
     op_type: str
     op: str
-    status: str                       # mapped | folded | constant | no hardware | unsupported
-    detail: str = ""                  # | blocked | unused
+    status: str                       # mapped | folded | constant | no hardware | host
+    detail: str = ""                  # | unsupported | blocked | unused
     layer: str = ""
     blocked_by: str = ""
     after: str = ""
@@ -66,7 +66,7 @@ class NodeRow:
             return f"folded into {self.layer}"
         if self.status == "blocked":
             return f"blocked by {self.blocked_by}"
-        if self.detail and self.status in ("unsupported", "no hardware"):
+        if self.detail and self.status in ("unsupported", "no hardware", "host"):
             return f"{self.status}: {self.detail}"
         return self.status
 
@@ -306,7 +306,8 @@ def format_text(rep: InspectReport, family: str = DEFAULT_FAMILY) -> str:
         lines.extend(f"  {n}" for n in rep.notes)
     lines.append("")
     counts = rep.counts()
-    order = ("mapped", "folded", "constant", "no hardware", "unsupported", "blocked", "unused")
+    order = ("mapped", "folded", "constant", "no hardware", "host", "unsupported", "blocked",
+             "unused")
     lines.append(f"nodes: {len(rep.rows)} (" + ", ".join(f"{counts[k]} {k}" for k in order
                                                         if counts.get(k)) + ")")
     t = rep.estimate.totals

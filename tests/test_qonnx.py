@@ -483,8 +483,6 @@ def test_refusals():
     _refused(_one_layer(act_scale=np.full(4, 1 / 64)), "per-channel scales", "Quant")
     _refused(_one_layer(act_mode="FLOOR"), "rounding_mode=FLOOR", "only ROUND")
     _refused(_one_layer(act_bits=17), "1 to 16")
-    _refused(_one_layer(first=helper.make_node("BipolarQuant", ["x", "s"], ["xq"],
-                                               domain=DOMAIN)), "bipolar graph input")
     # a narrow-range input quantizer is the host's clamp (tests/test_thresholds.py)
     assert _ig(_one_layer(first=_q("x", "xq", "s", "z", "bx", narrow=1))).input_bounds == \
         (-127, 127)
