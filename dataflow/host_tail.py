@@ -5,7 +5,7 @@ the last layer's float rescale and bias (a Brevitas layer with no output quantiz
 ArgMax/TopK, element-wise arithmetic by constants, transposes and reshapes. When the model
 does not map with these in hardware, the walk (:mod:`dataflow.importer`) cuts the graph
 before them: the hardware computes the *cut* tensor exactly, and the host runs the rest in
-NumPy, as ONNX defines it (onnx's reference evaluator), on the cut's float values.
+onnxruntime's CPU kernels, on the cut's float values.
 
 The tail is the shortest run of such ops at the end of the graph that makes the rest map
 (:func:`candidates` gives the cuts, shortest first). It is a chain: each tail node reads one
@@ -25,7 +25,6 @@ import dataclasses
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 from hwgen.dataflow.loader import Graph, Node, TensorInfo
 
@@ -132,7 +131,10 @@ def tail_output(tail_bytes: bytes) -> str:
 
 def run_tail(tail_bytes: bytes, x: np.ndarray) -> np.ndarray:
     """The tail (a serialized model from :func:`tail_model`) on the cut's float values
-    ``x`` [N, *cut_shape], in NumPy (onnx's reference evaluator)."""
-    m = onnx.load_from_string(tail_bytes)
-    sess = ReferenceEvaluator(m)
-    return np.asarray(sess.run(None, {m.graph.input[0].name: np.asarray(x, np.float32)})[0])
+    ``x`` [N, *cut_shape], with onnxruntime on the host's CPU (the kernels the reference
+    runs, at the model's own opset)."""
+    import onnxruntime as ort     # slow to import; only where a tail runs
+
+    sess = ort.InferenceSession(tail_bytes, providers=["CPUExecutionProvider"])
+    return np.asarray(sess.run(None, {sess.get_inputs()[0].name:
+                                      np.asarray(x, np.float32)})[0])

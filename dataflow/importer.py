@@ -302,7 +302,8 @@ class _Walk:
                                          f"its values are taken as {datatype} integers")
                 return
         if is_float:
-            ctx.values[inp.name] = FloatInput(inp.name, shape, channel_last_order(shape))
+            order = channel_last_order(shape)
+            ctx.values[inp.name] = FloatInput(inp.name, shape, order, start_order=order)
         elif as_int:
             t = ctx.new_tensor(inp.name, shape, INT_TYPES[inp.dtype], 1.0, 0)
             ctx.ig.input, ctx.ig.input_order = t, channel_last_order(shape)

@@ -10,7 +10,17 @@ import onnx.helper
 
 from hwgen.dataflow.context import INT_TYPES, REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, Padded, Pending
+from hwgen.dataflow.values import (
+    Const,
+    Deq,
+    DeqConst,
+    FloatInput,
+    Int,
+    Padded,
+    Pending,
+    channel_last_order,
+    input_positions,
+)
 from hwgen.rtl_templates.quant import QType
 
 Q_VERSIONS = (10, 13, 19, 21, 23, 24, 25)
@@ -72,10 +82,19 @@ def close(ctx: ImportContext, x, name: str, qtype: QType, s, zp: int,
             raise Unsupported("the graph input is quantized twice; hwgen supports one "
                               "QuantizeLinear on the input")
         t = ctx.new_tensor(name, x.shape, qtype, s, zp)
+        order = x.order
+        if x.viewed and len(x.shape) in (2, 3):
+            # a feature map the graph input was transposed or reshaped into (a channel-last
+            # model's NHWC → NCHW): the host streams it channel-last, as layers read maps
+            order = channel_last_order(x.shape)
+        # the stream's k-th element is the graph input's element input_order[k]
+        pos = input_positions(x)
+        pos = pos if order is None else pos[order]
+        ctx.ig.input_order = None if order is None and np.array_equal(
+            pos, np.arange(pos.size)) else pos
         ctx.ig.input = t
-        ctx.ig.input_order = x.order
         ctx.ig.input_pre = tuple(x.pre)
-        return Int(t, x.shape, x.order)
+        return Int(t, x.shape, order)
     if isinstance(x, Pending):
         return x.close(ctx, name, qtype, s, zp, closing)
     if isinstance(x, Padded) and isinstance(x.inner, Deq):

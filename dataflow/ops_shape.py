@@ -12,7 +12,16 @@ import numpy as np
 
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.loader import Node
-from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, Pending
+from hwgen.dataflow.intgraph import op_inputs
+from hwgen.dataflow.values import (
+    Const,
+    Deq,
+    DeqConst,
+    FloatInput,
+    Int,
+    Pending,
+    channel_last_order,
+)
 
 
 @dataclass
@@ -168,8 +177,29 @@ def transpose(ctx: ImportContext, node: Node):
     shape = tuple(x.shape[d] for d in p)
     if isinstance(x, FloatInput):
         ctx.set(node, dataclasses.replace(x, shape=shape, order=order, viewed=True))
+    elif _restream_input(ctx, x, shape, src):
+        ctx.set(node, type(x)(x.tensor, shape, channel_last_order(shape)))
     else:
         ctx.set(node, type(x)(x.tensor, shape, order))
+
+
+def _restream_input(ctx: ImportContext, x, shape: tuple[int, ...], src: np.ndarray) -> bool:
+    """A transpose of the quantized graph input into a feature map (a channel-last model's
+    NHWC → NCHW, quantized before the Transpose) that no layer has read yet: the host
+    streams the input in the map's channel-last order instead, and the input tensor takes
+    the map's shape. True if done."""
+    ig = ctx.ig
+    if x.tensor != ig.input or len(shape) not in (2, 3) or any(
+            x.tensor in op_inputs(op) for op in ig.ops):
+        return False
+    n = _size(shape)
+    now = np.arange(n) if x.order is None else np.asarray(x.order)
+    start = np.arange(n) if ig.input_order is None else np.asarray(ig.input_order)
+    pos = np.empty(n, dtype=np.int64)
+    pos[now] = start                 # x's row-major element → the graph input's
+    ig.input_order = pos[src][channel_last_order(shape)]
+    ig.tensors[x.tensor].shape = tuple(shape)
+    return True
 
 
 for _v in (1, 13, 21, 23, 24, 25):

@@ -61,6 +61,18 @@ class FloatInput:
     order: np.ndarray | None = None
     pre: tuple = ()
     viewed: bool = False
+    #: ``order`` as the graph input had it, before any view (None: row-major)
+    start_order: np.ndarray | None = None
+
+
+def input_positions(x: FloatInput) -> np.ndarray:
+    """For each row-major element of the view ``x`` of the graph input, its row-major
+    position in the graph input."""
+    n = int(np.prod(x.shape, dtype=np.int64))
+    now = np.arange(n) if x.order is None else np.asarray(x.order)
+    out = np.empty(n, dtype=np.int64)
+    out[now] = np.arange(n) if x.start_order is None else np.asarray(x.start_order)
+    return out
 
 
 @dataclass
