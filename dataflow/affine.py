@@ -47,14 +47,27 @@ class Step:
 
 @dataclass
 class Chain:
-    """The float ops after a layer's accumulator: ``real = acc · acc_scale`` (acc =
-    ``weights @ x + bias``), then ``steps`` in order."""
+    """The float ops after a layer's accumulator: ``real = acc · acc_scale (+ offset)`` (acc =
+    ``weights @ x + bias``; ``offset``: the layer's float bias, as the model adds it), then
+    ``steps`` in order."""
     weights: np.ndarray
     bias: np.ndarray
     acc_scale: np.ndarray
     steps: list[Step] = field(default_factory=list)
     problem: str | None = None     # why the chain cannot be evaluated exactly
     unfolded: str | None = None    # a step the requantizer could not fold
+    offset: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, lin) -> Chain:
+        """The chain of pending layer ``lin`` as it is now, its float bias (if any) kept
+        as the float offset rather than rounded into the integer bias."""
+        fb = getattr(lin, "float_bias", None)
+        if fb is None:
+            return cls(lin.weights, np.array(lin.bias, copy=True),
+                       np.array(lin.acc_scale, copy=True))
+        return cls(lin.weights, np.asarray(lin.bias - lin.float_bias_acc),
+                   np.array(lin.acc_scale, copy=True), offset=np.asarray(fb, np.float32))
 
 
 def const_array(v) -> np.ndarray | None:
@@ -71,8 +84,7 @@ def record(ctx: ImportContext, lin, node: Node, data: int) -> Chain:
     """Record ``node`` (data input ``data``) as the next step after pending layer ``lin``,
     starting its chain from the accumulator as it is now."""
     if lin.chain is None:
-        lin.chain = Chain(lin.weights, np.array(lin.bias, copy=True),
-                          np.array(lin.acc_scale, copy=True))
+        lin.chain = Chain.of(lin)
     ch = lin.chain
     consts = {}
     for k, name in enumerate(node.inputs):

@@ -37,10 +37,9 @@ HOST_OPS = frozenset({
 })
 #: the most tail nodes tried
 MAX_TAIL = 12
-#: ops a tail does not consist of alone: the hardware does these itself, and a model whose
-#: quantization fails at its output (a broken scale) is not mended by moving it to the host
-PASSIVE = frozenset({"QuantizeLinear", "DequantizeLinear", "Identity", "Dropout", "Cast",
-                     "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+#: ops a tail does not consist of alone: a model whose quantization fails at its output (a
+#: broken scale) is not mended by moving its quantizers to the host
+PASSIVE = frozenset({"QuantizeLinear", "DequantizeLinear", "Identity", "Dropout"})
 
 
 def _chain(graph: Graph) -> list[Node]:

@@ -519,9 +519,16 @@ class _Walk:
                 except (Unsupported, ValueError, HwgenError) as e:
                     self.problem(None, f"graph output '{out.name}': {e}")
                 v = ctx.values.get(out.name)
-            if self.tail and isinstance(v, Pending) and hasattr(v, "close_raw"):
-                try:     # a layer's accumulator, which the host tail rescales
-                    v, ctx.ig.output_scale = v.close_raw(ctx, out.name)
+            if isinstance(v, Pending) and hasattr(v, "close_raw"):
+                # a layer the model never quantizes (a float tail): its exact accumulator,
+                # which the host rescales (and adds a float bias to)
+                try:
+                    v, ctx.ig.output_scale, ctx.ig.output_offset = v.close_raw(ctx, out.name)
+                    self.report.notes.append(
+                        f"graph output '{out.name}' is a layer's float result: the hardware "
+                        f"streams its exact accumulator, the host scales it"
+                        + (" and adds the float bias" if ctx.ig.output_offset is not None
+                           else ""))
                 except Unsupported as e:
                     self.problem(None, f"graph output '{out.name}': {e}")
             if isinstance(v, (Deq, Int)):

@@ -111,6 +111,8 @@ class IntGraph:
     # (axis 0 of the per-sample shape) is the integer times this scale (None: the output
     # tensor's own scale and zero point)
     output_scale: np.ndarray | None = None
+    # and a float bias the host adds to it per channel (None: none)
+    output_offset: np.ndarray | None = None
     # the float ops the host runs on the output (``dataflow.host_tail``: a serialized ONNX
     # model from the output's real values to the graph output; empty: none)
     host_tail: bytes = b""
@@ -131,11 +133,10 @@ class IntGraph:
         integers."""
         y = np.asarray(y_onnx)
         if self.output_scale is not None:
-            shape = self.tensors[self.output].shape
-            s = np.asarray(self.output_scale, np.float32).reshape(
-                (1, -1) + (1,) * (len(shape) - 1))
-            return (y.reshape((y.shape[0],) + tuple(shape)).astype(np.float32) * s).reshape(
-                y.shape)
+            s, b = self._channel(self.output_scale), self._channel(self.output_offset)
+            real = y.reshape((y.shape[0],) + self.tensors[self.output].shape).astype(
+                np.float32) * s
+            return (real + b if b is not None else real).reshape(y.shape)
         if self.output_dequantized:
             return self.tensors[self.output].dequantize(y)
         return y
@@ -145,14 +146,21 @@ class IntGraph:
         order): the integers the hardware should stream for them."""
         r = np.asarray(reals)
         if self.output_scale is not None:
-            shape = self.tensors[self.output].shape
-            s = np.asarray(self.output_scale, np.float32).reshape(
-                (1, -1) + (1,) * (len(shape) - 1))
-            q = np.rint(r.reshape((r.shape[0],) + tuple(shape)).astype(np.float32) / s)
+            s, b = self._channel(self.output_scale), self._channel(self.output_offset)
+            real = r.reshape((r.shape[0],) + self.tensors[self.output].shape).astype(
+                np.float32)
+            q = np.rint(((real - b) if b is not None else real) / s)
             return q.reshape(r.shape).astype(np.int64)
         if self.output_dequantized:
             return self.tensors[self.output].quantize(r)
         return r.astype(np.int64)
+
+    def _channel(self, v) -> np.ndarray | None:
+        """A per-channel vector of the output, shaped to broadcast over [N, *shape]."""
+        if v is None:
+            return None
+        rank = len(self.tensors[self.output].shape)
+        return np.asarray(v, np.float32).reshape((1, -1) + (1,) * (rank - 1))
 
     def to_stream(self, x_flat: np.ndarray) -> np.ndarray:
         """[N, elements] in ONNX order → stream order of the input."""

@@ -8,6 +8,7 @@ view. ImageNet-scale fully connected layers import in bounded memory this way.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +45,10 @@ class Linear(Pending):
     depthwise: bool = False
     op: type | None = None         # the integer op it closes into (None: MatVec)
     chain: Chain | None = None     # float ops after the accumulator, recorded exactly
+    # a float bias: its real values, and the integers ``bias`` holds for it (rounded to the
+    # accumulator's grid, which is what a requantizer after it sees)
+    float_bias: np.ndarray | None = None
+    float_bias_acc: np.ndarray | None = None
 
     def close(self, ctx, name, qtype, s, zp, closing) -> Int:
         """The MatVec (or Conv) op with its requantizer."""
@@ -59,19 +64,27 @@ class Linear(Pending):
         ctx.ig.ops.append((self.op or MatVec).from_linear(self, nodes, out, rq))
         return Int(out, self.shape, channel_last_order(self.shape))
 
-    def close_raw(self, ctx, name) -> tuple[Int, np.ndarray]:
-        """The accumulator itself as the graph's output, for a host tail to rescale: a
-        requantizer of multiplier 1 into the accumulator's exact range. Returns the value and
-        the real scale of each output channel."""
+    def close_raw(self, ctx, name) -> tuple[Int, np.ndarray, np.ndarray | None]:
+        """The accumulator itself as the graph's output, for the host to rescale: a
+        requantizer of multiplier 1 into the accumulator's exact range. Returns the value,
+        the real scale of each output channel and the float bias the host adds (None: no
+        float bias; an integer one stays in the accumulator)."""
         if self.chain is not None or np.isfinite(self.clip_hi) or self.clip_lo not in (
                 -np.inf, 0.0):
             raise Unsupported("float ops after the product other than a bias and a Relu "
                               "cannot stream its accumulator to the host")
         if np.any(self.acc_scale <= 0):
             raise Unsupported("accumulator scales must be positive")
+        bias, offset = self.bias, None
+        if self.float_bias is not None:
+            if self.clip_lo == 0.0:
+                raise Unsupported("a Relu after a float bias cannot stream its accumulator "
+                                  "to the host")
+            bias = self.bias - self.float_bias_acc
+            offset = self.float_bias.astype(np.float32)
         tin = ctx.ig.tensors[self.src]
         lo, hi = dot_range(self.weights, tin.qtype.lo, tin.qtype.hi)
-        lo, hi = int(np.min(lo + self.bias)), int(np.max(hi + self.bias))
+        lo, hi = int(np.min(lo + bias)), int(np.max(hi + bias))
         if self.clip_lo == 0.0:
             lo, hi = max(lo, 0), max(hi, 0)
         qtype = range_type(lo, hi)
@@ -80,9 +93,10 @@ class Linear(Pending):
                               f"{MAX_RAW_BITS} an output stream element may have")
         out = ctx.new_tensor(name, self.shape, qtype, 1.0, 0)
         rq = Requant((1,), 0, 0, lo, hi)
-        ctx.ig.ops.append((self.op or MatVec).from_linear(self, list(self.nodes), out, rq))
+        lin = dataclasses.replace(self, bias=bias)
+        ctx.ig.ops.append((self.op or MatVec).from_linear(lin, list(self.nodes), out, rq))
         return Int(out, self.shape, channel_last_order(self.shape)), \
-            self.acc_scale.astype(np.float32)
+            self.acc_scale.astype(np.float32), offset
 
 
 #: the widest accumulator a layer streams to a host tail
@@ -232,6 +246,7 @@ def add_bias(lin: Linear, b, node: Node, channel_vector: bool = False) -> Linear
                               "infinity)")
         real = np.broadcast_to(arr.reshape(-1).astype(np.float64), (n,))
         acc_b = np.rint(real / lin.acc_scale).astype(np.int64)
+        lin.float_bias, lin.float_bias_acc = np.array(real), acc_b
     lin.bias = lin.bias + acc_b
     lin.has_bias = True
     lin.nodes.append(node.label)

@@ -67,6 +67,12 @@ def _size(shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
+def _batch(ctx: ImportContext) -> int | None:
+    """The batch size the graph input fixes (None: dynamic)."""
+    shape = ctx.graph.inputs[0].shape if ctx.graph.inputs else None
+    return shape[0] if shape and isinstance(shape[0], int) else None
+
+
 def flatten(ctx: ImportContext, node: Node):
     check_attrs(node, {"axis": None})
     x = ctx.value(node, 0)
@@ -80,8 +86,11 @@ def flatten(ctx: ImportContext, node: Node):
     rank = len(_stream_shape(x)) + 1
     if axis < 0:
         axis += rank
+    if axis == 0 and _batch(ctx) == 1:
+        axis = 1          # with one sample, merging the batch axis in is a plain flatten
     if axis != 1:
-        raise Unsupported(f"Flatten axis={axis} merges the batch axis; only axis=1 is supported")
+        raise Unsupported(f"Flatten axis={axis} merges the batch axis; only axis=1 (or 0 "
+                          f"where the model's batch is 1) is supported")
     ctx.set(node, reshaped(x, (_size(x.shape),), node.label))
 
 

@@ -153,8 +153,12 @@ def chain_levels(chain: Chain, lin: Linear, level_fn):
     scale = np.asarray(chain.acc_scale, np.float64).astype(np.float32)
     lo, hi = np.float32(lin.clip_lo), np.float32(lin.clip_hi)
 
+    offset = None if chain.offset is None else np.asarray(chain.offset, np.float32)
+
     def f(acc: np.ndarray) -> np.ndarray:
         v = acc.astype(np.float32) * scale[None, :]
+        if offset is not None:
+            v = (v + offset[None, :]).astype(np.float32)
         if sess is not None:
             shape = v.shape
             y = sess.run(["y"], {"v": v.reshape(shape + (1,) * (rank - 2))})[0]
@@ -206,7 +210,7 @@ def close_thresholds(ctx: ImportContext, node: Node, lin: Linear, qtype: QType, 
     tensor's name."""
     chain = lin.chain
     if chain is None:
-        chain = Chain(lin.weights, np.asarray(lin.bias), np.asarray(lin.acc_scale))
+        chain = Chain.of(lin)
     if chain.problem:
         raise Unsupported(f"thresholds after the layer: {chain.problem}")
     a_lo, a_hi = acc_bounds(ctx, lin, chain)

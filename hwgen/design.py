@@ -103,8 +103,9 @@ def intgraph_json(ig: IntGraph) -> tuple[dict, dict[str, np.ndarray]]:
     for key in ("input_order", "output_order"):
         if getattr(ig, key) is not None:
             arrays[key] = np.asarray(getattr(ig, key), dtype=np.int64)
-    if ig.output_scale is not None:
-        arrays["output_scale"] = np.asarray(ig.output_scale, dtype=np.float32)
+    for key in ("output_scale", "output_offset"):
+        if getattr(ig, key) is not None:
+            arrays[key] = np.asarray(getattr(ig, key), dtype=np.float32)
     if ig.host_tail:
         arrays["host_tail"] = np.frombuffer(ig.host_tail, dtype=np.uint8)
     pre = []
@@ -161,6 +162,7 @@ def intgraph_from(doc: dict, arrays) -> IntGraph:
     ig.input_order = arrays.get("input_order")
     ig.output_order = arrays.get("output_order")
     ig.output_scale = arrays.get("output_scale")
+    ig.output_offset = arrays.get("output_offset")
     if "host_tail" in arrays:
         ig.host_tail = np.asarray(arrays["host_tail"], np.uint8).tobytes()
     ig.input_pre = tuple(PreOp(p["op"], np.asarray(arrays[f"input_pre_{k}"], np.float32),
@@ -428,7 +430,9 @@ def manifest_json(name: str, model_file: str, model_sha: str, ig: IntGraph,
                                    dfg.out_per_beat, ig.output_order),
                        dequantized=ig.output_dequantized,
                        **({"scale_per_channel": [float(v) for v in ig.output_scale]}
-                          if ig.output_scale is not None else {})),
+                          if ig.output_scale is not None else {}),
+                       **({"float_bias_per_channel": [float(v) for v in ig.output_offset]}
+                          if ig.output_offset is not None else {})),
         "folding": {name: f.as_dict() for name, f in dfg.folding.items()},
         "layers": layers,
         "streams": {n: {"type": st.qtype.name, "elements_per_beat": st.per_beat,
