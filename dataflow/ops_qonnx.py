@@ -596,7 +596,65 @@ def _trunc(ctx: ImportContext, node: Node):
     ctx.set(node, QDeq(out, x.shape, channel_last_order(x.shape)))
 
 
+# ------------------------------------------------------------------------ MultiThreshold
+
+_MT_ATTRS = {"out_dtype": None, "out_scale": None, "out_bias": None, "data_layout": None}
+
+
+def multi_threshold(ctx: ImportContext, node: Node):
+    """FINN's ``MultiThreshold(x, thresholds)``: ``out_scale · #{t : x >= t} + out_bias`` per
+    channel (thresholds [C or 1, n]), after a layer: thresholds on its accumulator
+    (``ops_thresh``), with the layer's float ops (its chain) evaluated as the model does."""
+    check_attrs(node, _MT_ATTRS)
+    x = ctx.value(node, 0)
+    if not isinstance(x, Linear):
+        raise Unsupported(f"MultiThreshold is supported right after a Gemm/MatMul/Conv (its "
+                          f"input is a {type(x).__name__})")
+    layout = node.attrs.get("data_layout", "")
+    layout = layout.decode() if isinstance(layout, bytes) else str(layout)
+    rank = len(x.shape) + 1
+    if (layout and layout.find("C") != 1) or (not layout and rank == 3):
+        raise Unsupported(f"data_layout {layout or 'NWC (rank 3)'}: only channels-first "
+                          f"layouts (NC, NCHW) are supported")
+    thr = np.asarray(_const_input(ctx, node, 1, "thresholds"), np.float32)
+    c = x.weights.shape[0]
+    if thr.ndim != 2 or thr.shape[0] not in (1, c) or thr.shape[1] < 1:
+        raise Unsupported(f"thresholds of shape {list(thr.shape)} for {c} channels")
+    t = np.broadcast_to(thr, (c, thr.shape[1]))
+    n = t.shape[1]
+    if n > (1 << MAX_THRESHOLD_BITS) - 1:
+        raise Unsupported(f"{n} thresholds: at most {(1 << MAX_THRESHOLD_BITS) - 1} are "
+                          f"supported")
+    dtype = node.attrs.get("out_dtype", "")
+    dtype = (dtype.decode() if isinstance(dtype, bytes) else str(dtype)).upper()
+    s = np.float32(node.attrs.get("out_scale", 1.0))
+    b = np.float32(node.attrs.get("out_bias", 0.0))
+    _check_bipolar_src(ctx, x)
+
+    def count(v: np.ndarray) -> np.ndarray:
+        return np.sum(v[..., None] >= t, axis=-1).astype(np.int64)
+    if dtype == "BIPOLAR" or (n == 1 and b == -s / 2 and b != 0):
+        if n != 1 or not b == -s / 2:
+            raise Unsupported("a bipolar MultiThreshold needs one threshold and out_bias = "
+                              "-out_scale / 2")
+        out = close_thresholds(ctx, node, x, BIPOLAR, -1, 1, s / 2, 0,
+                               lambda v: 2 * count(v) - 1)
+        ctx.set(node, BipolarDeq(out, x.shape, channel_last_order(x.shape)))
+        return
+    if not s > 0:
+        raise Unsupported(f"out_scale {s} must be positive")
+    zp = -b / s
+    if zp != np.round(zp):
+        raise Unsupported(f"out_bias {b} is not a whole number of out_scale {s}")
+    qtype = range_type(0, n)
+    if not qtype.lo <= int(zp) <= qtype.hi:
+        qtype = range_type(min(0, int(zp)), max(n, int(zp)))
+    out = close_thresholds(ctx, node, x, qtype, 0, n, s, int(zp), count)
+    ctx.set(node, QDeq(out, x.shape, channel_last_order(x.shape)))
+
+
 for _d in DOMAINS:
+    REGISTRY.register(_d, "MultiThreshold", 1)(multi_threshold)
     REGISTRY.register(_d, "Quant", 1)(quant)
     REGISTRY.register(_d, "IntQuant", 1)(quant)
     REGISTRY.register(_d, "BipolarQuant", 1)(bipolar_quant)

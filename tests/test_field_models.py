@@ -288,3 +288,48 @@ def test_field_examples_verify(name, identical, tail):
         assert rep.host_tail is None
     else:
         assert rep.host_tail.ops == tail and rep.host_tail.max_abs_diff < 1e-5
+
+
+# ----------------------------------------------------------------------- MultiThreshold
+
+def _multithreshold_model(out_dtype: str, n: int, scale: float, bias: float) -> onnx.ModelProto:
+    """FINN's streamlined form: Quant'd input → MatMul → MultiThreshold (domain
+    finn.custom_op.general, not imported) → MatMul → Quant."""
+    rng = np.random.default_rng(5)
+    w1 = rng.integers(-3, 4, (10, 8)).astype(np.float32)
+    w2 = rng.integers(-3, 4, (8, 4)).astype(np.float32)
+    thr = np.sort(rng.normal(0, 6, (8, n)), axis=1).astype(np.float32)
+    f32 = np.float32
+    inits = [numpy_helper.from_array(a, k) for k, a in (
+        ("w1", w1), ("w2", w2), ("thr", thr), ("s_in", f32(0.25)), ("zero", f32(0.0)),
+        ("b4", f32(4.0)), ("b3", f32(3.0)), ("one", f32(1.0)), ("so", f32(0.5)),
+        ("b8", f32(8.0)))]
+    nodes = [helper.make_node("Quant", ["x", "s_in", "zero", "b4"], ["xq"], domain=DOMAIN,
+                              signed=1, narrow=0, rounding_mode="ROUND"),
+             helper.make_node("Quant", ["w1", "one", "zero", "b3"], ["w1q"], domain=DOMAIN,
+                              signed=1, narrow=0, rounding_mode="ROUND"),
+             helper.make_node("MatMul", ["xq", "w1q"], ["m1"]),
+             helper.make_node("MultiThreshold", ["m1", "thr"], ["a1"],
+                              domain="finn.custom_op.general", out_dtype=out_dtype,
+                              out_scale=scale, out_bias=bias),
+             helper.make_node("Quant", ["w2", "one", "zero", "b3"], ["w2q"], domain=DOMAIN,
+                              signed=1, narrow=0, rounding_mode="ROUND"),
+             helper.make_node("MatMul", ["a1", "w2q"], ["m2"]),
+             helper.make_node("Quant", ["m2", "so", "zero", "b8"], ["y"], domain=DOMAIN,
+                              signed=1, narrow=0, rounding_mode="ROUND")]
+    g = helper.make_graph(nodes, "mt",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 10])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13),
+                                               helper.make_opsetid(DOMAIN, 1)], ir_version=8)
+
+
+@pytest.mark.parametrize("out_dtype, n, scale, bias", [("UINT2", 3, 1.0, 0.0),
+                                                       ("INT2", 3, 1.0, -2.0),
+                                                       ("BIPOLAR", 1, 2.0, -1.0)])
+def test_multithreshold(tmp_path, out_dtype, n, scale, bias):
+    """MultiThreshold after a layer becomes its thresholds; golden equals qonnx."""
+    ig, path = _ig(_multithreshold_model(out_dtype, n, scale, bias), tmp_path)
+    assert [type(op).__name__ for op in ig.ops].count("Thresholding") == 1
+    x = np.random.default_rng(6).normal(0, 1, (32, 10)).astype(np.float32)
+    assert np.array_equal(_golden_reals(ig, x), qonnx_reference(path, x))
