@@ -146,18 +146,32 @@ ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Floor"
                         "Not", "And", "Or", "Where", "ReduceProd", "Size", "Tile"})
 #: the most elements a folded op's inputs may have together
 FOLD_ELEMENTS = 1 << 16
+#: ... for an op outside :data:`ARITHMETIC` (a computation on constant weights)
+FOLD_ANY_ELEMENTS = 1 << 22
+#: ai.onnx ops never folded here: quantizers (their constant results are quantized weights,
+#: ``values.DeqConst``), ops with handlers of their own for constants, and ops whose result is
+#: not a function of their inputs
+NOT_FOLDED = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
+                        "Constant", "ConstantOfShape", "Shape", "Transpose", "Reshape",
+                        "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Expand",
+                        "Gather", "Concat", "Sum", "RandomNormal", "RandomUniform",
+                        "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial"})
 
 
 def fold_constant_node(ctx: ImportContext, node: Node) -> bool:
-    """Evaluate ``node`` (an op of :data:`ARITHMETIC` whose inputs are all small constants)
-    with onnx's reference implementation and set its outputs as constants; False (nothing
-    done) for any other node."""
-    if node.domain != "" or node.op_type not in ARITHMETIC:
+    """Evaluate ``node`` (an ai.onnx op, not a quantizer, whose inputs are all constants:
+    shape arithmetic of :data:`ARITHMETIC`, or any other op such as the ``Pow`` of two
+    constants FINN's exports hold) with onnx's reference implementation and set its outputs
+    as constants; False (nothing done) for any other node. Ops whose handlers give their
+    constant results a meaning of their own (quantizers, views of quantized weights) are
+    left to them."""
+    if node.domain != "" or node.op_type in NOT_FOLDED:
         return False
     given = [n for n in node.inputs if n]
     values = [ctx.values.get(n) for n in given]
+    limit = FOLD_ELEMENTS if node.op_type in ARITHMETIC else FOLD_ANY_ELEMENTS
     if not values or not all(isinstance(v, Const) for v in values) or \
-            sum(v.array.size for v in values) > FOLD_ELEMENTS:
+            sum(v.array.size for v in values) > limit:
         return False
     outputs = [o for o in node.outputs if o]
     names = {n: f"i{k}" for k, n in enumerate(dict.fromkeys(given))}

@@ -333,3 +333,19 @@ def test_multithreshold(tmp_path, out_dtype, n, scale, bias):
     assert [type(op).__name__ for op in ig.ops].count("Thresholding") == 1
     x = np.random.default_rng(6).normal(0, 1, (32, 10)).astype(np.float32)
     assert np.array_equal(_golden_reals(ig, x), qonnx_reference(path, x))
+
+
+def test_constant_subgraphs_are_evaluated(tmp_path):
+    """Any ai.onnx op whose inputs are all constants is evaluated at import: a weight scale
+    computed as ``Pow(s, 1)`` (FINN's exports compute scales with Pow) maps like the plain
+    constant."""
+    m = onnx.load(str(ROOT / "examples" / "digits_mlp_qdq.onnx"))
+    ig_plain, _ = _ig(m, tmp_path, "plain.onnx")
+    dq = next(n for n in m.graph.node if n.op_type == "DequantizeLinear"
+              and n.input[1] in {i.name for i in m.graph.initializer})
+    m.graph.initializer.append(numpy_helper.from_array(np.float32(1.0), "pow_one"))
+    m.graph.node.insert(0, helper.make_node("Pow", [dq.input[1], "pow_one"], ["pow_scale"]))
+    dq.input[1] = "pow_scale"
+    ig_pow, path = _ig(m, tmp_path, "pow.onnx")
+    assert ig_pow.canonical() == ig_plain.canonical()
+    assert {r.status for r in inspect(path).rows if r.op_type == "Pow"} == {"constant"}
