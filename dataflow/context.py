@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hwgen.dataflow.intgraph import IntGraph, QTensor
-from hwgen.dataflow.loader import Graph, Node
+from hwgen.dataflow.loader import QONNX_DOMAINS, Graph, Node
 from hwgen.dataflow.registry import OpRegistry
 from hwgen.dataflow.values import Const, check_stream_shape
 from hwgen.errors import HwgenError
@@ -123,6 +123,18 @@ class ImportContext:
 
     def set(self, node: Node, value, k: int = 0):
         self.values[node.outputs[k]] = value
+
+
+def unquantized_input(ctx: ImportContext) -> Unsupported:
+    """The refusal of a layer reading the float graph input that nothing quantized, with
+    what the model's own format offers to quantize it."""
+    if any(n.domain in QONNX_DOMAINS for n in ctx.graph.nodes):
+        how = ("put a Quant on the input, or declare its datatype with a finn_datatype "
+               "quantization annotation on the graph input (INT8, UINT8, BINARY, BIPOLAR, ...)")
+    else:
+        how = "quantize the model in QDQ format first (hwgen quantize)"
+    return Unsupported(f"its input is a float tensor that no quantizer quantized: the model is "
+                       f"not quantized here ({how})")
 
 
 def check_attrs(node: Node, known: dict):

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from hwgen.dataflow.affine import Chain, fold_or_note, host_affine, record
-from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
+from hwgen.dataflow.context import (
+    REGISTRY,
+    ImportContext,
+    Unsupported,
+    check_attrs,
+    unquantized_input,
+)
 from hwgen.dataflow.intgraph import IntGraph, Window, int_op
 from hwgen.dataflow.loader import Node
 from hwgen.dataflow.lower import FIFO_MARGIN, Block, Builder, Folding, short_name
@@ -167,8 +173,7 @@ def row_sums(w: np.ndarray) -> np.ndarray:
 def linear(ctx: ImportContext, node: Node, x, w: DeqConst, w_out_axis: int) -> Linear:
     """x: Deq [K]; w: dequantized constant with K×M (w_out_axis=1) or M×K (w_out_axis=0)."""
     if isinstance(x, FloatInput):
-        raise Unsupported("its input is a float tensor that no QuantizeLinear quantized: "
-                          "the model is not quantized here (quantize it in QDQ format first)")
+        raise unquantized_input(ctx)
     if not isinstance(x, Deq):
         raise Unsupported("its data input must come from DequantizeLinear of a quantized "
                           f"tensor (got {type(x).__name__})")

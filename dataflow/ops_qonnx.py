@@ -738,10 +738,9 @@ def qonnx_reference(model, x: np.ndarray, names: list[str] | None = None):
         m.opset_import.append(onnx.helper.make_opsetid(DOMAINS[0], version))
     dim = m.graph.input[0].type.tensor_type.shape.dim[0]
     fixed = dim.dim_value if dim.HasField("dim_value") and dim.dim_value > 0 else 0
-    n = fixed or x.shape[0]
     if fixed and x.shape[0] % fixed:
-        raise HwgenError(f"the model fixes its batch size to {fixed}; give a multiple of "
-                         f"{fixed} samples (got {x.shape[0]})")
+        fixed = 0       # run the whole batch at once, the batch axis rewritten to it
+    n = fixed or x.shape[0]
     if not fixed:  # qonnx needs every shape: fix the batch axis of the inputs and outputs
         for vi in list(m.graph.input) + list(m.graph.output):
             d = vi.type.tensor_type.shape.dim

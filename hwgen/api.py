@@ -42,6 +42,7 @@ from hwgen.quantize import float_model_error, float_top1, quantized_copy
 from hwgen.reference import (
     LayerReport,
     TailAgreement,
+    check_reference_batch,
     layer_agreement,
     reference_outputs,
     run_batched,
@@ -455,6 +456,7 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
             x = np.asarray(x, dtype=np.float32)[:count]
             rep.float_top1_agreement = float_top1(float_model, x, rep.sim.outputs)
             return rep
+    check_reference_batch(model, x, count)
     tmp = None
     if out_dir is None:
         tmp = Path(tempfile.mkdtemp(prefix="hwgen-verify-"))

@@ -12,6 +12,7 @@ from hwgen.dataflow.intgraph import IntGraph
 from hwgen.dataflow.ops_qonnx import is_qonnx_model, qonnx_reference
 from hwgen.dataflow.values import Int
 from hwgen.errors import HwgenError
+from hwgen.io import read_input
 
 #: samples per onnxruntime run of the layer comparison (bounds the memory it takes)
 LAYER_CHUNK = 256
@@ -35,15 +36,66 @@ def run_outputs(sess, in_name: str, out_names: list[str], x: np.ndarray) -> list
     return [np.concatenate([r[i] for r in runs]) for i in range(len(out_names))]
 
 
+def fixed_batch(m: onnx.ModelProto) -> int:
+    """The batch size the model's first input fixes (0: symbolic)."""
+    dims = m.graph.input[0].type.tensor_type.shape.dim if m.graph.input else []
+    return dims[0].dim_value if dims and dims[0].HasField("dim_value") else 0
+
+
+def free_batch(m: onnx.ModelProto) -> onnx.ModelProto:
+    """``m`` with the batch axis of its inputs and outputs symbolic and the inferred shapes
+    dropped: a model that fixes its batch size (often 1) run on any number of samples."""
+    m = onnx.ModelProto.FromString(m.SerializeToString())
+    for vi in list(m.graph.input) + list(m.graph.output):
+        d = vi.type.tensor_type.shape.dim
+        if len(d):
+            d[0].Clear()
+            d[0].dim_param = "N"
+    del m.graph.value_info[:]
+    return m
+
+
+def check_reference_batch(model, x, count: int | None) -> None:
+    """Before any work: the reference takes the number of samples of ``x`` (an array or an
+    input file, ``count`` of them at most). A model that fixes its batch size B takes a
+    multiple of B as it is, and other counts with its batch axis made symbolic
+    (:func:`free_batch`) if it then still runs (tried on one sample); else one line says
+    what to do."""
+    if is_qonnx_model(model):
+        return
+    m = onnx.load(str(model), load_external_data=False)
+    b = fixed_batch(m)
+    if not b:
+        return
+    inits = {t.name for t in m.graph.initializer}
+    in_name = next(i.name for i in m.graph.input if i.name not in inits)
+    x = read_input(x, in_name, count) if isinstance(x, (str, Path)) else \
+        np.asarray(x, dtype=np.float32)[:count]
+    if x.shape[0] % b == 0:
+        return
+    try:
+        reference_outputs(model, in_name, [m.graph.output[0].name], x[:1])
+    except HwgenError as e:
+        raise HwgenError(f"{Path(model).name} fixes its batch size to {b:,} and onnxruntime "
+                         f"cannot run it on another count: give a multiple of {b:,} samples "
+                         f"(--count), or export the model with a dynamic batch axis "
+                         f"({str(e).split(': ', 1)[-1][:160]})") from None
+
+
 def reference_outputs(model, in_name: str, names: list[str], x: np.ndarray):
     """The values of the ONNX tensors ``names`` of ``model`` (a path) on ``x``, from the
     model's reference: qonnx's execution for a QONNX model, onnxruntime otherwise. Returns
-    (the arrays, the reference's name). onnxruntime refusing the model is one line."""
+    (the arrays, the reference's name). A model that fixes a batch size ``x``'s count is no
+    multiple of runs with its batch axis symbolic. onnxruntime refusing the model is one
+    line."""
     import onnxruntime as ort
 
     if is_qonnx_model(model):  # custom ops onnxruntime lacks: the qonnx package runs it
         return qonnx_reference(model, x, names), "qonnx"
     m = onnx.load(str(model))
+    b = fixed_batch(m)
+    if b and x.shape[0] % b:
+        m = free_batch(m)
     have = {o.name for o in m.graph.output}
     for name in names:
         if name not in have:

@@ -394,6 +394,16 @@ def m_io(r, m):
     return f"{where} {vi.name} " + _value_info(r, vi)
 
 
+def m_output_symbolic(r, m):
+    """Every dimension of the graph output symbolic (``['N', 'N']``, as some exporters
+    declare it): the sizes come from the computation."""
+    if not m.graph.output:
+        return "no output"
+    for d in m.graph.output[0].type.tensor_type.shape.dim:
+        d.dim_param = r.choice(("N", "M", "unk__7"))
+    return "output dims symbolic"
+
+
 def m_raw_bits(r, m):
     """Flip bits inside one initializer's stored values (the model stays well formed)."""
     ts = [t for t in m.graph.initializer if t.raw_data]
@@ -435,7 +445,7 @@ def m_values(r, m):
 STRUCTURAL = ((m_raw_bits, 5), (m_values, 5), (m_swap_op, 3), (m_domain, 1),
               (m_duplicate_node, 2), (m_drop_node, 2),
               (m_move_node, 1), (m_rewire, 3), (m_attribute, 4), (m_initializer, 6),
-              (m_opset, 2), (m_ir_version, 1), (m_io, 3))
+              (m_opset, 2), (m_ir_version, 1), (m_io, 3), (m_output_symbolic, 1))
 
 
 # -------------------------------------------------------------------- byte mutations

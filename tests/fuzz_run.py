@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 from fuzz_mutants import mutant
 
-from hwgen import cli, design, simrun  # imported once here, so forked children start at once
+from hwgen import api, cli, design, simrun  # imported once here, so forked children start at once
 from hwgen.dataflow import golden
 
 ORDER = ("design", "clean", "stray", "hang", "crash")
@@ -308,6 +308,8 @@ def check_design(design_dir: Path, frames: int = 3, seed: int = 0) -> bool:
     xq = rng.integers(lo, hi + 1, size=(frames, n_el), dtype=np.int64)
     y = simrun.run_frames(design_dir, xq, "verilator", jobs=1).outputs_int
     gold = golden.run(ig, xq)[ig.output].reshape(y.shape)
+    # the outputs as the model returns them (dequantized, shaped, a host tail run)
+    assert api.dequantized_outputs(manifest, ig, y).shape[0] == frames
     return bool(np.array_equal(gold, y))
 
 

@@ -17,6 +17,7 @@ from hwgen.dataflow import golden
 from hwgen.dataflow.host_tail import run_tail, tail_nodes
 from hwgen.dataflow.importer import load_model, to_int_graph
 from hwgen.dataflow.ops_qonnx import qonnx_reference
+from hwgen.errors import HwgenError
 from hwgen.inspect import inspect
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.xnor_mvau import BIPOLAR
@@ -349,3 +350,30 @@ def test_constant_subgraphs_are_evaluated(tmp_path):
     ig_pow, path = _ig(m, tmp_path, "pow.onnx")
     assert ig_pow.canonical() == ig_plain.canonical()
     assert {r.status for r in inspect(path).rows if r.op_type == "Pow"} == {"constant"}
+
+
+@pytest.mark.sim
+def test_a_fixed_batch_size_is_checked_before_any_work(tmp_path):
+    """A model that declares a fixed, implausible batch size (a PyTorch export did: 789,444):
+    the reference runs it with the batch axis made symbolic; where the graph itself depends
+    on that size, verify refuses in one line before compiling anything."""
+    m = onnx.load(str(ROOT / "examples" / "digits_mlp_qdq.onnx"))
+    for vi in list(m.graph.input) + list(m.graph.output):
+        vi.type.tensor_type.shape.dim[0].dim_value = 789444
+    onnx.save(m, tmp_path / "fixed.onnx")
+    x = np.load(ROOT / "examples" / "digits_test.npz")
+    x = x[x.files[0]][:4]
+    rep = api.verify(tmp_path / "fixed.onnx", x, simulator="amaranth", target_cycles=64)
+    assert rep.ok and rep.samples == 4
+    # a Reshape to the fixed size: onnxruntime cannot run 4 samples of it
+    x_name = m.graph.input[0].name
+    for n in m.graph.node:
+        n.input[:] = ["x_r" if i == x_name else i for i in n.input]
+    m.graph.initializer.append(numpy_helper.from_array(np.array([789444, 64], np.int64),
+                                                       "fixed_shape"))
+    m.graph.node.insert(0, helper.make_node("Reshape", [x_name, "fixed_shape"], ["x_r"]))
+    onnx.save(m, tmp_path / "fixed2.onnx")
+    out = tmp_path / "never"
+    with pytest.raises(HwgenError, match=r"fixes its batch size to 789,444.*--count"):
+        api.verify(tmp_path / "fixed2.onnx", x, simulator="amaranth", out_dir=out)
+    assert not out.exists()
