@@ -30,10 +30,9 @@ from hwgen.dataflow.loader import Graph, Node, TensorInfo
 
 #: ops the host runs after the hardware (float ops whose other inputs are constants)
 HOST_OPS = frozenset({
-    "Softmax", "LogSoftmax", "ArgMax", "ArgMin", "TopK", "Sigmoid", "Tanh", "Exp", "Log",
+    "Softmax", "LogSoftmax", "ArgMax", "ArgMin", "TopK", "Sigmoid", "Tanh",
     "Add", "Sub", "Mul", "Div", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
-    "Identity", "Dropout", "Cast", "QuantizeLinear", "DequantizeLinear", "ReduceMax",
-    "ReduceSum", "ReduceMean",
+    "Identity", "Dropout", "Cast", "QuantizeLinear", "DequantizeLinear",
 })
 #: the most tail nodes tried
 MAX_TAIL = 12
