@@ -77,6 +77,11 @@ def candidates(graph: Graph) -> list[tuple[Graph, list[Node]]]:
     chain = _chain(graph)
     out = []
     for k in range(1, len(chain) + 1):
+        if k < len(chain) and chain[k].op_type == "DequantizeLinear":
+            # the tail takes the DequantizeLinear before it too: onnxruntime then runs the
+            # tail as it runs it inside the model (DequantizeLinear → Softmax →
+            # QuantizeLinear fused into one integer kernel)
+            continue
         tail = chain[:k][::-1]
         if all(n.op_type in PASSIVE for n in tail) or not all(
                 np.all(np.isfinite(graph.constants[i])) for n in tail for i in n.inputs
@@ -94,9 +99,13 @@ def candidates(graph: Graph) -> list[tuple[Graph, list[Node]]]:
 
 
 def tail_model(graph: Graph, tail: list[Node], cut: str, cut_shape) -> bytes:
-    """The tail as a serialized ONNX model: input ``cut`` (float32, [N, *cut_shape]), the
-    tail's nodes and constants, output the graph output."""
+    """The tail as a serialized ONNX model: input ``cut`` ([N, *cut_shape], of the cut's
+    element type: float32, or the integers of a quantized tensor), the tail's nodes and
+    constants, output the graph output."""
     consts, nodes = [], []
+    info = graph.value_info.get(cut)
+    cut_type = helper.np_dtype_to_tensor_dtype(info.dtype) if info is not None and \
+        info.dtype is not None else TensorProto.FLOAT
     for n in tail:
         for i in n.inputs:
             if i in graph.constants and i not in {c.name for c in consts}:
@@ -108,7 +117,7 @@ def tail_model(graph: Graph, tail: list[Node], cut: str, cut_shape) -> bytes:
         else TensorProto.FLOAT
     g = helper.make_graph(
         nodes, "host_tail",
-        [helper.make_tensor_value_info(cut, TensorProto.FLOAT, ["N", *cut_shape])],
+        [helper.make_tensor_value_info(cut, cut_type, ["N", *cut_shape])],
         [helper.make_tensor_value_info(out.name, elem, None)], consts)
     opset = graph.opsets.get("", 13)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
@@ -134,5 +143,6 @@ def run_tail(tail_bytes: bytes, x: np.ndarray) -> np.ndarray:
     import onnxruntime as ort     # slow to import; only where a tail runs
 
     sess = ort.InferenceSession(tail_bytes, providers=["CPUExecutionProvider"])
-    return np.asarray(sess.run(None, {sess.get_inputs()[0].name:
-                                      np.asarray(x, np.float32)})[0])
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(
+        onnx.load_from_string(tail_bytes).graph.input[0].type.tensor_type.elem_type)
+    return np.asarray(sess.run(None, {sess.get_inputs()[0].name: np.asarray(x, dtype)})[0])

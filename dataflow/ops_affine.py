@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from onnx import helper, numpy_helper
 
+from hwgen.dataflow import ops_elementwise  # noqa: F401 - registers the Mul extended here
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
 from hwgen.dataflow.intgraph import IntGraph, int_op
 from hwgen.dataflow.loader import Node
@@ -34,7 +35,7 @@ from hwgen.dataflow.lower import Block, Builder, Folding, short_name
 from hwgen.dataflow.ops_conv import batch_norm as folded_batch_norm
 from hwgen.dataflow.ops_linear import Linear
 from hwgen.dataflow.ops_pool import Pooled
-from hwgen.dataflow.ops_qdq import clamp_bounds, close, closed_nodes
+from hwgen.dataflow.ops_qdq import clamp_bounds, close, closed_nodes, out_params, qtype_of
 from hwgen.dataflow.ops_table import MAX_TABLE_BITS, all_values, np_type, ort_eval, scalar_init
 from hwgen.dataflow.values import Const, Deq, DeqConst, Int, Pending, channel_last_order
 from hwgen.rtl_templates.affine import AffineParams, fit_channels
@@ -115,34 +116,41 @@ def _real_affine(ctx: ImportContext, node: Node) -> tuple[np.ndarray, np.ndarray
 
 
 @dataclass
-class Normalized(Pending):
-    """A BatchNormalization of a dequantized tensor, awaiting its QuantizeLinear."""
+class Channelwise(Pending):
+    """A per-channel affine float op of a dequantized tensor (a BatchNormalization, a Mul,
+    Add, Sub or Div by a per-channel constant, or nothing: a requantization), awaiting its
+    QuantizeLinear. ``graph``: the op as ONNX nodes and initializers from the real input
+    ``r`` to the real output ``f``; ``g``, ``h``: its real map ``f = r·g + h`` per channel
+    (the fit's first guess)."""
     x: Deq
-    node: Node
     nodes: list[str]
+    graph: tuple[list, list]
+    g: np.ndarray
+    h: np.ndarray
+    opset: int
     clip_lo: float = -np.inf
     clip_hi: float = np.inf
 
     def close(self, ctx, name, qtype, s, zp, closing) -> Int:
         t = ctx.ig.tensors[self.x.tensor]
         c = self.x.shape[0]
-        n = self.node
         values = all_values(t.qtype)
         ones = (1,) * (len(self.x.shape) - 1)
         feed = np.broadcast_to(values.reshape((-1, 1) + ones),
                                (values.size, c) + ones).astype(np_type(t.qtype))
-        bn_nodes, inits = _const_inputs(ctx, n)
-        inits += [scalar_init("s_in", t.scale, np.float32),
-                  scalar_init("z_in", t.zero_point, np_type(t.qtype)),
-                  scalar_init("s_out", s, np.float32), scalar_init("z_out", zp, np_type(qtype))]
-        attrs = {k: v for k, v in n.attrs.items() if k == "epsilon"}
-        nodes = [helper.make_node("DequantizeLinear", ["q", "s_in", "z_in"], ["r"]), *bn_nodes,
-                 helper.make_node("BatchNormalization", ["r", "bn_scale", "bn_bias", "bn_mean",
-                                                         "bn_var"], ["f"], **attrs),
-                 helper.make_node("QuantizeLinear", ["f", "s_out", "z_out"], ["y"])]
+        op_nodes, inits = self.graph
+        inits = list(inits) + [
+            scalar_init("s_in", t.scale, np.float32),
+            scalar_init("z_in", t.zero_point, np_type(t.qtype)),
+            scalar_init("s_out", s, np.float32), scalar_init("z_out", zp, np_type(qtype))]
+        nodes = [helper.make_node("DequantizeLinear", ["q", "s_in", "z_in"], ["r"]),
+                 *op_nodes, helper.make_node("QuantizeLinear", ["f", "s_out", "z_out"], ["y"])]
         table = ort_eval(nodes, inits, {"q": np.ascontiguousarray(feed)}, np_type(qtype),
-                         {"": max(15, n.opset_version)}).reshape(values.size, c)
-        g, h = _real_affine(ctx, n)
+                         {"": max(15, self.opset)})
+        if table.size != values.size * c:
+            raise Unsupported("its constant varies along other axes than the channels")
+        table = table.reshape(values.size, c)
+        g, h = self.g, self.h
         # real output steps: y ≈ x·a + b, a = s_in·g/s_out, b = (h - z_in·s_in·g)/s_out + zp
         a = float(np.float32(t.scale)) * g / float(s)
         b = (h - t.zero_point * float(np.float32(t.scale)) * g) / float(s) + zp
@@ -163,20 +171,83 @@ class Normalized(Pending):
         return Int(out, self.x.shape, self.x.order)
 
 
+def _channelwise_input(ctx: ImportContext, x: Deq, what: str) -> None:
+    """A per-channel affine op reads a dequantized tensor of at most MAX_TABLE_BITS bits,
+    [C], [C, L] or [C, H, W], streamed channel-last."""
+    if ctx.ig.tensors[x.tensor].qtype.bits > MAX_TABLE_BITS:
+        raise Unsupported(f"{what} needs an input of at most {MAX_TABLE_BITS} bits")
+    if len(x.shape) not in (1, 2, 3):
+        raise Unsupported(f"{what} of a [N, {', '.join(map(str, x.shape))}] tensor: [N, C], "
+                          f"[N, C, L] and [N, C, H, W] are supported")
+    if x.order is not None and not np.array_equal(x.order, channel_last_order(x.shape)):
+        raise Unsupported("its input is not streamed channel-last")
+
+
+def requantized(ctx: ImportContext, x: Deq, label: str) -> Channelwise:
+    """A dequantized tensor quantized again with other parameters, no op between
+    (onnxruntime's quantizer does it where it removed a Relu between them)."""
+    _channelwise_input(ctx, x, "requantizing a tensor")
+    c = x.shape[0]
+    return Channelwise(x, [label], ([helper.make_node("Identity", ["r"], ["f"])], []),
+                       np.ones(c), np.zeros(c), 13)
+
+
+def _per_channel(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The per-channel values [C] of a constant broadcast against a [N, *shape] tensor, or
+    None if it varies along another axis (or does not broadcast)."""
+    full = (1,) + tuple(shape)
+    try:
+        b = np.broadcast_to(np.asarray(arr, np.float64), np.broadcast_shapes(full, arr.shape))
+    except ValueError:
+        return None
+    if b.shape != full:
+        return None
+    b = b.reshape(shape[0], -1)
+    return b[:, 0] if np.all(b == b[:, :1]) else None
+
+
+def channel_arith(ctx: ImportContext, node: Node) -> bool:
+    """Add/Sub/Mul/Div of a dequantized tensor and a per-channel constant (a Keras
+    BatchNormalization written as Mul and Add, which onnxruntime quantizes one by one): a
+    per-channel affine requantizer. True if taken."""
+    a, b = ctx.value(node, 0), ctx.value(node, 1)
+    data = 0 if isinstance(a, Deq) else 1 if isinstance(b, Deq) else None
+    if data is None or not isinstance(ctx.value(node, 1 - data), (Const, DeqConst)):
+        return False
+    x, cv = (a, b) if data == 0 else (b, a)
+    arr = cv.real() if isinstance(cv, DeqConst) else np.asarray(cv.array)
+    if arr.dtype.kind != "f" or arr.size == 1:
+        return False                   # one number: a lookup table (ops_scalar)
+    vec = _per_channel(arr, x.shape)
+    if vec is None or not np.all(np.isfinite(vec)):
+        return False
+    _channelwise_input(ctx, x, f"{node.op_type} by a per-channel constant")
+    op = node.op_type
+    if op == "Div" and data == 1 or (op in ("Mul", "Div") and np.any(vec == 0)):
+        return False
+    one, zero = np.ones_like(vec), np.zeros_like(vec)
+    g, h = {"Mul": (vec, zero), "Add": (one, vec),
+            "Sub": (one, -vec) if data == 0 else (-one, vec), "Div": (1 / vec, zero)}[op]
+    const = np.asarray(arr, np.float32)
+    ins = ["r", "k"] if data == 0 else ["k", "r"]
+    graph = ([helper.make_node(op, ins, ["f"])], [numpy_helper.from_array(const, "k")])
+    ctx.set(node, Channelwise(x, [node.label], graph, g, h, node.opset_version))
+    return True
+
+
 def _lone_batch_norm(ctx: ImportContext, node: Node, x: Deq):
     check_attrs(node, {"epsilon": None, "momentum": None, "spatial": lambda v: v == 1,
                        "training_mode": lambda v: v == 0})
     if len([o for o in node.outputs if o]) > 1:
         raise Unsupported("BatchNormalization in training mode is not supported")
-    if ctx.ig.tensors[x.tensor].qtype.bits > MAX_TABLE_BITS:
-        raise Unsupported(f"a BatchNormalization of its own needs an input of at most "
-                          f"{MAX_TABLE_BITS} bits")
-    if len(x.shape) not in (1, 3):
-        raise Unsupported(f"BatchNormalization of a [N, {', '.join(map(str, x.shape))}] "
-                          f"tensor: [N, C] and [N, C, H, W] are supported")
-    if x.order is not None and not np.array_equal(x.order, channel_last_order(x.shape)):
-        raise Unsupported("its input is not streamed channel-last")
-    ctx.set(node, Normalized(x, node, [node.label]))
+    _channelwise_input(ctx, x, "a BatchNormalization of its own")
+    bn_nodes, inits = _const_inputs(ctx, node)
+    attrs = {k: v for k, v in node.attrs.items() if k == "epsilon"}
+    bn = helper.make_node("BatchNormalization", ["r", "bn_scale", "bn_bias", "bn_mean",
+                                                 "bn_var"], ["f"], **attrs)
+    g, h = _real_affine(ctx, node)
+    ctx.set(node, Channelwise(x, [node.label], ([*bn_nodes, bn], inits), g, h,
+                              node.opset_version))
 
 
 def _extend(folded):
@@ -212,4 +283,34 @@ def _extend(folded):
 for _v in (7, 9, 14, 15):
     REGISTRY.extend("", "BatchNormalization", _v)(_extend)
 
-__all__ = ["AffineOp", "Normalized"]
+def _extend_arith(before):
+    def handler(ctx: ImportContext, node: Node):
+        if not channel_arith(ctx, node):
+            before(ctx, node)
+    return handler
+
+
+def _extend_quantize(before):
+    """QuantizeLinear of a dequantized tensor with other parameters: a requantizer."""
+    def handler(ctx: ImportContext, node: Node):
+        x = ctx.value(node, 0)
+        if isinstance(x, Deq) and not isinstance(x, Pending):
+            t = ctx.ig.tensors[x.tensor]
+            zp = ctx.zero_point(node, 2)
+            qtype = qtype_of(node, zp)
+            s, z = out_params(ctx.scale(node, 1), zp)
+            if (t.qtype, np.float32(t.scale), t.zero_point) != (qtype, s, z):
+                ctx.set(node, close(ctx, requantized(ctx, x, node.label), node.outputs[0],
+                                    qtype, s, z, node.label))
+                return
+        before(ctx, node)
+    return handler
+
+
+for _op in ("Add", "Sub", "Mul", "Div"):
+    for _v in REGISTRY.versions("", _op):
+        REGISTRY.extend("", _op, _v)(_extend_arith)
+for _v in REGISTRY.versions("", "QuantizeLinear"):
+    REGISTRY.extend("", "QuantizeLinear", _v)(_extend_quantize)
+
+__all__ = ["AffineOp", "Channelwise", "channel_arith", "requantized"]
