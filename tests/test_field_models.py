@@ -293,6 +293,47 @@ def test_field_examples_verify(name, identical, tail):
         assert rep.host_tail.ops == tail and rep.host_tail.max_abs_diff < 1e-5
 
 
+QDQ_FIELD_MODELS = [
+    # (model, host tail ops); every one quantized by onnxruntime (hwgen quantize)
+    ("field_keras_cnn", ["DequantizeLinear", "Softmax", "QuantizeLinear", "DequantizeLinear"]),
+    ("field_keras_dense_bn",
+     ["DequantizeLinear", "Softmax", "QuantizeLinear", "DequantizeLinear"]),
+    ("field_keras_dense_muladd",
+     ["DequantizeLinear", "Softmax", "QuantizeLinear", "DequantizeLinear"]),
+    ("field_keras_conv1d", ["DequantizeLinear", "Softmax", "QuantizeLinear", "DequantizeLinear"]),
+    ("field_flatten_axis0", None),
+    ("field_torch_mean_ts", None),
+    ("field_torch_mean_dynamo", None),
+    ("field_torch_flatten_softmax_ts",
+     ["DequantizeLinear", "Softmax", "QuantizeLinear", "DequantizeLinear"]),
+    ("field_torch_flatten_softmax_dynamo",
+     ["DequantizeLinear", "Softmax", "QuantizeLinear", "DequantizeLinear"]),
+    ("field_torch_flatten_logsoftmax_ts", ["DequantizeLinear", "LogSoftmax"]),
+    ("field_torch_flatten_logsoftmax_dynamo", ["DequantizeLinear", "LogSoftmax"]),
+]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name, tail", QDQ_FIELD_MODELS)
+def test_field_qdq_examples_verify(name, tail):
+    """tf2onnx-style (NHWC input, BatchNormalization on [N, C, 1] or as Mul/Add, Conv1D,
+    Softmax) and PyTorch models (both exporters, dynamic batch), quantized by onnxruntime:
+    RTL == golden, within one step of onnxruntime at the hardware output, and with a host
+    tail the model's own output equal to onnxruntime's."""
+    data = np.load(FIELD / f"{name}_test.npz")
+    x = data[data.files[0]][:8]
+    rep = api.verify(FIELD / f"{name}_qdq.onnx", x, simulator="amaranth", target_cycles=512)
+    assert rep.ok and rep.reference == "onnxruntime"
+    assert rep.ort_max_step_diff <= 1 and rep.ort_identical_fraction >= 0.95
+    if tail is None:
+        assert rep.host_tail is None
+    else:
+        assert rep.host_tail.ops == tail
+        assert rep.host_tail.top1_agreement == 1.0
+        if rep.ort_identical_fraction == 1.0:
+            assert rep.host_tail.max_abs_diff == 0.0
+
+
 # ----------------------------------------------------------------------- MultiThreshold
 
 def _multithreshold_model(out_dtype: str, n: int, scale: float, bias: float) -> onnx.ModelProto:
