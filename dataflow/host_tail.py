@@ -140,7 +140,7 @@ def run_tail(tail_bytes: bytes, x: np.ndarray) -> np.ndarray:
     """The tail (a serialized model from :func:`tail_model`) on the cut's float values
     ``x`` [N, *cut_shape], with onnxruntime on the host's CPU (the kernels the reference
     runs, at the model's own opset)."""
-    import onnxruntime as ort     # slow to import; only where a tail runs
+    import onnxruntime as ort  # slow to import; only where a tail runs
 
     sess = ort.InferenceSession(tail_bytes, providers=["CPUExecutionProvider"])
     dtype = onnx.helper.tensor_dtype_to_np_dtype(

@@ -30,9 +30,9 @@ from hwgen.dataflow import (
     ops_thresh,
 )
 from hwgen.dataflow.context import REGISTRY
-from hwgen.dataflow.ops_qonnx import annotated_input
 from hwgen.dataflow.intgraph import op_class
 from hwgen.dataflow.loader import Graph, Node
+from hwgen.dataflow.ops_qonnx import annotated_input
 
 #: every operator module, in dependency order (each imports only those before it)
 MODULES = (ops_qdq, ops_join, ops_linear, ops_clip, ops_conv, ops_pool, ops_shape, ops_fold,

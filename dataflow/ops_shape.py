@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hwgen.dataflow.context import REGISTRY, ImportContext, Unsupported, check_attrs
-from hwgen.dataflow.loader import Node
 from hwgen.dataflow.intgraph import op_inputs
+from hwgen.dataflow.loader import Node
 from hwgen.dataflow.values import (
     Const,
     Deq,

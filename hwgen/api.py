@@ -21,7 +21,7 @@ from hwgen.dataflow.host_tail import run_tail, tail_nodes, tail_output
 from hwgen.dataflow.importer import load_model, to_int_graph, walk
 from hwgen.dataflow.lower import DEFAULT_TARGET_CYCLES, DataflowGraph, Folding, lower
 from hwgen.dataflow.operators import is_float_model
-from hwgen.dataflow.ops_qonnx import is_qonnx_model, qonnx_reference
+from hwgen.dataflow.ops_qonnx import is_qonnx_model
 from hwgen.dataflow.weight_load import loaders
 from hwgen.errors import HwgenError
 from hwgen.io import (
@@ -45,7 +45,6 @@ from hwgen.reference import (
     check_reference_batch,
     layer_agreement,
     reference_outputs,
-    run_batched,
 )
 from hwgen.simrun import (  # noqa: F401 - SIMULATORS, parse_frames: for the CLI
     SIMULATORS,

@@ -18,7 +18,6 @@ from test_cnn_ops import Net, assert_rtl_equals_golden, golden_and_ort, import_,
 
 from hwgen.dataflow.host_tail import tail_nodes
 from hwgen.dataflow.ops_argmax import ArgMaxOp
-from hwgen.errors import HwgenError
 from hwgen.rtl_templates.argmax import ArgMax, ArgMaxParams, cost, golden, timing
 from hwgen.rtl_templates.quant import INT8, UINT8, QType
 from hwgen.sim.harness import run_block

@@ -437,7 +437,8 @@ def check(name: str, y: np.ndarray | None = None):
     q = HERE / f"{name}_qdq.onnx"
     m = onnx.load(str(f))
     x = np.load(HERE / f"{name}_test.npz")[m.graph.input[0].name]
-    dims = lambda v: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+    def dims(v):
+        return [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
     print(f"{name}: opset {m.opset_import[0].version}, input {m.graph.input[0].name} "
           f"{dims(m.graph.input[0])}, output {m.graph.output[0].name} {dims(m.graph.output[0])}"
           f", ops {sorted({n.op_type for n in m.graph.node})}")

@@ -45,9 +45,11 @@ import onnx
 import torch
 from brevitas.export import export_qonnx
 from brevitas.nn import QuantIdentity, QuantLinear, QuantReLU
-from brevitas.quant import Int32Bias, SignedBinaryActPerTensorConst, \
-    SignedBinaryWeightPerTensorConst
-from onnx import helper
+from brevitas.quant import (
+    Int32Bias,
+    SignedBinaryActPerTensorConst,
+    SignedBinaryWeightPerTensorConst,
+)
 from torch import nn
 
 QUANT_OPS = ("Quant", "BipolarQuant", "Trunc")
