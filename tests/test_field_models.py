@@ -420,3 +420,29 @@ def test_a_fixed_batch_size_is_checked_before_any_work(tmp_path):
     with pytest.raises(HwgenError, match=r"fixes its batch size to 789,444.*--count"):
         api.verify(tmp_path / "fixed2.onnx", x, simulator="amaranth", out_dir=out)
     assert not out.exists()
+
+
+@pytest.mark.sim
+def test_command_line_applies_the_host_tail(tmp_path):
+    """``hwgen inspect`` marks the Softmax ``host``; ``compile`` records the tail in the
+    manifest; ``simulate`` writes the model's own output (the probabilities), equal to
+    qonnx's execution on the same inputs."""
+    from conftest import run_hwgen
+    model = FIELD / "field_softmax_head_qonnx.onnx"
+    p = run_hwgen("inspect", model, cwd=tmp_path)
+    assert p.returncode == 0 and "host: runs on the host" in p.stdout, p.stdout
+    out = tmp_path / "design"
+    p = run_hwgen("compile", model, "-o", out, "--target-cycles", "256", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    import json
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["host_tail"]["ops"] == ["Softmax"] and man["host_tail"]["output"] == "output"
+    data = np.load(FIELD / "field_softmax_head_qonnx_test.npz")
+    x = data[data.files[0]][:4]
+    np.save(tmp_path / "x.npy", x)
+    p = run_hwgen("simulate", out, "--input", tmp_path / "x.npy", "-o", tmp_path / "y.npy",
+                  "--simulator", "amaranth", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    y = np.load(tmp_path / "y.npy")
+    np.testing.assert_allclose(y, qonnx_reference(model, x), rtol=0, atol=1e-6)
+    assert np.allclose(y.sum(axis=1), 1.0, atol=1e-5)
