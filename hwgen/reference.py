@@ -18,6 +18,27 @@ from hwgen.io import read_input
 LAYER_CHUNK = 256
 
 
+def reference_session_options():
+    """onnxruntime ``SessionOptions`` of every reference session: the default graph
+    optimisations (QDQ groups fused into QLinearConv, QGemm, ... whose float32
+    requantization golden follows), with ``session.x64quantprecision=1``.
+
+    On an x86-64 CPU without VNNI (SSE4.1, AVX2, AVX-512 without VNNI) onnxruntime's u8 x s8
+    kernels multiply with ``vpmaddubsw``, which adds each two neighbouring products into a
+    *saturating* int16: where both activations and weights are large the accumulator is
+    clipped and the output is off by tens of steps (a Conv 3x3 with uint8 activations and
+    int8 weights: 241 of 8,400 outputs, up to 48 steps). That is not what the model says and
+    depends on the machine (a CPU with VNNI accumulates exactly). The option makes the
+    fused kernels take uint8 weights (the int8 ones plus 128, zero point plus 128), whose
+    products cannot saturate: the exact sums, which a VNNI CPU computes anyway, with the
+    same fused kernels and requantization (the graph keeps its QLinearConv, QGemm, ...)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.x64quantprecision", "1")
+    return so
+
+
 def run_batched(sess, in_name: str, out_name: str, x: np.ndarray) -> np.ndarray:
     """onnxruntime session ``sess`` on ``x``: the whole batch at once, or in chunks of the
     model's fixed batch size if it has one."""
@@ -101,7 +122,8 @@ def reference_outputs(model, in_name: str, names: list[str], x: np.ndarray):
         if name not in have:
             m.graph.output.append(onnx.ValueInfoProto(name=name))
     try:
-        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(m.SerializeToString(), reference_session_options(),
+                                    providers=["CPUExecutionProvider"])
         return run_outputs(sess, in_name, names, x), "onnxruntime"
     except HwgenError:
         raise
@@ -208,7 +230,7 @@ def layer_agreement(model, ig: IntGraph, views: dict, values: dict[str, np.ndarr
     have = {o.name for o in proto.graph.output}
     proto.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in have)
     try:
-        sess = ort.InferenceSession(proto.SerializeToString(),
+        sess = ort.InferenceSession(proto.SerializeToString(), reference_session_options(),
                                     providers=["CPUExecutionProvider"])
         in_name = sess.get_inputs()[0].name
         n = sess.get_inputs()[0].shape[0]

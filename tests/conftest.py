@@ -30,6 +30,7 @@ import onnx
 import pytest
 
 from hwgen.dataflow import golden
+from hwgen.reference import reference_session_options
 from hwgen.rtl_templates import block as block_registry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,7 +129,7 @@ def golden_vs_onnxruntime(ig, model: Path, x: np.ndarray) -> tuple[np.ndarray, n
     n = x.shape[0]
     xq = ig.quantize_input(x.reshape(n, -1))
     y = ig.from_stream(golden.run(ig, xq, [ig.output])[ig.output].reshape(n, -1))
-    so = ort.SessionOptions()
+    so = reference_session_options()
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
     ref = sess.run(None, {sess.get_inputs()[0].name: x})[0].reshape(n, -1)

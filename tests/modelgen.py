@@ -315,10 +315,14 @@ def quantize_qdq(model: onnx.ModelProto, calib: np.ndarray, *, per_channel: bool
 # ---------------------------------------------------------------------------------------------
 
 def run_model(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
-    """Run ``model`` on ``x`` (float32) with onnxruntime's CPU provider; return the first output."""
+    """Run ``model`` on ``x`` (float32) with onnxruntime's CPU provider; return the first output.
+    The session is hwgen's reference session (``hwgen.reference.reference_session_options``:
+    the default optimisations, no int16 saturation of u8 x s8 products on CPUs without VNNI)."""
     import onnxruntime as ort
 
-    so = ort.SessionOptions()
+    from hwgen.reference import reference_session_options
+
+    so = reference_session_options()
     so.log_severity_level = 3
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     return sess.run(None, {sess.get_inputs()[0].name: np.asarray(x, dtype=np.float32)})[0]

@@ -23,6 +23,7 @@ from conftest import golden_vs_onnxruntime
 import hwgen
 from hwgen.dataflow.importer import load_model, to_int_graph
 from hwgen.dataflow.intgraph import canonical_close
+from hwgen.reference import reference_session_options
 
 EX = Path(__file__).resolve().parent.parent / "examples"
 BOTH, TINY = EX / "exporters", EX / "mlperf_tiny"
@@ -155,7 +156,7 @@ def test_golden_follows_the_optimized_onnxruntime_session():
     x = inputs("resnet8", 20)
     outs = {}
     for level in ("ORT_ENABLE_ALL", "ORT_DISABLE_ALL"):
-        so = ort.SessionOptions()
+        so = reference_session_options()      # no int16 saturation without VNNI
         so.intra_op_num_threads = 1
         so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
         sess = ort.InferenceSession(m.SerializeToString(), so,

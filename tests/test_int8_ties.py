@@ -14,6 +14,7 @@ from onnx import numpy_helper
 
 from hwgen.dataflow import golden
 from hwgen.dataflow.importer import load_model, to_int_graph
+from hwgen.reference import reference_session_options
 
 EX = Path(__file__).resolve().parent.parent / "examples" / "mlperf_tiny"
 U8, S8 = EX / "resnet8_qdq_perchannel.onnx", EX / "resnet8_qdq_int8.onnx"
@@ -31,7 +32,7 @@ def images() -> np.ndarray:
 def ort_run(path: Path, x: np.ndarray) -> list[np.ndarray]:
     m = onnx.load(path)
     m.graph.output.extend([onnx.ValueInfoProto(name=n) for n in (LOGITS, STEM)])
-    so = ort.SessionOptions()
+    so = reference_session_options()          # no int16 saturation without VNNI
     so.intra_op_num_threads = 1
     s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
     return s.run([LOGITS, STEM], {s.get_inputs()[0].name: x})
