@@ -21,6 +21,7 @@ from hwgen.dataflow.values import (
     Int,
     Pending,
     channel_last_order,
+    view_positions,
 )
 
 
@@ -201,11 +202,7 @@ def _restream_input(ctx: ImportContext, x, shape: tuple[int, ...], src: np.ndarr
     if x.tensor != ig.input or len(shape) not in (2, 3) or any(
             x.tensor in op_inputs(op) for op in ig.ops):
         return False
-    n = _size(shape)
-    now = np.arange(n) if x.order is None else np.asarray(x.order)
-    start = np.arange(n) if ig.input_order is None else np.asarray(ig.input_order)
-    pos = np.empty(n, dtype=np.int64)
-    pos[now] = start                 # x's row-major element → the graph input's
+    pos = view_positions(_size(shape), x.order, ig.input_order)
     ig.input_order = pos[src][channel_last_order(shape)]
     ig.tensors[x.tensor].shape = tuple(shape)
     return True

@@ -65,14 +65,18 @@ class FloatInput:
     start_order: np.ndarray | None = None
 
 
-def input_positions(x: FloatInput) -> np.ndarray:
-    """For each row-major element of the view ``x`` of the graph input, its row-major
-    position in the graph input."""
-    n = int(np.prod(x.shape, dtype=np.int64))
-    now = np.arange(n) if x.order is None else np.asarray(x.order)
+def view_positions(n: int, order, start) -> np.ndarray:
+    """For each row-major element of a view streamed in ``order`` (of ``n`` elements), its
+    row-major position in the graph input streamed in ``start`` (None: row-major)."""
+    now = np.arange(n) if order is None else np.asarray(order)
     out = np.empty(n, dtype=np.int64)
-    out[now] = np.arange(n) if x.start_order is None else np.asarray(x.start_order)
+    out[now] = np.arange(n) if start is None else np.asarray(start)
     return out
+
+
+def input_positions(x: FloatInput) -> np.ndarray:
+    """:func:`view_positions` of the view ``x`` of the float graph input."""
+    return view_positions(int(np.prod(x.shape, dtype=np.int64)), x.order, x.start_order)
 
 
 @dataclass
