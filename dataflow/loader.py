@@ -69,6 +69,7 @@ from onnx import (
     numpy_helper,
 )
 
+from hwgen.dataflow.layout import CHANNELS_LAST, expand_channels_last, sink_transposes
 from hwgen.dataflow.registry import display_domain, normalize_domain
 from hwgen.errors import HwgenError
 
@@ -1003,6 +1004,11 @@ def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None
     opsets = _check_opsets(model, where)  # the inliner may add imports of function domains
     notes: list[str] = []
     _import_qonnx_domains(model, opsets, notes)
+    if expand_channels_last(model, notes):
+        opsets.pop(CHANNELS_LAST, None)
+        sink_transposes(model, everywhere=True)
+    else:
+        sink_transposes(model)
     graph = model.graph
     versions = _resolve_versions(graph, opsets, where)
     _check_ssa_and_order(graph, where)

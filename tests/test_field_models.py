@@ -1,7 +1,8 @@
 """Models as other people's tools write them (``examples/field/``): QONNX with the historical
 domains and no ``opset_import`` entry for them, datatype annotations on the graph input,
 bipolar inputs, channel-last (tf2onnx-style) inputs, Softmax/LogSoftmax heads and float tails
-that run on the host, symbolic output dimensions."""
+that run on the host, symbolic output dimensions, qonnx's channels_last ops and a
+channel-last Concat and Resize between transposes."""
 from __future__ import annotations
 
 import sys
@@ -274,6 +275,7 @@ FIELD_MODELS = [
     ("field_float_tail", 1.0, None),
     ("field_softmax_head_qonnx", 1.0, ["Softmax"]),
     ("field_logsoftmax_head_qonnx", 1.0, ["LogSoftmax"]),
+    ("field_cnn_channels_last", 1.0, None),
 ]
 
 
@@ -310,6 +312,8 @@ QDQ_FIELD_MODELS = [
      ["DequantizeLinear", "Softmax", "QuantizeLinear", "DequantizeLinear"]),
     ("field_torch_flatten_logsoftmax_ts", ["DequantizeLinear", "LogSoftmax"]),
     ("field_torch_flatten_logsoftmax_dynamo", ["DequantizeLinear", "LogSoftmax"]),
+    ("field_keras_concat_upsample",
+     ["DequantizeLinear", "Softmax", "QuantizeLinear", "DequantizeLinear"]),
 ]
 
 

@@ -334,6 +334,81 @@ class SmallFlat(nn.Module):
         return self.d(F.max_pool2d(F.relu(self.c(x)), 2).reshape(x.shape[0], -1))
 
 
+class KerasConcatUp(nn.Module):
+    """Keras functional: a = Conv2D(4, 3, same) ReLU; b = Conv2D(4, 3, stride 2, same) ReLU →
+    UpSampling2D(2); Concatenate(axis=-1)([a, b]) → Conv2D(8, 3, valid) ReLU → MaxPool2D(2) →
+    Flatten → Dense(10) softmax -- on NHWC input."""
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(1, 4, 3, padding=1)
+        self.b = nn.Conv2d(1, 4, 3, stride=2, padding=1)
+        self.c = nn.Conv2d(8, 8, 3)
+        self.d = nn.Linear(72, 10)
+
+    def forward(self, x):                       # x: [N, 8, 8, 1]
+        x = x.permute(0, 3, 1, 2)
+        a = F.relu(self.a(x))
+        b = F.interpolate(F.relu(self.b(x)), scale_factor=2, mode="nearest")
+        y = F.max_pool2d(F.relu(self.c(torch.cat([a, b], 1))), 2)
+        return self.d(y.permute(0, 2, 3, 1).reshape(x.shape[0], -1))
+
+
+def make_keras_concat_upsample(xd, yd):
+    """tf2onnx without its transpose optimizer: every conv between NHWC ↔ NCHW transposes,
+    the Concatenate along the last axis and the UpSampling2D as a Resize with NHWC scales."""
+    x = xd.reshape(-1, 8, 8, 1)
+    m = train(KerasConcatUp(), x[N_TEST:], yd[N_TEST:])
+    p = "model"
+    inits = {f"{p}/conv2d/kernel:0": t(m.a.weight), f"{p}/conv2d/bias:0": t(m.a.bias),
+             f"{p}/conv2d_1/kernel:0": t(m.b.weight), f"{p}/conv2d_1/bias:0": t(m.b.bias),
+             f"{p}/conv2d_2/kernel:0": t(m.c.weight), f"{p}/conv2d_2/bias:0": t(m.c.bias),
+             f"{p}/up_sampling2d/scales:0": np.array([1, 2, 2, 1], np.float32),
+             "const_fold_opt__30": np.array([-1, 72], np.int64),
+             f"{p}/dense/MatMul/ReadVariableOp:0": t(m.d.weight.T),
+             f"{p}/dense/BiasAdd/ReadVariableOp:0": t(m.d.bias)}
+    N = helper.make_node
+
+    def conv(name, src, **kw):
+        return [N("Transpose", [src], [f"{p}/{name}/Conv2D__in:0"], name=f"{p}/{name}/Conv2D__in",
+                  perm=[0, 3, 1, 2]),
+                N("Conv", [f"{p}/{name}/Conv2D__in:0", f"{p}/{name}/kernel:0",
+                           f"{p}/{name}/bias:0"], [f"{p}/{name}/BiasAdd:0"],
+                  name=f"{p}/{name}/BiasAdd", dilations=[1, 1], kernel_shape=[3, 3], **kw),
+                N("Relu", [f"{p}/{name}/BiasAdd:0"], [f"{p}/{name}/Relu:0"],
+                  name=f"{p}/{name}/Relu")]
+
+    def to_nhwc(src, dst):
+        return N("Transpose", [src], [dst], name=dst.split(":")[0], perm=[0, 2, 3, 1])
+
+    nodes = [
+        *conv("conv2d", "input_1", pads=[1, 1, 1, 1], strides=[1, 1]),
+        to_nhwc(f"{p}/conv2d/Relu:0", f"{p}/conv2d/Relu__7:0"),
+        *conv("conv2d_1", "input_1", pads=[1, 1, 1, 1], strides=[2, 2]),
+        to_nhwc(f"{p}/conv2d_1/Relu:0", f"{p}/conv2d_1/Relu__11:0"),
+        N("Resize", [f"{p}/conv2d_1/Relu__11:0", "", f"{p}/up_sampling2d/scales:0"],
+          [f"{p}/up_sampling2d/resize/ResizeNearestNeighbor:0"],
+          name=f"{p}/up_sampling2d/resize/ResizeNearestNeighbor", mode="nearest",
+          coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        N("Concat", [f"{p}/conv2d/Relu__7:0",
+                     f"{p}/up_sampling2d/resize/ResizeNearestNeighbor:0"],
+          [f"{p}/concatenate/concat:0"], name=f"{p}/concatenate/concat", axis=-1),
+        *conv("conv2d_2", f"{p}/concatenate/concat:0", pads=[0, 0, 0, 0], strides=[1, 1]),
+        N("MaxPool", [f"{p}/conv2d_2/Relu:0"], [f"{p}/max_pooling2d/MaxPool:0"],
+          name=f"{p}/max_pooling2d/MaxPool", kernel_shape=[2, 2], strides=[2, 2]),
+        to_nhwc(f"{p}/max_pooling2d/MaxPool:0", f"{p}/max_pooling2d/MaxPool__24:0"),
+        N("Reshape", [f"{p}/max_pooling2d/MaxPool__24:0", "const_fold_opt__30"],
+          [f"{p}/flatten/Reshape:0"], name=f"{p}/flatten/Reshape"),
+        N("MatMul", [f"{p}/flatten/Reshape:0", f"{p}/dense/MatMul/ReadVariableOp:0"],
+          [f"{p}/dense/MatMul:0"], name=f"{p}/dense/MatMul"),
+        N("Add", [f"{p}/dense/MatMul:0", f"{p}/dense/BiasAdd/ReadVariableOp:0"],
+          [f"{p}/dense/BiasAdd:0"], name=f"{p}/dense/BiasAdd"),
+        N("Softmax", [f"{p}/dense/BiasAdd:0"], ["dense"], name=f"{p}/dense/Softmax", axis=-1),
+    ]
+    model = tf_model("field_keras_concat_upsample", nodes, inits,
+                     ("input_1", [None, 8, 8, 1]), ("dense", [None, 10]), batch="unk__31")
+    return model, x, yd
+
+
 def make_flatten_axis0(xd, yd):
     x = xd.reshape(-1, 1, 8, 8)
     torch.manual_seed(3)
@@ -459,19 +534,25 @@ def check(name: str, y: np.ndarray | None = None):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--check", action="store_true", help="only check the existing files")
+    ap.add_argument("--only", help="comma-separated model names to (re)make")
     args = ap.parse_args()
     torch.set_num_threads(1)
     xd, yd = digits()
     names = ["field_keras_cnn", "field_keras_dense_bn", "field_keras_dense_muladd",
-             "field_keras_conv1d", "field_flatten_axis0"]
+             "field_keras_conv1d", "field_flatten_axis0", "field_keras_concat_upsample"]
     torch_names = ["mean", "flatten_softmax", "flatten_logsoftmax"]
     labels = {}
+    only = set(args.only.split(",")) if args.only else None
     if not args.check:
         quant = {}
-        built = [make_keras_cnn(xd, yd), make_keras_dense_bn(xd, yd),
-                 make_keras_dense_bn(xd, yd, muladd=True), make_keras_conv1d(),
-                 make_flatten_axis0(xd, yd)]
-        for name, (model, x, y) in zip(names, built):
+        builders = [lambda: make_keras_cnn(xd, yd), lambda: make_keras_dense_bn(xd, yd),
+                    lambda: make_keras_dense_bn(xd, yd, muladd=True), make_keras_conv1d,
+                    lambda: make_flatten_axis0(xd, yd),
+                    lambda: make_keras_concat_upsample(xd, yd)]
+        for name, build in zip(names, builders):
+            if only is not None and name not in only:
+                continue
+            model, x, y = build()
             onnx.save(model, str(HERE / f"{name}.onnx"))
             iname = model.graph.input[0].name
             np.savez_compressed(HERE / f"{name}_test.npz", **{iname: x[:N_TEST]})
@@ -481,6 +562,8 @@ def main():
         for tn, mod, lp in [("mean", TorchMean(), False),
                             ("flatten_softmax", TorchFlatten("softmax"), True),
                             ("flatten_logsoftmax", TorchFlatten("logsoftmax"), True)]:
+            if only is not None and f"field_torch_{tn}" not in only:
+                continue
             torch.manual_seed(4)
             train(mod, ximg[N_TEST:], yd[N_TEST:], log_probs=lp)
             for stem in export_torch(tn, mod, ximg):
@@ -493,6 +576,8 @@ def main():
         labels = {n: yd[:N_TEST] for n in names if n != "field_keras_conv1d"}
         labels["field_keras_conv1d"] = signals()[1][:N_TEST]
     for name in names + [f"field_torch_{t}_{e}" for t in torch_names for e in ("ts", "dynamo")]:
+        if only is not None and not any(name.startswith(o) for o in only):
+            continue
         if name.startswith("field_torch"):
             labels.setdefault(name, yd[:N_TEST])
         check(name, labels.get(name))

@@ -24,6 +24,11 @@ that users' tools and older files have:
   and no output quantizer: the graph ends in MatMul → Add (float logits).
 * ``field_softmax_head_qonnx`` / ``field_logsoftmax_head_qonnx``: 4-bit MLP, last layer
   followed by an 8-bit QuantIdentity and a float Softmax / LogSoftmax.
+* ``field_cnn_channels_last``: a CNN on [1, 1, 8, 8] (QuantConv2d → BatchNorm2d → QuantReLU,
+  MaxPool2d, QuantConv2d → BatchNorm2d → QuantReLU, Flatten, QuantLinear; 4-bit weights and
+  activations) put through qonnx's ``cleanup_model`` and ``ConvertToChannelsLastAndClean``:
+  a Transpose of the input to NHWC, then Conv, BatchNormalization and MaxPool in domain
+  ``qonnx.custom_op.channels_last`` and the last transpose absorbed into the MatMul's weights.
 
 Every model is exported at batch 1 (as FINN's files are); ``<name>_test.npz`` holds 64
 float32 samples under the key of the model's input name, batch axis first.
@@ -44,7 +49,7 @@ import numpy as np
 import onnx
 import torch
 from brevitas.export import export_qonnx
-from brevitas.nn import QuantIdentity, QuantLinear, QuantReLU
+from brevitas.nn import QuantConv2d, QuantIdentity, QuantLinear, QuantReLU
 from brevitas.quant import (
     Int32Bias,
     SignedBinaryActPerTensorConst,
@@ -80,6 +85,15 @@ def unsw_like(n: int = 2000, feats: int = 64, seed: int = 0):
     w[rng.choice(feats, 12, replace=False)] = rng.choice([-1.0, 1.0], 12)
     y = ((x @ w + 0.3 * rng.standard_normal(n)) > 0.5).astype(np.int64)
     return x, y
+
+
+def to_channels_last(m: onnx.ModelProto) -> None:
+    """qonnx's channels-last conversion (what FINN's flows and qonnx users run), in place."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
+    from qonnx.util.cleanup import cleanup_model
+    w = cleanup_model(ModelWrapper(m)).transform(ConvertToChannelsLastAndClean())
+    m.CopyFrom(w.model)
 
 
 # ---------------------------------------------------------------------------- models
@@ -214,6 +228,24 @@ class SoftmaxHead(nn.Module):
         return self.head(self.net(x))
 
 
+class CNNChannelsLast(nn.Module):
+    """[N, 1, 8, 8] → QuantIdentity(8) → QuantConv2d(8, 3, pad 1) → BN → QuantReLU(4) →
+    MaxPool(2) → QuantConv2d(16, 3) → BN → QuantReLU(4) → Flatten → QuantLinear(10)."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(
+            QuantIdentity(bit_width=8),
+            QuantConv2d(1, 8, 3, padding=1, bias=False, weight_bit_width=4),
+            nn.BatchNorm2d(8), QuantReLU(bit_width=4), nn.MaxPool2d(2),
+            QuantConv2d(8, 16, 3, bias=False, weight_bit_width=4),
+            nn.BatchNorm2d(16), QuantReLU(bit_width=4), nn.Flatten(),
+            QuantLinear(64, 10, bias=False, weight_bit_width=4))
+
+    def forward(self, x):
+        return self.net(x)
+
+
 # ---------------------------------------------------------------------------- training
 def train(model: nn.Module, x: np.ndarray, y: np.ndarray, epochs: int, binary: bool = False,
           head: str = "", seed: int = 0) -> float:
@@ -269,6 +301,15 @@ def annotate_input(m: onnx.ModelProto, dtype: str) -> None:
     m.graph.quantization_annotation.append(ann)
 
 
+def to_channels_last(m: onnx.ModelProto) -> None:
+    """qonnx's channels-last conversion (what FINN's flows and qonnx users run), in place."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
+    from qonnx.util.cleanup import cleanup_model
+    w = cleanup_model(ModelWrapper(m)).transform(ConvertToChannelsLastAndClean())
+    m.CopyFrom(w.model)
+
+
 # ---------------------------------------------------------------------------- models
 def _spec(name):
     x, y = digits()
@@ -294,6 +335,9 @@ def _spec(name):
             net=lambda: SoftmaxHead(False), x=x, y=y, epochs=6, head="softmax"),
         "field_logsoftmax_head_qonnx": dict(
             net=lambda: SoftmaxHead(True), x=x, y=y, epochs=6, head="logsoftmax"),
+        "field_cnn_channels_last": dict(
+            net=CNNChannelsLast, x=x.reshape(-1, 1, 8, 8), y=y, epochs=4,
+            post=to_channels_last, legacy=True),
     }
     s = specs[name]
     if "data" in s:
@@ -304,7 +348,7 @@ def _spec(name):
 
 NAMES = ["field_tfc_w2a2_legacy", "field_mlp_finn_domain", "field_unsw_annotated",
          "field_int8_annotated", "field_tfc_w1a1_bipolar", "field_float_tail",
-         "field_softmax_head_qonnx", "field_logsoftmax_head_qonnx"]
+         "field_softmax_head_qonnx", "field_logsoftmax_head_qonnx", "field_cnn_channels_last"]
 
 
 def make(name: str, out: Path, seed: int = 0) -> Path:
