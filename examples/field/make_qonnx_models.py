@@ -87,16 +87,6 @@ def unsw_like(n: int = 2000, feats: int = 64, seed: int = 0):
     return x, y
 
 
-def to_channels_last(m: onnx.ModelProto) -> None:
-    """qonnx's channels-last conversion (what FINN's flows and qonnx users run), in place."""
-    from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
-    from qonnx.util.cleanup import cleanup_model
-    w = cleanup_model(ModelWrapper(m)).transform(ConvertToChannelsLastAndClean())
-    m.CopyFrom(w.model)
-
-
-# ---------------------------------------------------------------------------- models
 class TFCLegacy(nn.Module):
     """[N, 1, 8, 8] → flatten → QuantIdentity(8) → (QuantLinear(w2) → QuantReLU(2)) ×2 →
     QuantLinear(w2) → QuantIdentity(8)."""
