@@ -87,6 +87,7 @@ def unsw_like(n: int = 2000, feats: int = 64, seed: int = 0):
     return x, y
 
 
+# ---------------------------------------------------------------------------- models
 class TFCLegacy(nn.Module):
     """[N, 1, 8, 8] → flatten → QuantIdentity(8) → (QuantLinear(w2) → QuantReLU(2)) ×2 →
     QuantLinear(w2) → QuantIdentity(8)."""
