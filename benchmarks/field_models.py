@@ -1,7 +1,7 @@
 """Models as other people's tools write them (``examples/field/``): does each map, does
 ``hwgen verify`` pass, and at what interval and resources.
 
-    python benchmarks/field_models.py [--count 64] [--simulator verilator] [--board ulx3s-85f]
+    python benchmarks/field_models.py [--count 64] [--simulator verilator] [--board ulx3s-85f] [--only STEMS]
 
 For each model: the pattern it stands for, whether ``inspect`` maps every node (and which run
 on the host), ``verify`` on the model's test inputs (RTL == golden; agreement with the
@@ -109,16 +109,19 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=64)
     ap.add_argument("--simulator", default="verilator")
     ap.add_argument("--board", default="ulx3s-85f")
+    ap.add_argument("--only", default="", help="comma-separated model file stems to run")
     a = ap.parse_args()
+    only = [s for s in a.only.split(",") if s]
+    models = [m for m in MODELS if not only or any(m[1].startswith(s) for s in only)]
     head = ["pattern", "model", "maps", "verify", "interval", "LUT4 / FF / DSP / BRAM (ECP5)",
             "samples"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     t0 = time.monotonic()
-    for pattern, model, data in MODELS:
+    for pattern, model, data in models:
         print("| " + " | ".join(row(pattern, FIELD / model, FIELD / data, a.count,
                                      a.simulator, a.board)) + " |", flush=True)
-    print(f"\n{len(MODELS)} models in {time.monotonic() - t0:.0f} s")
+    print(f"\n{len(models)} models in {time.monotonic() - t0:.0f} s")
 
 
 if __name__ == "__main__":
