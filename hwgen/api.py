@@ -32,6 +32,7 @@ from hwgen.io import (
     check_no_nan,
     check_output_dir,
     check_output_path,
+    first_samples,
     output_dir,
     read_input,
 )
@@ -330,9 +331,8 @@ def dequantized_outputs(manifest: dict, ig, y: np.ndarray) -> np.ndarray:
 def _quantized_inputs(manifest, ig, x, count, source):
     if isinstance(x, (str, Path)):
         x = read_input(x, manifest["input"]["onnx_name"], count)
-    x = np.asarray(x, dtype=np.float32)
-    if count is not None:
-        x = x[:count]
+    else:
+        x = first_samples(x, count, source)
     check_no_nan(x, source)
     frames = _frames(manifest, x, source)
     return ig.quantize_input(frames)
@@ -451,7 +451,8 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
                          chunk=chunk, trace=trace, wave=wave, seed=seed, layers=layers,
                          progress=progress, logic_lanes=logic_lanes, link=link)
             if isinstance(x, (str, Path)):
-                x = read_input(x, rep.compiled.manifest["input"]["onnx_name"], count)
+                x = read_input(x, rep.compiled.manifest["input"]["onnx_name"], count,
+                               count_warning=False)   # the inner verify warned
             x = np.asarray(x, dtype=np.float32)[:count]
             rep.float_top1_agreement = float_top1(float_model, x, rep.sim.outputs)
             return rep
@@ -469,7 +470,8 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         source = str(x) if isinstance(x, (str, Path)) else "input array"
         if isinstance(x, (str, Path)):
             x = read_input(x, manifest["input"]["onnx_name"], count)
-        x = np.asarray(x, dtype=np.float32)[:count]
+        else:
+            x = first_samples(x, count, source)
         check_no_nan(x, source)
         check_input_shape(x, manifest["input"]["onnx_shape"], source)
         loaded = design.load(out_dir)

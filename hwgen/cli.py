@@ -20,7 +20,7 @@ from hwgen.board_run import run_board
 from hwgen.boards.board_top import DEFAULT_BAUD
 from hwgen.boards.boards import DEFAULT_BOARD, boards_table
 from hwgen.boards.fold import DEFAULT_BUDGET
-from hwgen.errors import HwgenError
+from hwgen.errors import HwgenError, HwgenWarning
 from hwgen.io import check_writable_file, write_atomic
 from hwgen.progress import Progress
 from hwgen.quantize import quantize
@@ -481,7 +481,10 @@ def main(argv=None):
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        code = run(argv)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", HwgenWarning)
+            warnings.showwarning = _show_warning
+            code = run(argv)
     except HwgenError as e:
         _quiet()
         print(f"hwgen: error: {e}", file=sys.stderr)
@@ -502,6 +505,18 @@ def main(argv=None):
     if previous is not None:
         signal.signal(signal.SIGTERM, previous)
     sys.exit(code)
+
+
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """hwgen's warnings as one line each on stderr, like its errors; others as Python
+    shows them."""
+    if issubclass(category, HwgenWarning):
+        print(f"hwgen: warning: {message}", file=sys.stderr)
+    else:
+        _python_showwarning(message, category, filename, lineno, file, line)
 
 
 def _quiet():

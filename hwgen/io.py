@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hwgen.errors import HwgenError
+from hwgen.errors import HwgenError, warn
 
 #: the files of a compiled folder besides ``<top>.v`` (named by its manifest)
 MANIFEST = "manifest.json"
@@ -89,18 +89,18 @@ def _check_declared(shape, dtype, have: int, source: str, count: int | None):
     return declared
 
 
-def _read_npy(p: Path, count: int | None) -> np.ndarray:
+def _read_npy(p: Path, count: int | None) -> tuple[np.ndarray, int]:
     with open(p, "rb") as f:
         shape, _, dtype = _npy_header(f, str(p))
         offset = f.tell()
     _check_declared(shape, dtype, p.stat().st_size - offset, str(p), count)
     if int(np.prod(shape)) == 0:
-        return np.zeros(shape, dtype)
+        return np.zeros(shape, dtype), _rows(shape)
     arr = np.load(p, mmap_mode="r", allow_pickle=False)
-    return arr[:count] if count is not None and arr.ndim else arr
+    return (arr[:count] if count is not None and arr.ndim else arr), _rows(shape)
 
 
-def _read_npz(p: Path, input_name: str, count: int | None) -> np.ndarray:
+def _read_npz(p: Path, input_name: str, count: int | None) -> tuple[np.ndarray, int]:
     with zipfile.ZipFile(p) as z:
         members = {(n[:-4] if n.endswith(".npy") else n): n for n in z.namelist()}
         if input_name in members:
@@ -123,13 +123,37 @@ def _read_npz(p: Path, input_name: str, count: int | None) -> np.ndarray:
         if len(data) != n * dtype.itemsize:
             raise HwgenError(f"{source}: truncated (the data ends early)")
         arr = np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C")
-        return arr[:count] if count is not None and arr.ndim else arr
+        return (arr[:count] if count is not None and arr.ndim else arr), _rows(shape)
 
 
-def read_input(path, input_name: str, count: int | None = None) -> np.ndarray:
+def _rows(shape) -> int:
+    return shape[0] if shape else 1
+
+
+def first_samples(x: np.ndarray, count: int | None, source: str) -> np.ndarray:
+    """The first ``count`` samples of the array ``x`` (all without ``count``); asking for
+    more than it holds is a warning (:func:`warn_count`) and runs them all."""
+    x = np.asarray(x, dtype=np.float32)
+    if count is not None and x.ndim:
+        warn_count(count, x.shape[0], source)
+        return x[:count]
+    return x
+
+
+def warn_count(count: int | None, rows: int, source: str):
+    """The warning for ``count`` samples asked of ``source``, which holds ``rows``."""
+    if count is not None and count > rows:
+        warn(f"{source}: holds {rows:,} samples, fewer than the {count:,} asked for; "
+             f"using all {rows:,}")
+
+
+def read_input(path, input_name: str, count: int | None = None, *,
+               count_warning: bool = True) -> np.ndarray:
     """Float inputs from X.npy, or X.npz (under the ONNX input name, or its only array);
-    with ``count`` only the first ``count`` samples are read (.npy files are memory-mapped).
-    Refused with one line: unreadable or inconsistent files, non-numbers, NaN."""
+    with ``count`` only the first ``count`` samples are read (.npy files are memory-mapped),
+    and a ``count`` beyond the file's samples is a warning (unless ``count_warning`` is
+    false: a second read of the same file). Refused with one line: unreadable or
+    inconsistent files, non-numbers, NaN."""
     p = Path(path)
     if not p.is_file():
         raise HwgenError(f"{p}: input file not found")
@@ -137,9 +161,9 @@ def read_input(path, input_name: str, count: int | None = None) -> np.ndarray:
         with open(p, "rb") as f:
             magic = f.read(6)
         if magic.startswith(b"PK"):
-            arr = _read_npz(p, input_name, count)
+            arr, rows = _read_npz(p, input_name, count)
         else:
-            arr = _read_npy(p, count)
+            arr, rows = _read_npy(p, count)
         x = np.array(arr, dtype=np.float32)  # a copy: not the memory map or zip buffer
     except HwgenError:
         raise
@@ -149,6 +173,8 @@ def read_input(path, input_name: str, count: int | None = None) -> np.ndarray:
         raise HwgenError(f"{p}: not a readable NumPy .npy/.npz file of numbers "
                          f"({' '.join(str(e).split())[:120]})") from None
     check_no_nan(x, str(p))
+    if count_warning:
+        warn_count(count, rows, str(p))
     return x
 
 
@@ -177,6 +203,28 @@ def check_input_shape(x: np.ndarray, onnx_shape: list, source: str) -> np.ndarra
 
 
 # -------------------------------------------------------------------------- output folders
+
+def umask() -> int:
+    """The process's file mode creation mask (read without changing it where /proc
+    tells it; else set and restored at once)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def user_mode(mode: int) -> int:
+    """``mode`` (0o666 for a file, 0o777 for a folder) less the umask: what ``open`` and
+    ``mkdir`` give. Outputs made in a private temporary file or folder (``tempfile``'s
+    0600/0700) and renamed into place get it, so they read as any other file the user
+    makes."""
+    return mode & ~umask()
+
 
 def plain_file_name(name) -> bool:
     """A file name inside a folder: no separators, not '.', '..' or hidden."""
@@ -323,6 +371,7 @@ def atomic_dir(target, replace=()):
             parent = target.absolute().parent
             parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
+            os.chmod(tmp, user_mode(0o777))   # renamed into place: the user's mode
     except OSError as e:
         raise HwgenError(f"{target}: cannot write there ({e.strerror})") from None
     try:
@@ -364,6 +413,7 @@ def write_atomic(path, data: bytes):
     except OSError as e:
         raise HwgenError(f"{p}: cannot write ({e.strerror})") from None
     try:
+        os.fchmod(fd, user_mode(0o666))
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, p)

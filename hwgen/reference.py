@@ -93,8 +93,9 @@ def check_reference_batch(model, x, count: int | None) -> None:
         return
     inits = {t.name for t in m.graph.initializer}
     in_name = next(i.name for i in m.graph.input if i.name not in inits)
-    x = read_input(x, in_name, count) if isinstance(x, (str, Path)) else \
-        np.asarray(x, dtype=np.float32)[:count]
+    if isinstance(x, (str, Path)):   # verify reads it again (and warns of a short file)
+        x = read_input(x, in_name, count, count_warning=False)
+    x = np.asarray(x, dtype=np.float32)[:count]
     if x.shape[0] % b == 0:
         return
     try:

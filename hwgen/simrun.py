@@ -24,7 +24,7 @@ from hwgen.assemble import Tap, build_observed, build_top, stream_idents, to_ver
 from hwgen.dataflow.lower import DataflowGraph, lower
 from hwgen.dataflow.weight_load import load_image
 from hwgen.errors import HwgenError
-from hwgen.io import DESIGN_NPZ, check_writable_file
+from hwgen.io import DESIGN_NPZ, check_writable_file, user_mode
 from hwgen.progress import QUIET, Progress
 from hwgen.sim.amaranth_sim import run_amaranth
 from hwgen.sim.base import SimTimeout, StreamJob, StreamResult, Wave
@@ -231,6 +231,7 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
             timeout, results = e, [e.result]
             ranges = [ranges[e.chunk]]
         if tmp_wave is not None and timeout is None:
+            os.chmod(tmp_wave, user_mode(0o666))   # mkstemp's 0600 → the user's mode
             os.replace(tmp_wave, wave.path)
             tmp_wave = None
     finally:
