@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import tempfile
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from hwgen.io import (
     first_samples,
     output_dir,
     read_input,
+    read_labels,
 )
 from hwgen.ipxact import component_xml
 from hwgen.link_verify import LinkReport, verify_link
@@ -64,10 +66,22 @@ class CompileResult:
     verilog: Path
     manifest: dict
     fit: FitReport | None = None
+    #: ``out_dir`` is a temporary folder (:func:`verify` without ``out_dir``), removed when
+    #: this result is garbage collected or the interpreter exits
+    temporary: bool = False
 
     @property
     def estimate(self) -> dict:
         return self.manifest["estimate"]
+
+    def __repr__(self) -> str:
+        e, t = self.estimate, self.manifest.get("target") or {}
+        where = (t.get("board") or {}).get("name") or (t.get("device") or {}).get("name")
+        kept = ", temporary=True" if self.temporary else ""
+        return (f"CompileResult(top={self.manifest['top']!r}, out_dir='{self.out_dir}'{kept}, "
+                f"cycles_per_frame={e['cycles_per_frame']}, "
+                f"bottleneck={e['bottleneck']!r}, latency_cycles={e['latency_cycles']}, "
+                f"target={where!r}, fits={t.get('fits')})")
 
     @property
     def target(self) -> dict:
@@ -276,6 +290,14 @@ class SimulationResult:
     #: a one-off, outside ``latency`` and the frame cycles
     load_cycles: int = 0
 
+    def __repr__(self) -> str:
+        o = self.outputs
+        interval = "None" if self.interval is None else f"{self.interval:.1f}"
+        wave = "" if self.wave is None else f", wave='{self.wave}'"
+        return (f"SimulationResult(samples={o.shape[0]}, simulator={self.simulator!r}, "
+                f"outputs={o.dtype}{list(o.shape)}, latency={self.latency}, "
+                f"interval={interval}, cycles={self.cycles}{wave})")
+
 
 def _output_shape(declared, sample) -> list:
     """The output's ONNX shape for the manifest: as declared where it gives every size after
@@ -382,6 +404,24 @@ def _layers(model, ig, values: dict, x: np.ndarray) -> LayerReport:
     return layer_agreement(model, ig, walked.views, values, x)
 
 
+def _label_accuracy(labels, outputs) -> float | None:
+    """The fraction of samples whose ``outputs`` [N, C] (C > 1) argmax is the label; None
+    without labels, for other outputs or a label count that is not N."""
+    if labels is None:
+        return None
+    y = np.asarray(labels)
+    if y.ndim == 2 and y.shape[1] > 1:
+        y = y.argmax(axis=1)
+    out = np.asarray(outputs)
+    n = out.shape[0] if out.ndim else 0
+    if y.ndim != 1 or len(y) < n or n == 0:
+        return None
+    out = out.reshape(n, -1)
+    if out.shape[1] < 2:
+        return None
+    return float(np.mean(out.argmax(axis=1) == y[:n]))
+
+
 @dataclass
 class VerifyReport:
     samples: int
@@ -403,6 +443,30 @@ class VerifyReport:
     reference: str = "onnxruntime"
     #: with a host tail: the model's whole output (the tail run on the RTL's) vs the reference
     host_tail: TailAgreement | None = None
+    #: with class labels (``labels``, or the input .npz's): the fraction of samples whose
+    #: output's argmax is the label, for the RTL and for the reference
+    label_accuracy: float | None = None
+    reference_label_accuracy: float | None = None
+
+    def __repr__(self) -> str:
+        def pct(f):
+            return "None" if f is None else f"{round(f, 4)}"
+        parts = [f"ok={self.ok}", f"samples={self.samples}",
+                 f"rtl_equals_golden={self.rtl_equals_golden}",
+                 f"ort_identical_fraction={pct(self.ort_identical_fraction)}",
+                 f"ort_max_step_diff={self.ort_max_step_diff}",
+                 f"top1_agreement={pct(self.top1_agreement)}"]
+        if self.label_accuracy is not None:
+            parts.append(f"label_accuracy={pct(self.label_accuracy)}")
+        if self.trace is not None:
+            parts.append(f"trace_ok={self.trace.ok}")
+        if self.link is not None:
+            parts.append(f"link_ok={self.link.ok}")
+        iv = self.sim.interval
+        parts += [f"latency={self.sim.latency}",
+                  f"interval={'None' if iv is None else f'{iv:.1f}'}",
+                  f"compiled={self.compiled!r}"]
+        return f"VerifyReport({', '.join(parts)})"
 
     @property
     def ok(self) -> bool:
@@ -419,7 +483,8 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
            device: str | None = None, budget: float | None = None, jobs: int | None = None,
            chunk: int | None = None, trace: bool = False, wave: WaveRequest | None = None,
            seed: int = 0, layers: bool = False, progress: Progress = QUIET,
-           logic_lanes: str | bool | None = None, link: bool = False) -> VerifyReport:
+           logic_lanes: str | bool | None = None, link: bool = False,
+           labels=None) -> VerifyReport:
     """Compile, simulate, and compare RTL with the golden model and with onnxruntime.
 
     ``jobs``, ``chunk``, ``wave``, ``seed``: as for :func:`simulate`. ``trace``: every stream
@@ -435,7 +500,16 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
     With ``calibration`` the float ``model`` is quantized first (see :func:`compile`); the
     RTL is compared with onnxruntime on the quantized model (what the hardware implements),
     and ``float_top1_agreement`` gives the top-1 agreement with the float model for
-    classifiers ([N, C] outputs)."""
+    classifiers ([N, C] outputs).
+
+    ``labels``: the samples' class labels ([N] integers, or [N, C] one-hot), for classifiers
+    ``report.label_accuracy`` (the RTL's argmax against them) and
+    ``report.reference_label_accuracy`` (the reference's); by default an input .npz's array
+    named ``label``, ``labels``, ``y`` or ``target(s)`` (:func:`hwgen.io.read_labels`).
+
+    Without ``out_dir`` the design is compiled into a temporary folder that lives as long as
+    ``report.compiled`` (``report.compiled.temporary`` is true): removed when that result is
+    garbage collected, or when the interpreter exits. Give ``out_dir`` to keep it."""
     if out_dir is not None:
         check_output_path(out_dir, model)
     resolve_target(board, device, budget, logic_lanes)
@@ -449,7 +523,8 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
             rep = verify(qdq, x, count, simulator, fold, out_dir, stall, target_cycles,
                          force=force, board=board, device=device, budget=budget, jobs=jobs,
                          chunk=chunk, trace=trace, wave=wave, seed=seed, layers=layers,
-                         progress=progress, logic_lanes=logic_lanes, link=link)
+                         progress=progress, logic_lanes=logic_lanes, link=link,
+                         labels=labels)
             if isinstance(x, (str, Path)):
                 x = read_input(x, rep.compiled.manifest["input"]["onnx_name"], count,
                                count_warning=False)   # the inner verify warned
@@ -469,6 +544,8 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         manifest = comp.manifest
         source = str(x) if isinstance(x, (str, Path)) else "input array"
         if isinstance(x, (str, Path)):
+            if labels is None:
+                labels = read_labels(x, manifest["input"]["onnx_name"], count)
             x = read_input(x, manifest["input"]["onnx_name"], count)
         else:
             x = first_samples(x, count, source)
@@ -514,13 +591,15 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         tail = None
         if final:
             tail = TailAgreement.measure(tail_nodes(ig.host_tail), final, refs[1], sim.outputs)
+        acc = _label_accuracy(labels, sim.outputs), _label_accuracy(labels, refs[-1])
         rep = VerifyReport(
             samples=x.shape[0], rtl_equals_golden=np.array_equal(gold, sim.outputs_int),
             golden_mismatched_samples=bad,
             ort_identical_fraction=float(np.mean(diff == 0)),
             ort_max_step_diff=int(diff.max(initial=0)), top1_agreement=top1,
             estimate=manifest["estimate"], sim=sim, compiled=comp, trace=traced,
-            reference=ref_name, host_tail=tail)
+            reference=ref_name, host_tail=tail, label_accuracy=acc[0],
+            reference_label_accuracy=acc[1])
         if link:
             with progress.step("simulating the board top through its UART"):
                 rep.link = verify_link(out_dir, loaded, sim.inputs_int, gold,
@@ -529,6 +608,10 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
             with progress.step("comparing the layers with onnxruntime"):
                 rep.layers = _layers(model, ig, values, x)
             rep.dfg = batch.dfg or lower(ig, loaded[2])
+        if tmp is not None:   # the design stays while the result that names it does
+            comp.temporary = True
+            weakref.finalize(comp, shutil.rmtree, str(tmp), ignore_errors=True)
+            tmp = None
         return rep
     finally:
         if tmp is not None:

@@ -87,6 +87,15 @@ class InspectReport:
     def ok(self) -> bool:
         return not self.problems
 
+    def __repr__(self) -> str:
+        t = self.estimate.totals
+        fit = "" if self.fit is None else f", target={self.fit.target.label!r}, " \
+                                          f"fits={self.fit.fits}"
+        return (f"InspectReport(model={self.model!r}, ok={self.ok}, "
+                f"problems={len(self.problems)}, nodes={self.counts()}, "
+                f"cycles_per_frame={t.get('cycles_per_frame')}, "
+                f"latency_cycles={t.get('latency_cycles')}{fit})")
+
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for r in self.rows:

@@ -178,6 +178,32 @@ def read_input(path, input_name: str, count: int | None = None, *,
     return x
 
 
+#: names under which an input .npz may hold the samples' class labels, in this order
+LABEL_KEYS = ("label", "labels", "y", "target", "targets")
+
+
+def read_labels(path, input_name: str, count: int | None = None) -> np.ndarray | None:
+    """The class labels an input .npz holds beside its inputs (an array named as in
+    :data:`LABEL_KEYS`, not the input's own): [N] integers, or [N, C] one-hot / scores
+    (their argmax); the first ``count``. None when there are none or they are not class
+    labels (labels are an extra: they never stop a run)."""
+    p = Path(path)
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            key = next((k for k in LABEL_KEYS if k in z.files and k != input_name), None)
+            if key is None:
+                return None
+            y = np.asarray(z[key])[:count]
+    except Exception:  # noqa: BLE001 - not an .npz, or an unreadable array: no labels
+        return None
+    if y.ndim == 2 and y.shape[1] > 1 and y.dtype.kind in "fiub":
+        y = y.argmax(axis=1)
+    if y.ndim != 1 or y.dtype.kind not in "iuf" or (
+            y.dtype.kind == "f" and not np.all(np.isfinite(y) & (y == np.round(y)))):
+        return None
+    return y.astype(np.int64)
+
+
 def check_no_nan(x: np.ndarray, source: str):
     """NaN has no quantized value (QuantizeLinear leaves it undefined): refused, naming the
     first sample that holds one. ±inf saturate and are accepted."""

@@ -61,6 +61,10 @@ def summary_rows(rep) -> list[tuple[str, str]]:
         if t.top1_agreement is not None:
             rows.append((f"model output vs {ref}: top-1 agreement",
                          f"{100 * t.top1_agreement:.2f} %"))
+    if rep.label_accuracy is not None:
+        also = ("" if rep.reference_label_accuracy is None else
+                f" ({ref} {100 * rep.reference_label_accuracy:.2f} %)")
+        rows.append(("accuracy against the labels", f"{100 * rep.label_accuracy:.2f} %{also}"))
     if rep.float_top1_agreement is not None:
         rows.append(("RTL vs float model: top-1 agreement",
                      f"{100 * rep.float_top1_agreement:.2f} %"))
