@@ -25,7 +25,7 @@ if os.path.isfile(os.path.join(_root, "rtl_templates", "block.py")) and \
         not os.path.isdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataflow")):
     __path__.append(_root)  # noqa: F821 - the package's own search path
 
-from hwgen.errors import HwgenError  # noqa: E402
+from hwgen.errors import HwgenError, HwgenWarning  # noqa: E402
 
 _API = ("compile", "simulate", "verify")
 
@@ -36,4 +36,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'hwgen' has no attribute {name!r}")
 
 
-__all__ = ["HwgenError", "compile", "simulate", "verify", "__version__"]
+__all__ = ["HwgenError", "HwgenWarning", "compile", "simulate", "verify", "__version__"]
