@@ -12,21 +12,40 @@ from hwgen.io import write_atomic
 from hwgen.report_svg import Node, bar, graph, histogram, strip
 
 CSS = """
+*{box-sizing:border-box}
 body{font:14px/1.45 system-ui,sans-serif;color:#1d232b;margin:24px 32px;max-width:1400px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid
-#ccd3db;padding-bottom:3px}p.meta{color:#4a5562;margin:2px 0}
-table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #d5dbe2;padding:3px 8px;
-text-align:left;vertical-align:middle;white-space:nowrap}th{background:#eef2f6}td.n{text-align:right;
-font-variant-numeric:tabular-nums}tr.sum td{font-weight:600;background:#f6f8fa}
+@media (max-width:900px){body{margin:16px 12px}}
+h1{font-size:22px;margin:0 0 4px;overflow-wrap:anywhere}h2{font-size:17px;margin:28px 0 8px;
+border-bottom:1px solid #ccd3db;padding-bottom:3px}p.meta{color:#4a5562;margin:2px 0;
+overflow-wrap:anywhere}
+.wide{max-width:100%;overflow-x:auto}
+table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #d5dbe2;padding:3px 7px;
+text-align:left;vertical-align:middle;white-space:nowrap}th{background:#eef2f6}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}tr.sum td{font-weight:600;
+background:#f6f8fa}tr.bn td{font-weight:600}
+th{white-space:normal}td.w,th.w{white-space:normal;overflow-wrap:anywhere;min-width:10ch}
+td .sub{display:block;color:#5b6672;font-size:12px;font-weight:400}
+svg.bar{width:90px;height:12px;vertical-align:-1px}
+@media (max-width:900px){td,th{padding:3px 5px}svg.bar{width:48px}}
+td.w code{overflow-wrap:anywhere}
 .badge{display:inline-block;padding:2px 10px;border-radius:10px;color:#fff;font-weight:700}
 .pass{background:#2a7d3f}.fail{background:#b3261e}.note{color:#5b6672}
+.same{color:#2a7d3f;font-weight:600}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0 4px}
+.card{flex:1 1 200px;border:1px solid #d5dbe2;border-radius:6px;padding:8px 12px;
+background:#f8fafc;min-width:0}.card .k{color:#4a5562;font-size:12px}
+.card .v{font-size:19px;font-weight:650;overflow-wrap:anywhere}.card .d{color:#4a5562;
+font-size:12px;overflow-wrap:anywhere}
 code{font:12px ui-monospace,monospace}
 svg text{font:11px ui-monospace,monospace;fill:#1d232b}svg text.name{font-weight:700}
 svg .zero{fill:#2a7d3f}svg .off{fill:#d9822b}svg .axis{stroke:#7a8591}
-svg text.tick{font-size:9px}svg .track{fill:#e7ebef}svg .fill{fill:#4c7fbf}
-svg .full{fill:#c0392b}svg .seg0{fill:#8fb3e0}svg .seg1{fill:#c3d6ef}
-svg .box{stroke:#56606b;stroke-width:1}svg .term{fill:#fff;stroke:#56606b}
-svg .edge{fill:none;stroke:#56606b;stroke-width:1.3}svg .head{fill:#56606b}
+svg text.tick{font-size:9px}svg .track{fill:#e7ebef}svg .fill{fill:#6f9bd1}
+svg .full{fill:#2f5f98}svg .seg0{fill:#8fb3e0}svg .seg1{fill:#c3d6ef}
+svg.strip{max-width:100%;height:auto}
+svg .box{stroke:#7d8894;stroke-width:1}svg .box.bottleneck{stroke:#1f3b63;stroke-width:2.5}
+svg .term{fill:#fff;stroke:#56606b}svg rect.pipe{fill:#f4f6f8;stroke:#b4bcc5;
+stroke-dasharray:3 2}svg text.pipe{fill:#5b6672}
+svg .edge{fill:none;stroke:#8a949e;stroke-width:1.2}svg .head{fill:#8a949e}
 """
 
 
@@ -112,15 +131,21 @@ def _res(entry: dict, family: str) -> dict:
 
 
 def _table(head: list[str] | None, rows: list[list[str]], numeric: set[int] = frozenset(),
-           cls: list[str] | None = None) -> str:
-    out = ["<table>" + ("<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
-                        if head else "")]
+           cls: list[str] | None = None, wrap: set[int] = frozenset()) -> str:
+    """A table in a box that scrolls sideways if the page is narrower than it; the
+    ``wrap`` columns (names) break anywhere rather than widen it, ``numeric`` ones align
+    right."""
+    def c(i):
+        return ' class="n"' if i in numeric else ' class="w"' if i in wrap else ""
+
+    out = ['<div class="wide"><table>' + (
+        "<tr>" + "".join(f"<th{c(i)}>{h}</th>" for i, h in enumerate(head)) + "</tr>"
+        if head else "")]
     for k, r in enumerate(rows):
-        c = f' class="{cls[k]}"' if cls and cls[k] else ""
-        out.append(f"<tr{c}>" + "".join(f'<td class="n">{v}</td>' if i in numeric
-                                         else f"<td>{v}</td>" for i, v in enumerate(r))
+        rc = f' class="{cls[k]}"' if cls and cls[k] else ""
+        out.append(f"<tr{rc}>" + "".join(f"<td{c(i)}>{v}</td>" for i, v in enumerate(r))
                    + "</tr>")
-    out.append("</table>")
+    out.append("</table></div>")
     return "\n".join(out)
 
 
@@ -128,7 +153,7 @@ def _comparison(rep) -> str:
     rows = [[_t(k), _t(v)] for k, v in summary_rows(rep)]
     if rep.trace is not None:
         rows.append(["trace (every stream vs golden)", _t(rep.trace.summary())])
-    return "<h2>Comparison</h2>\n" + _table(None, rows)
+    return "<h2>Comparison</h2>\n" + _table(None, rows, wrap={1})
 
 
 def _layers(rep) -> str:
@@ -151,11 +176,13 @@ def _layers(rep) -> str:
             rows.append([_t(r.layer), _t(r.onnx_tensor or "–"), "–", "–", "–",
                          f'<span class="note">{_t(r.note)}</span>'])
         else:
+            same = set(r.diffs) <= {0}
+            shown = (f'<span class="same">all {r.elements:,} elements identical</span>'
+                     if same else histogram(r.diffs))
             rows.append([_t(r.layer), f"<code>{_t(r.onnx_tensor)}</code>", f"{r.elements:,}",
-                         _pct(r.identical_fraction), str(r.max_step_diff),
-                         histogram(r.diffs)])
+                         _pct(r.identical_fraction), str(r.max_step_diff), shown])
     out.append(_table(["layer", "ONNX tensor", "elements", "identical", "max |diff|",
-                       "differences (steps)"], rows, {2, 3, 4}))
+                       "differences (steps)"], rows, {2, 3, 4}, wrap={0, 1}))
     return "\n".join(out)
 
 
@@ -172,17 +199,19 @@ def _budget(sim, dfg: DataflowGraph, manifest: dict, family: str) -> str:
     for b in dfg.blocks:
         e, c = entries[b.name], b.cost.cycles
         r = _res(e, family)
-        rows.append([_t(b.name), _t(b.kind), _t(b.layer or "–"), _t(_folding(e)), f"{c:,}",
+        sub = (f'<span class="sub">layer {_t(b.layer)}</span>'
+               if b.layer and b.layer != b.name else "")
+        rows.append([_t(b.name) + sub, _t(b.kind), _t(_folding(e)), f"{c:,}",
                      f"{bar(c / interval)} {_pct(c / interval, 1)}", f"{r['lut4']:,}",
                      f"{r['ff']:,}", f"{r['dsp']:,}", f"{r['bram']:,}"])
-        cls.append("")
+        cls.append("bn" if b is dfg.bottleneck else "")
     tot = manifest["estimate"]["resources"][family]
-    rows.append(["total", "", "", "", "", "", f"{tot['lut4']:,}", f"{tot['ff']:,}",
+    rows.append(["total", "", "", "", "", f"{tot['lut4']:,}", f"{tot['ff']:,}",
                  f"{tot['dsp']:,}", f"{tot['bram']:,}"])
     cls.append("sum")
-    out.append(_table(["block", "kind", "layer", "folding", "cycles/frame", "busy",
+    out.append(_table(["block", "kind", "folding", "cycles per frame", "busy",
                        f"LUT4 ({family})", "FF", "DSP", "BRAM"], rows,
-                      {4, 6, 7, 8, 9}, cls))
+                      {3, 5, 6, 7, 8}, cls, wrap={0, 2}))
     entry, path = latency_path(dfg)
     total = entry + sum(c for _, c in path)
     out.append(f"<h3>Latency of one frame: {total:,} cycles (estimate); measured "
@@ -195,8 +224,12 @@ def _budget(sim, dfg: DataflowGraph, manifest: dict, family: str) -> str:
     rows = [[_t(n), f"{c:,}", _pct(c / total if total else None, 1)] for n, c in segs]
     rows.append(["total", f"{total:,}", "100.0 %"])
     out.append(_table(["part", "cycles", "share"], rows, {1, 2},
-                      [""] * len(segs) + ["sum"]))
+                      [""] * len(segs) + ["sum"], wrap={0}))
     return "\n".join(out)
+
+
+#: the block kinds drawn as plumbing in the graph (small pills): they move data, not compute
+PLUMBING = ("fifo", "dwc", "fork")
 
 
 def _graph(dfg: DataflowGraph, manifest: dict, family: str) -> str:
@@ -212,14 +245,25 @@ def _graph(dfg: DataflowGraph, manifest: dict, family: str) -> str:
         if b.layer and b.layer != b.name:
             lines.append(f"layer {b.layer}")
         tip = "\n".join([b.name] + lines + [f"latency {b.cost.latency:,} cycles"])
-        nodes.append(Node(b.name, lines, list(b.inputs), list(b.outputs), c / interval, tip))
+        if b is dfg.bottleneck:
+            lines[1] += " (sets the interval)"
+        plumbing = b.kind in PLUMBING
+        if not plumbing:                # two facts a line: a wide, low box
+            lines = [f"{lines[0]} · {lines[1]}", " · ".join(lines[2:])]
+        nodes.append(Node(b.name, lines[:1] if plumbing else lines, list(b.inputs),
+                          list(b.outputs), c / interval, tip, plumbing,
+                          b is dfg.bottleneck))
     streams = {n: (f"stream {n}: {s['type']}, {s['elements_per_beat']} per beat, "
                    f"{s['elements_per_frame']} per frame, {s['bits']} bits")
                for n, s in manifest["streams"].items()}
-    return ("<h2>Dataflow graph</h2>\n<p>Blocks in stream order, joined by their streams; "
-            "colour from blue (idle) to red (the block that sets the interval). Resources "
-            f"for {_t(family)}; hover for details.</p>\n"
-            + graph(nodes, dfg.in_stream, dfg.out_stream, streams))
+    return ("<h2>Dataflow graph</h2>\n<p>Blocks in stream order, joined by their streams. "
+            "A layer's box is shaded by how busy it is, from pale (idle) to blue (busy every "
+            "cycle); the block that sets the interval has a dark outline. FIFOs, forks and "
+            "width converters are the small dashed pills. Resources for "
+            f"{_t(family)}; hover over a block or stream for its details.</p>\n"
+            '<div class="wide graph-box">'
+            + graph(nodes, dfg.in_stream, dfg.out_stream, streams)
+            + "</div>")
 
 
 def _target(m: dict) -> str:
@@ -230,6 +274,58 @@ def _target(m: dict) -> str:
     fit = "fits" if t["fits"] else "does not fit"
     return (f"target: {where} at {100 * t['budget']:.0f} % budget, interval "
             f"{t['interval_cycles']:,} cycles, {fit}: {use} (folding: {t['folding']})")
+
+
+def _card(key: str, value: str, detail: str = "") -> str:
+    return (f'<div class="card"><div class="k">{_t(key)}</div><div class="v">{_t(value)}'
+            f'</div><div class="d">{_t(detail)}</div></div>')
+
+
+def _cards(m: dict, sim, rep=None) -> str:
+    """The page's summary at its top: the outcome and accuracy (verify), throughput and
+    latency at the target's clock, and the resources on the target."""
+    out = []
+    if rep is not None:
+        n = rep.samples
+        out.append(_card("result", "PASS" if rep.ok else "FAIL",
+                         f"RTL equals the golden model bit for bit on all {n:,} samples"
+                         if rep.rtl_equals_golden else
+                         f"{rep.golden_mismatched_samples:,} of {n:,} samples differ from "
+                         f"the golden model"))
+        if rep.label_accuracy is not None:
+            ref = ("" if rep.reference_label_accuracy is None else
+                   f"; {rep.reference} {100 * rep.reference_label_accuracy:.2f} %")
+            out.append(_card("accuracy against the labels", _pct(rep.label_accuracy, 2),
+                             f"on {n:,} samples{ref}"))
+        elif rep.top1_agreement is not None:
+            out.append(_card(f"top-1 agreement with {rep.reference}",
+                             _pct(rep.top1_agreement, 2),
+                             f"on {n:,} samples (the input has no labels)"))
+        else:
+            out.append(_card(f"identical to {rep.reference}",
+                             _pct(rep.ort_identical_fraction, 2),
+                             f"of the output elements; max difference {rep.ort_max_step_diff} "
+                             f"steps"))
+    t, est = m["target"], m["estimate"]
+    interval = sim.interval if sim.interval is not None else est["cycles_per_frame"]
+    how = "measured" if sim.interval is not None else "estimated"
+    clock = t.get("clock_mhz")
+    where = t["board"]["name"] if t["board"] else t["device"]["name"]
+    if clock:
+        out.append(_card(f"throughput at {clock:g} MHz", f"{clock * 1e6 / interval:,.0f} "
+                         f"frames/s", f"{interval:,.1f} cycles per frame ({how}; bottleneck "
+                         f"{est['bottleneck']}); latency {sim.latency:,} cycles = "
+                         f"{sim.latency / clock:,.2f} µs"))
+    else:
+        out.append(_card("interval", f"{interval:,.1f} cycles/frame",
+                         f"{how}; latency {sim.latency:,} cycles"))
+    cap = t.get("capacity") or t["limit"]
+    use = " · ".join(f"{k} {t['use'][k]:,}/{cap[k]:,}"
+                     + (f" ({100 * t['use'][k] / cap[k]:.0f} %)" if cap[k] else "")
+                     for k in t["use"])
+    out.append(_card(f"resources on {where}", "fits" if t["fits"] else "does not fit",
+                     f"{use}; budget {100 * t['budget']:.0f} % of each"))
+    return '<div class="cards">' + "".join(out) + "</div>"
 
 
 def _page(what: str, m: dict, status: str, sections: list[str]) -> str:
@@ -252,7 +348,8 @@ def render(rep) -> str:
     status = '<span class="badge pass">PASS</span>' if rep.ok else \
         '<span class="badge fail">FAIL</span>'
     return _page("verify", m, status, [
-        _comparison(rep), _layers(rep), _budget(rep.sim, dfg, m, family),
+        _cards(m, rep.sim, rep), _comparison(rep), _layers(rep),
+        _budget(rep.sim, dfg, m, family),
         _graph(dfg, m, family)])
 
 
@@ -267,7 +364,8 @@ def render_simulation(sim, manifest: dict, dfg: DataflowGraph) -> str:
         rows.append(("interval", f"{sim.interval:.1f} cycles/frame (estimate "
                                  f"{est['cycles_per_frame']}, bottleneck {est['bottleneck']})"))
     table = "<h2>Simulation</h2>\n" + _table(None, [[_t(k), _t(v)] for k, v in rows])
-    return _page("simulate", manifest, "", [table, _budget(sim, dfg, manifest, family),
+    return _page("simulate", manifest, "", [_cards(manifest, sim), table,
+                                            _budget(sim, dfg, manifest, family),
                                             _graph(dfg, manifest, family)])
 
 

@@ -3,6 +3,7 @@ headless browser (Debian's chromium) with no console error and a screenshot that
 blank."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import struct
@@ -20,7 +21,7 @@ from hwgen.dataflow import golden
 from hwgen.dataflow.importer import load_model, to_int_graph, walk
 from hwgen.dataflow.lower import lower
 from hwgen.reference import layer_agreement
-from hwgen.report_svg import histogram
+from hwgen.report_svg import histogram, wrap
 
 MODEL = EXAMPLES / "digits_mlp_qdq.onnx"
 DATA = EXAMPLES / "digits_test.npz"
@@ -127,9 +128,10 @@ def test_report_contents_verilator(verified):
     html = page.read_text()
     # self-contained: nothing fetched, no script
     assert not re.search(r"(?i)\b(src|href)=|https?://|<script|@import|url\((?!#)", html)
-    assert "PASS" in html and html.count("<svg") >= 3 + 2 + 8
+    # 8 busy bars, the latency strip and the graph (identical layers need no histogram)
+    assert "PASS" in html and html.count("<svg") == 8 + 1 + 1
     for label, value in report.summary_rows(rep):
-        assert f"<td>{label}</td><td>{value}</td>" in html
+        assert f'<td>{label}</td><td class="w">{value}</td>' in html
     # every layer compared, and the last one is the output the table compares
     layers = rep.layers.layers
     assert [r.layer for r in layers] == ["fc0", "fc1", "fc2"] and not rep.layers.note
@@ -146,8 +148,8 @@ def test_report_contents_verilator(verified):
     entry, path = report.latency_path(dfg)
     assert entry + sum(c for _, c in path) == dfg.latency() == rep.estimate["latency_cycles"]
     assert [n for n, _ in path][-1] == "fc2"
-    for b in dfg.blocks:   # every block drawn with its folding
-        assert f">{b.name}</text>" in html
+    for b in dfg.blocks:   # every block drawn, its full name in its hover text
+        assert f"<title>{b.name}\n{b.kind}" in html
     fc0 = next(b for b in dfg.blocks if b.kind == "mvau")   # its folding, as drawn
     lanes = f"LUT_LANES {fc0.params.lut_lanes} " if fc0.params.lut_lanes else ""
     assert f"mvau {lanes}PE {fc0.params.pe} SIMD {fc0.params.simd}" in html
@@ -172,8 +174,8 @@ def test_simulate_report_verilator(verified, cli, tmp_path):
     assert "<h1>hwgen simulate: digits_mlp_qdq.onnx</h1>" in html
     assert f"<td>latency</td><td>{rep.sim.latency} cycles</td>" in html
     for b in rep.dfg.blocks:
-        assert f">{b.name}</text>" in html
-    assert "onnxruntime" not in html
+        assert f"<title>{b.name}\n{b.kind}" in html
+    assert "onnxruntime" not in html and "frames/s" in html
     assert render(tmp_path / "sim.html", tmp_path / "sim.png") == []
 
 
@@ -219,3 +221,103 @@ def test_report_path_refused_before_work(cli, tmp_path):
     r = cli("verify", MODEL, "--input", DATA, "--count", "1", "--report", tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "is a folder" in r.stderr
+
+
+# ------------------------------------------------------------------ layout in the browser
+
+PROBE = ("<script>document.body.setAttribute('data-layout', JSON.stringify({"
+         "page: document.documentElement.scrollWidth, view: document.documentElement"
+         ".clientWidth, tables: Array.from(document.querySelectorAll('.wide:not(.graph-box)'))"
+         ".map(e => e.scrollWidth - e.clientWidth), graph: Array.from(document"
+         ".querySelectorAll('.graph-box')).map(e => e.scrollWidth - e.clientWidth)}));"
+         "</script>")
+
+
+def layout(page: Path, width: int, tmp_path: Path) -> dict:
+    """``page`` laid out by chromium in a window ``width`` px wide: the page's scroll and
+    client widths, and by how many px each scrolling box (the tables, the graph) overflows
+    its width (0: it fits)."""
+    probe = tmp_path / f"probe-{width}.html"
+    probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    with tempfile.TemporaryDirectory(prefix="hwgen-chromium-") as profile:
+        run = subprocess.run([chromium(), *CHROMIUM_FLAGS[:-1], f"--window-size={width},900",
+                              f"--user-data-dir={profile}", "--dump-dom", probe.as_uri()],
+                             capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    m = re.search(r'data-layout="([^"]*)"', run.stdout)
+    assert m, run.stdout[:500]
+    return json.loads(m.group(1).replace("&quot;", '"'))
+
+
+def shot(page: Path, png: Path, width: int, height: int = 1600) -> np.ndarray:
+    with tempfile.TemporaryDirectory(prefix="hwgen-chromium-") as profile:
+        run = subprocess.run([chromium(), *CHROMIUM_FLAGS[:-1], "--hide-scrollbars",
+                              f"--window-size={width},{height}", f"--user-data-dir={profile}",
+                              f"--screenshot={png}", page.as_uri()],
+                             capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return png_pixels(png.read_bytes())
+
+
+@pytest.fixture(scope="module")
+def resnet_page(tmp_path_factory):
+    """The residual CNN's page: long block names, a fork and a join, 30 blocks."""
+    page = tmp_path_factory.mktemp("resnet") / "report.html"
+    rep = api.verify(EXAMPLES / "digits_resnet_qdq.onnx", EXAMPLES / "digits_images_test.npz",
+                     count=2, jobs=1, layers=True)
+    report.write(rep, page)
+    return rep, page
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+@pytest.mark.parametrize("which", ["mlp", "resnet"])
+def test_report_fits_the_window_verilator(verified, resnet_page, tmp_path, which, width):
+    """At 1,400 and 800 px nothing makes the page scroll sideways and every table fits
+    (names wrap); at 1,400 px the graph fits too, at 800 it may scroll in its own box. The
+    screenshot's right edge is the page's plain background: nothing is cut off there."""
+    page = (verified if which == "mlp" else resnet_page)[1]
+    box = layout(page, width, tmp_path)
+    assert box["page"] <= box["view"], box
+    assert box["tables"] and all(d <= 0 for d in box["tables"]), box
+    if width == 1400:
+        assert box["graph"] == [0], box
+    pixels = shot(page, tmp_path / f"{which}-{width}.png", width)
+    assert pixels.shape[:2] == (1600, width)
+    right = pixels[:, -8:, :3].reshape(-1, 3)
+    assert (right == right[0]).all(), "something reaches the window's right edge"
+    colours = np.unique(pixels[..., :3].reshape(-1, 3), axis=0)
+    assert len(colours) > 50
+
+
+def test_report_summary_and_states_verilator(verified, resnet_page):
+    """The summary at the top (outcome, accuracy against the labels, throughput at the
+    board's clock, resources), the identical state of a histogram, no red for the busiest
+    block, and no label cut short."""
+    rep, page = verified
+    html = page.read_text()
+    top = html[:html.index("<h2>")]
+    assert rep.label_accuracy is not None          # digits_test.npz holds "label"
+    m = rep.compiled.manifest
+    clock = m["target"]["clock_mhz"]
+    fps = clock * 1e6 / rep.sim.interval
+    for text in ["result", "PASS", f"bit for bit on all {rep.samples} samples",
+                 "accuracy against the labels", f"{100 * rep.label_accuracy:.2f} %",
+                 f"throughput at {clock:g} MHz", f"{fps:,.0f} frames/s",
+                 f"resources on {m['target']['board']['name']}",
+                 f"DSP tiles {m['target']['use']['DSP tiles']:,}/"]:
+        assert text in top, text
+    assert '<td>accuracy against the labels</td><td class="w">' in html
+    for r in rep.layers.layers:      # all identical here: said in words, not one lone bar
+        assert r.diffs == {0: r.elements}
+        assert f"all {r.elements:,} elements identical" in html
+    assert 'class="hist"' not in html
+    # the busiest block: a deep blue, outlined, no red anywhere
+    assert "#c0392b" not in html and "hsl(0," not in html and "fill:red" not in html
+    assert 'class="box bottleneck"' in html and "(sets the interval)" in html
+    # nothing in the graph is cut short with an ellipsis (the latency strip's narrow parts
+    # are, with their full names in hover text and in the table below); long names wrap
+    for _, p in (verified, resnet_page):
+        drawn = p.read_text()
+        assert "…" not in drawn[drawn.index('<svg class="graph"'):]
+    name = "fifo_Relu_1_output_0_QuantizeLinear_Output_win"
+    assert "".join(wrap(name, 100)) == name and len(wrap(name, 100)) > 1
