@@ -189,6 +189,9 @@ def read_labels(path, input_name: str, count: int | None = None) -> np.ndarray |
     labels (labels are an extra: they never stop a run)."""
     p = Path(path)
     try:
+        with open(p, "rb") as f:
+            if f.read(2) != b"PK":          # an .npy holds one array: the inputs
+                return None
         with np.load(p, allow_pickle=False) as z:
             key = next((k for k in LABEL_KEYS if k in z.files and k != input_name), None)
             if key is None:

@@ -93,3 +93,22 @@ def test_verify_count_beyond_the_data_warns_and_goes_on_verilator(cli, tmp_path)
     with pytest.warns(HwgenWarning, match="input array: holds 3 samples, fewer than the 5"):
         sim = api.simulate(tmp_path / "design", x, count=5, jobs=1)
     assert sim.outputs.shape == (3, 10)
+
+
+def test_labels_beside_the_inputs(tmp_path):
+    """An .npz's class labels (under label, labels, y or target(s); integers or one-hot),
+    the first ``count``; none in an .npy or an .npz without them."""
+    from hwgen.io import read_labels
+
+    x = np.zeros((4, 3), np.float32)
+    y = np.array([2, 0, 1, 1])
+    np.savez(tmp_path / "a.npz", input=x, y=y)
+    np.savez(tmp_path / "b.npz", input=x, labels=np.eye(3)[y])
+    np.savez(tmp_path / "c.npz", input=x)
+    np.savez(tmp_path / "d.npz", input=x, label=np.array([0.5, 1, 2, 3]))
+    np.save(tmp_path / "e.npy", x)
+    assert read_labels(tmp_path / "a.npz", "input").tolist() == [2, 0, 1, 1]
+    assert read_labels(tmp_path / "a.npz", "input", 2).tolist() == [2, 0]
+    assert read_labels(tmp_path / "b.npz", "input").tolist() == [2, 0, 1, 1]
+    for f in ["c.npz", "d.npz", "e.npy"]:
+        assert read_labels(tmp_path / f, "input") is None, f
