@@ -1,7 +1,8 @@
 """Models as other people's tools write them (``examples/field/``): does each map, does
 ``hwgen verify`` pass, and at what interval and resources.
 
-    python benchmarks/field_models.py [--count 64] [--simulator verilator] [--board ulx3s-85f] [--only STEMS]
+    python benchmarks/field_models.py [--count 64] [--simulator verilator]
+        [--board ulx3s-85f] [--only STEMS]
 
 For each model: the pattern it stands for, whether ``inspect`` maps every node (and which run
 on the host), ``verify`` on the model's test inputs (RTL == golden; agreement with the
