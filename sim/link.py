@@ -30,7 +30,14 @@ import numpy as np
 
 from hwgen.errors import HwgenError
 from hwgen.sim.cache import cache_root, max_bytes, touch
-from hwgen.sim.verilator import BUILD_ARGS, check_top, publish_build, setup_verilator
+from hwgen.sim.verilator import (
+    BUILD_ARGS,
+    check_top,
+    cxx_opt,
+    opt_makeflags,
+    publish_build,
+    setup_verilator,
+)
 
 __all__ = ["LinkResult", "run_link", "build_link", "LINK_BENCH_VERSION"]
 
@@ -57,7 +64,7 @@ def bench_source() -> str:
 def cache_key(verilog: str, top: str) -> str:
     version, make_fixes = setup_verilator()
     return "link-" + hashlib.sha256(json.dumps([
-        verilog, top, version, LINK_BENCH_VERSION, BUILD_ARGS, OPT, make_fixes,
+        verilog, top, version, LINK_BENCH_VERSION, BUILD_ARGS, cxx_opt(OPT), make_fixes,
         bench_source()]).encode()).hexdigest()[:24]
 
 
@@ -79,7 +86,7 @@ def build_link(verilog: str, top: str, build_dir: str | None = None) -> Path:
         (tmp / "uart_bench.cpp").write_text(bench_source())
         env = dict(os.environ)
         env["MAKEFLAGS"] = " ".join(filter(None, [
-            env.get("MAKEFLAGS", ""), make_fixes, f"OPT_FAST={OPT}", f"OPT_GLOBAL={OPT}"]))
+            env.get("MAKEFLAGS", ""), make_fixes, opt_makeflags(cxx_opt(OPT))]))
         cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(4, os.cpu_count() or 1)),
                "--top-module", top, "--prefix", "Vtop", "-Mdir", str(tmp / "obj"),
                "-o", str(tmp / "bench"), *BUILD_ARGS,

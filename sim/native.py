@@ -68,6 +68,8 @@ from hwgen.sim.verilator import (
     BUILD_ARGS,
     EXTRA_CYCLES,
     check_top,
+    cxx_opt,
+    opt_makeflags,
     publish_build,
     setup_verilator,
 )
@@ -186,7 +188,7 @@ def _cache_key(verilog: str, top: str, in_width: int, out_width: int, taps: tupl
     version, make_fixes = setup_verilator()
     return "native-" + hashlib.sha256(json.dumps([
         verilog, top, wrapper(verilog, top, job), version, NATIVE_BENCH_VERSION, BUILD_ARGS,
-        OPT, make_fixes, native_threads(verilog), bench_source(),
+        cxx_opt(OPT), make_fixes, native_threads(verilog), bench_source(),
     ] + ([wave] if wave else [])).encode()).hexdigest()[:24]
 
 
@@ -216,7 +218,7 @@ def _build(verilog: str, top: str, job: StreamJob, root: Path) -> Path:
         # command-line style overrides beat verilated.mk's settings
         env["MAKEFLAGS"] = " ".join(filter(None, [
             env.get("MAKEFLAGS", ""), make_fixes,
-            f"OPT_FAST={OPT}", f"OPT_GLOBAL={OPT}"]))
+            opt_makeflags(cxx_opt(OPT))]))
         wave = ([WAVES[job.wave.kind][0], "-CFLAGS", f"-D{WAVES[job.wave.kind][1]}"]
                 if job.wave else [])
         cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(4, os.cpu_count() or 1)),

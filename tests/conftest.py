@@ -36,6 +36,11 @@ from hwgen.rtl_templates import block as block_registry
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
+# The suite compiles hundreds of simulators and runs each for a few frames: build them at
+# -O0 (about 60 % of the build time, slower runs that these short runs do not notice).
+# Child processes (the command line under test) inherit it.
+os.environ.setdefault("HWGEN_SIM_OPT", "-O0")
+
 #: modules whose simulations run through the API or CLI with the default back end
 VERILATOR_MODULES = {"test_sim_verilator", "test_digits_e2e", "test_cnn_e2e",
                      "test_examples_cnn", "test_front_door", "test_cli_errors"}

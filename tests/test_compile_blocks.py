@@ -125,7 +125,8 @@ def test_blocks_and_whole_assembly_same_cycles_verilator(tmp_path, monkeypatch, 
     x = data[data.files[0]][:4]
     runs = {}
     for assembly in ("blocks", "whole"):
-        res = api.compile(EXAMPLES / model, tmp_path / assembly, jobs=1, assembly=assembly)
+        res = api.compile(EXAMPLES / model, tmp_path / assembly, jobs=1, assembly=assembly,
+                          board="ulx3s-25f")
         runs[assembly] = (res, api.simulate(res.out_dir, x, simulator="verilator", jobs=1))
     (cb, sb), (cw, sw) = runs["blocks"], runs["whole"]
     assert "module hwgen_" in cb.verilog.read_text()

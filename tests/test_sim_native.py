@@ -237,7 +237,7 @@ def model_job(out_dir, data: str, frames: int, stall: float, seed: int):
 def compiled(request, tmp_path_factory):
     model, data = request.param
     out = tmp_path_factory.mktemp(model.split(".")[0]) / "d"
-    hwgen.compile(EXAMPLES / model, out)
+    hwgen.compile(EXAMPLES / model, out, board="ulx3s-25f")   # folded small: a quick build
     return out, data
 
 
@@ -279,3 +279,16 @@ def test_chunked_batches_agree_with_cocotb_under_stalls(compiled):
     assert [r.cycles for r in native.batch.results] == [r.cycles for r in cocotb.batch.results]
     assert (native.cycles, native.latency, native.interval) == (
         cocotb.cycles, cocotb.latency, cocotb.interval)
+
+
+def test_the_simulators_optimisation_level_comes_from_the_environment(monkeypatch):
+    from hwgen.errors import HwgenError
+    from hwgen.sim.verilator import cxx_opt, opt_makeflags
+    monkeypatch.delenv("HWGEN_SIM_OPT", raising=False)
+    assert cxx_opt("-O2") == "-O2" and cxx_opt(None) is None and opt_makeflags(None) == ""
+    monkeypatch.setenv("HWGEN_SIM_OPT", "-O0")
+    assert cxx_opt("-O2") == "-O0"
+    assert opt_makeflags("-O0") == "OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0"
+    monkeypatch.setenv("HWGEN_SIM_OPT", "-O9")
+    with pytest.raises(HwgenError, match="HWGEN_SIM_OPT"):
+        cxx_opt("-O2")
