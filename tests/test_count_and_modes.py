@@ -78,6 +78,7 @@ def test_verify_count_beyond_the_data_warns_and_goes_on_verilator(cli, tmp_path)
     data = three_samples(tmp_path)
     with umask(0o027):
         r = cli("verify", MODEL, "--input", data, "--count", "100000", "--jobs", "1",
+                "--target-cycles", "1024",
                 "-o", tmp_path / "design", "--report", tmp_path / "report.html",
                 "--vcd", tmp_path / "wave.vcd")
     assert r.returncode == 0, r.stderr
