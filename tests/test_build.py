@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 from conftest import run_hwgen
 
 EX = Path(__file__).resolve().parent.parent / "examples"
 MLP = EX / "digits_mlp_qdq.onnx"
+SCHEMAS = EX.parent / "docs" / "schemas"
 
 
 @pytest.mark.synth
@@ -21,6 +23,13 @@ def test_build_mlp_icebreaker(tmp_path):
     assert "built" in r.stdout and "inferences/s" in r.stdout
     doc = json.loads((out / "build.json").read_text())
     assert doc["format"] == "hwgen-build" and doc["board"]["id"] == "icebreaker"
+    # it follows its documented schema (docs/formats.md), key for key with the stored example
+    schema = json.loads((SCHEMAS / "build.schema.json").read_text())
+    errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
+    assert not errors, ("build.json no longer follows docs/schemas/build.schema.json; update "
+                        "the schema, docs/schemas/build.example.json and docs/formats.md: "
+                        + "; ".join(errors))
+    assert set(doc) == set(json.loads((SCHEMAS / "build.example.json").read_text()))
     bit = out / doc["files"]["bitstream"]
     data = bit.read_bytes()
     assert bit.suffix == ".bin" and b"\x7e\xaa\x99\x7e" in data[:64]   # iCE40 sync word
