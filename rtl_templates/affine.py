@@ -29,7 +29,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import rom
@@ -324,5 +324,21 @@ def fold_space(p: AffineParams) -> FoldSpace:
                      lambda pe, simd: p.pixels * p.channels // pe)
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: one lane, several lanes, one word."""
+    rng = np.random.default_rng(11)
+    u8, i8 = QType(8, False), QType(8, True)
+    out = []
+    for t, o, c, px, pe in ((u8, u8, 4, 6, 1), (i8, i8, 6, 3, 2), (i8, u8, 4, 2, 4)):
+        mult = tuple(int(v) for v in rng.integers(-(1 << 20), 1 << 20, c))
+        off = tuple(int(v) for v in rng.integers(-(1 << 26), 1 << 26, c))
+        p = AffineParams(t, o, mult, off, 18, o.lo + 2, o.hi - 3, px, pe)
+        out.append(Example(p, (Port(t, pe, c * px),), (Port(o, pe, c * px),),
+                           f"{t.name}-{o.name}-c{c}-px{px}-pe{pe}"))
+    return out
+
+
 register_block("affine", params=AffineParams, component=Affine, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)

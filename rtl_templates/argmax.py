@@ -28,7 +28,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.pipeline import counter_bits
@@ -179,5 +179,19 @@ def fold_space(p: ArgMaxParams) -> FoldSpace:
     return FoldSpace(divisors(p.channels), (1,), lambda pe, simd: p.channels // pe)
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: one lane, first index of a tie; four lanes,
+    last index."""
+    out = []
+    for in_type, channels, pe, last in ((QType(8, True), 10, 1, False),
+                                        (QType(3, False), 12, 4, True)):
+        p = ArgMaxParams(in_type, channels, pe, last)
+        out.append(Example(p, (Port(in_type, pe, channels),), (Port(p.out_type, 1, 1),),
+                           f"c{channels}-pe{pe}{'-last' if last else ''}"))
+    return out
+
+
 register_block("argmax", params=ArgMaxParams, component=ArgMax, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)

@@ -23,7 +23,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.load_phase import load_phase, replay_phase
@@ -138,5 +138,17 @@ def fold_space(p: BcastParams) -> FoldSpace:
                      lambda pe, simd: (p.pixels + 1) * p.channels // pe)
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test."""
+    out = []
+    for t, c, px, pe in ((QType(8, False), 8, 3, 1), (QType(8, True), 6, 4, 3),
+                         (QType(5, False), 4, 1, 4)):
+        out.append(Example(BcastParams(t, c, px, pe), (Port(t, pe, c),), (Port(t, pe, c * px),),
+                           f"c{c}-px{px}-pe{pe}"))
+    return out
+
+
 register_block("bcast", params=BcastParams, component=Bcast, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)

@@ -24,6 +24,11 @@ entry. Every face is required and has one signature for all kinds:
     :class:`FoldSpace`: the PE and SIMD values the block accepts and its cycles per frame
     for each (plumbing blocks have the single choice PE = SIMD = 1).
 
+``examples()`` is asked of every kind by the conformance test
+(``tests/test_block_conformance.py``), not by the flow: a few small representative instances,
+each an :class:`Example` (parameters and the element type, elements per beat and elements per
+frame of each port). A kind registered without it fails that test.
+
 Four faces are optional, for what a block alone cannot see of its neighbours:
 
 ``input_live(p, family)``
@@ -55,9 +60,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.quant import QType
 
-__all__ = ["BlockSpec", "FoldSpace", "block_spec", "divisors", "fixed_fold", "register_block",
-           "registered_kinds"]
+__all__ = ["BlockSpec", "Example", "FoldSpace", "Port", "block_spec", "divisors", "fixed_fold",
+           "register_block", "registered_kinds"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,28 @@ class FoldSpace:
     pe: tuple[int, ...]
     simd: tuple[int, ...]
     cycles: Callable[[int, int], int]
+
+
+@dataclass(frozen=True)
+class Port:
+    """One stream port of an instance: its element type, elements per beat and per frame."""
+    qtype: QType
+    per_beat: int
+    elements: int
+
+    @property
+    def beats(self) -> int:
+        return self.elements // self.per_beat
+
+
+@dataclass(frozen=True)
+class Example:
+    """A representative instance of a kind: its parameters and its ports in order (``i`` or
+    ``i0``, ``i1``, …; ``o`` or ``o0``, ``o1``, …)."""
+    params: Any
+    inputs: tuple[Port, ...]
+    outputs: tuple[Port, ...]
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,6 +110,7 @@ class BlockSpec:
     resources_live: Callable[[Any, str, Any], Any] | None = None
     ready_copies: Callable[[Any, int], Any] | None = None
     slice_output: Callable[[Any, list], Any] | None = None
+    examples: Callable[[], list[Example]] | None = None
 
     def check(self, p) -> None:
         if not isinstance(p, self.params):
@@ -94,10 +123,10 @@ _BLOCKS: dict[str, BlockSpec] = {}
 
 def register_block(kind: str, *, params: type, component, golden, cost, timing, manifest,
                    fold_space, input_live=None, resources_live=None,
-                   ready_copies=None, slice_output=None) -> BlockSpec:
+                   ready_copies=None, slice_output=None, examples=None) -> BlockSpec:
     """Register block ``kind``; every face is required but ``input_live``,
-    ``resources_live``, ``ready_copies`` and ``slice_output`` (see the module
-    documentation)."""
+    ``resources_live``, ``ready_copies``, ``slice_output`` and ``examples`` (the last
+    required by the conformance test; see the module documentation)."""
     if kind in _BLOCKS:
         raise ValueError(f"block kind '{kind}' is already registered")
     if not dataclasses.is_dataclass(params):
@@ -108,12 +137,13 @@ def register_block(kind: str, *, params: type, component, golden, cost, timing, 
         if not callable(fn):
             raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
     for face, fn in (("input_live", input_live), ("resources_live", resources_live),
-                     ("ready_copies", ready_copies), ("slice_output", slice_output)):
+                     ("ready_copies", ready_copies), ("slice_output", slice_output),
+                     ("examples", examples)):
         if fn is not None and not callable(fn):
             raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
     spec = BlockSpec(kind, params, **faces, input_live=input_live,
                      resources_live=resources_live, ready_copies=ready_copies,
-                     slice_output=slice_output)
+                     slice_output=slice_output, examples=examples)
     _BLOCKS[kind] = spec
     return spec
 

@@ -35,9 +35,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, fixed_fold, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.pipeline import counter_bits
+from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import lanes
 
 
@@ -199,5 +200,19 @@ class DWC(wiring.Component):
         return m
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: wider, narrower, neither a multiple of the
+    other, and equal beats."""
+    out = []
+    for bits, i, o, frame in ((8, 1, 4, 12), (8, 4, 1, 12), (6, 2, 3, 12), (4, 3, 2, 18),
+                              (8, 2, 2, 8)):
+        t = QType(bits, False)
+        out.append(Example(DWCParams(bits, i, o, frame), (Port(t, i, frame),),
+                           (Port(t, o, frame),), f"b{bits}-{i}to{o}"))
+    return out
+
+
 register_block("dwc", params=DWCParams, component=DWC, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)

@@ -13,9 +13,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, fixed_fold, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.memory import BufferedFIFO, fifo_slices
+from hwgen.rtl_templates.quant import QType
 
 LATENCY = 2
 
@@ -124,6 +125,19 @@ class StreamFIFO(wiring.Component):
         return m
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: the lowering's shallowest full-rate depth and
+    a deeper, wider one."""
+    out = []
+    for width, depth, beats in ((8, 3, 12), (20, 8, 10)):
+        port = Port(QType(width, False), 1, beats)
+        out.append(Example(FIFOParams(width, depth, beats), (port,), (port,),
+                           f"w{width}-d{depth}"))
+    return out
+
+
 register_block("fifo", params=FIFOParams, component=StreamFIFO, golden=golden, cost=cost,
                timing=timing, manifest=manifest, fold_space=fold_space,
-               resources_live=resources_live)
+               resources_live=resources_live,
+               examples=examples)

@@ -34,8 +34,9 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, fixed_fold, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.quant import QType
 
 #: cycles from an input transfer to the same beat's output transfer (outputs ready)
 LATENCY = 0
@@ -117,5 +118,16 @@ class Fork(wiring.Component):
         return m
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: two and three outputs."""
+    out = []
+    for width, n, beats in ((8, 2, 9), (12, 3, 6)):
+        port = Port(QType(width, False), 1, beats)
+        out.append(Example(ForkParams(width, n, beats), (port,), (port,) * n, f"w{width}-x{n}"))
+    return out
+
+
 register_block("fork", params=ForkParams, component=Fork, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)

@@ -28,7 +28,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import rom
@@ -145,5 +145,22 @@ class LUT(wiring.Component):
         return m
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: one lane and three lanes over 6 channels."""
+    rng = np.random.default_rng(7)
+    int4 = QType(4, True)
+    out = []
+    for in_type, out_type, pe, elements, channels in ((QType(8, True), QType(8, False), 1, 6, 0),
+                                                      (int4, QType(6, True), 3, 12, 6)):
+        table = tuple(int(v) for v in rng.integers(out_type.lo, out_type.hi + 1,
+                                                   1 << in_type.bits))
+        p = LUTParams(table, in_type, out_type, pe, elements, channels)
+        out.append(Example(p, (Port(in_type, pe, elements),), (Port(out_type, pe, elements),),
+                           f"{in_type.name}-{out_type.name}-pe{pe}"))
+    return out
+
+
 register_block("lut", params=LUTParams, component=LUT, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)

@@ -32,7 +32,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import rom
@@ -227,5 +227,23 @@ class Thresholds(wiring.Component):
         return m
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: 15 thresholds into 4 bits, one lane; 3
+    thresholds into 2 signed bits, three lanes."""
+    rng = np.random.default_rng(3)
+    out = []
+    for in_type, out_type, n, channels, pixels, pe in (
+            (QType(8, True), QType(4, False), 15, 4, 3, 1),
+            (QType(12, True), QType(2, True), 3, 6, 2, 3)):
+        t = np.sort(rng.integers(in_type.lo, in_type.hi + 2, (channels, n)), axis=1)
+        dec = rng.random(channels) < 0.4
+        p = ThresholdsParams(t, dec, in_type, out_type, out_type.lo, pe, channels * pixels)
+        out.append(Example(p, (Port(in_type, pe, p.elements),),
+                           (Port(out_type, pe, p.elements),), f"n{n}-c{channels}-pe{pe}"))
+    return out
+
+
 register_block("thresholds", params=ThresholdsParams, component=Thresholds, golden=golden,
-               cost=cost, timing=timing, manifest=manifest, fold_space=fold_space)
+               cost=cost, timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)

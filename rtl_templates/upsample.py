@@ -24,7 +24,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.load_phase import load_phase
@@ -177,5 +177,19 @@ def fold_space(p: UpsampleParams) -> FoldSpace:
     return FoldSpace(divisors(p.channels), (1,), lambda pe, simd: n // pe)
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test."""
+    out = []
+    for t, c, h, w, fh, fw, pe in ((QType(8, False), 2, 3, 2, 2, 3, 1),
+                                   (QType(8, True), 4, 2, 3, 3, 1, 2),
+                                   (QType(4, False), 3, 1, 1, 1, 2, 3)):
+        p = UpsampleParams(t, c, h, w, fh, fw, pe)
+        out.append(Example(p, (Port(t, pe, c * h * w),), (Port(t, pe, c * h * w * fh * fw),),
+                           f"c{c}-{h}x{w}-by{fh}x{fw}-pe{pe}"))
+    return out
+
+
 register_block("upsample", params=UpsampleParams, component=Upsample, golden=golden,
-               cost=cost, timing=timing, manifest=manifest, fold_space=fold_space)
+               cost=cost, timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)
