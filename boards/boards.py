@@ -12,6 +12,7 @@ so its ``uart`` is empty and ``usb`` names the pins.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 from hwgen.boards.devices import DEVICES, Device, by_name, fmt_bits
@@ -30,6 +31,10 @@ class Board:
     led_pin: str = ""            # one user LED
     usb: tuple[tuple[str, str], ...] = ()    # USB lines wired to the FPGA itself
     speed: int | None = None     # speed grade of the fitted part (ECP5)
+    #: openFPGALoader's name for the board (``-b``), its programming cable as it knows it
+    programmer: str = ""
+    #: the programmer can load the configuration SRAM (False: it writes the flash only)
+    sram: bool = True
 
     @property
     def device(self) -> Device:
@@ -52,14 +57,16 @@ class Board:
 
 BOARDS: tuple[Board, ...] = (
     Board("icebreaker", "1BitSquared iCEBreaker", "ice40-up5k", "sg48", 12.0, "35",
-          uart=(("rx", "6"), ("tx", "9")), led_pin="11"),
+          uart=(("rx", "6"), ("tx", "9")), led_pin="11", programmer="ice40_generic"),
     Board("ulx3s-25f", "Radiona ULX3S (LFE5U-25F)", "ecp5-25f", "CABGA381", 25.0, "G2",
-          uart=(("rx", "M1"), ("tx", "L4")), led_pin="B2", speed=6),
+          uart=(("rx", "M1"), ("tx", "L4")), led_pin="B2", speed=6, programmer="ulx3s"),
     Board("ulx3s-85f", "Radiona ULX3S (LFE5U-85F)", "ecp5-85f", "CABGA381", 25.0, "G2",
-          uart=(("rx", "M1"), ("tx", "L4")), led_pin="B2", speed=6),
+          uart=(("rx", "M1"), ("tx", "L4")), led_pin="B2", speed=6, programmer="ulx3s"),
+    # no JTAG cable on the board: its DFU bootloader writes the flash
     Board("orangecrab-25f", "Good Stuff Department OrangeCrab r0.2 (LFE5U-25F)", "ecp5-25f",
           "CSFBGA285", 48.0, "A9", led_pin="K4 (RGB red)",
-          usb=(("d_p", "N1"), ("d_n", "M2"), ("pullup", "N2")), speed=8),
+          usb=(("d_p", "N1"), ("d_n", "M2"), ("pullup", "N2")), speed=8,
+          programmer="orangeCrab", sram=False),
 )
 
 #: the board ``hwgen compile`` folds for when told none
@@ -71,7 +78,12 @@ def board_by_name(name: str) -> Board:
     for b in BOARDS:
         if key == b.id:
             return b
-    raise HwgenError(f"unknown board '{name}' (boards: {', '.join(b.id for b in BOARDS)})")
+    ids = [b.id for b in BOARDS]
+    near = difflib.get_close_matches(key, ids, n=1, cutoff=0.5)
+    if not near:   # a family or vendor name: "ulx3s", "orangecrab"
+        near = [i for i in ids if key and i.startswith(key)][:1]
+    hint = f"did you mean '{near[0]}'? " if near else ""
+    raise HwgenError(f"unknown board '{name}' ({hint}boards: {', '.join(ids)})")
 
 
 def _table(head: list[str], rows: list[list[str]], right: set[int]) -> list[str]:

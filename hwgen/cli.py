@@ -1,5 +1,5 @@
-"""The ``hwgen`` command line: compile, simulate, verify, build, run, quantize, inspect,
-testbench, cache, boards."""
+"""The ``hwgen`` command line: compile, simulate, verify, build, flash, run, quantize,
+inspect, testbench, cache, boards."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from amaranth.hdl import UnusedElaboratable
 
-from hwgen import __version__, api, build, design, inspect, report, testbench
+from hwgen import __version__, api, build, design, flash, inspect, report, testbench
 from hwgen.board_run import run_board
 from hwgen.boards.board_top import DEFAULT_BAUD
 from hwgen.boards.boards import DEFAULT_BOARD, boards_table
@@ -118,7 +118,22 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--fold", metavar="FOLD.json", help="per-layer folding (as for compile)")
     b.add_argument("--target-cycles", type=int, metavar="N",
                    help="fold every layer to at most N cycles per frame (as for compile)")
+    b.add_argument("--flash", action="store_true",
+                   help="then load the bitstream onto the attached board (its SRAM; as "
+                        "'hwgen flash' does)")
+    b.add_argument("--write-flash", action="store_true",
+                   help="with --flash: write the board's configuration flash instead (kept "
+                        "across power cycles)")
     _force_arg(b)
+
+    f = sub.add_parser("flash", help="load the bitstream of a folder 'hwgen build' wrote "
+                                     "onto its board (openFPGALoader)")
+    f.add_argument("design", metavar="DIR", help="folder written by 'hwgen build'")
+    f.add_argument("--write-flash", action="store_true",
+                   help="write the board's configuration flash (kept across power cycles) "
+                        "instead of its SRAM (the default: lost at power-off)")
+    f.add_argument("--dry-run", action="store_true",
+                   help="print the openFPGALoader command line and do nothing")
 
     r = sub.add_parser("run", help="run inputs on a board through its UART link (the "
                                    "folder 'hwgen build' wrote)")
@@ -395,7 +410,15 @@ def run(argv=None) -> int:
             report.write(rep, args.report)
             print(f"wrote {args.report}")
         return 0 if rep.ok else 1
+    if args.cmd == "flash":
+        res = flash.flash(args.design, write_flash=args.write_flash, dry_run=args.dry_run,
+                          echo=sys.stderr if progress.enabled else None)
+        print(res.summary())
+        return 0
     if args.cmd == "build":
+        if args.write_flash and not args.flash:
+            raise HwgenError("--write-flash goes with --flash (load the bitstream onto the "
+                             "board after building)")
         res = build.build(args.model, args.output, args.board, args.freq, args.seed,
                           seeds=args.seeds, strict_timing=args.strict_timing,
                           force=args.force, baud=args.baud,
@@ -403,6 +426,11 @@ def run(argv=None) -> int:
                           fold=args.fold,
                           target_cycles=args.target_cycles)
         print(build.summary(res))
+        if args.flash:
+            sys.stdout.flush()
+            done = flash.flash(res.out_dir, write_flash=args.write_flash,
+                               echo=sys.stderr if progress.enabled else None)
+            print(done.summary())
         return 0
     if args.cmd == "run":
         res = run_board(args.design, args.port, args.input, _count(args.count), baud=args.baud,
