@@ -64,7 +64,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import fixed_fold, register_block
+from hwgen.rtl_templates.block import Example, Port, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.gap import GAPParams
@@ -73,7 +73,7 @@ from hwgen.rtl_templates.memory import rom
 from hwgen.rtl_templates.mvau import MVAUParams
 from hwgen.rtl_templates.mvau import golden as mvau_golden
 from hwgen.rtl_templates.pipeline import delay, reg
-from hwgen.rtl_templates.quant import QType, Requant, signed_width
+from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
 from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline, RuntimeRequant
 from hwgen.rtl_templates.resources import Mul, unsigned_muls
 from hwgen.rtl_templates.spram import MARK, LoadLayout, load_ports, load_words, loaded_memory
@@ -727,7 +727,9 @@ class SeqEngine(wiring.Component):
         waddr_r = reg(m, oaddr, oaddr.shape(), "waddr_r")
         wdata_r = reg(m, wdata, unsigned(BB), "wdata_r")
         emitting = Signal(name="emitting")
-        eaddr = Signal.like(oaddr, name="eaddr")
+        # counts to out_elements, which is buffer_words when the last layer's output is the
+        # largest tensor: one more value than a buffer address
+        eaddr = Signal(range(max(p.buffer_words, 2) + 1), name="eaddr")
         rd_addr = Signal.like(oaddr, name="rd_addr")
         m.d.comb += [wr0.data.eq(wdata_r), wr1.data.eq(wdata_r),
                      wr0.en.eq(wen_r & ~to1_r), wr1.en.eq(wen_r & to1_r),
@@ -815,5 +817,49 @@ def fold_space(p: SeqEngineParams):
     return fixed_fold(cost(p).cycles)
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: one pointwise layer; a padded strided
+    convolution, a depthwise 3×3, a global average and a fully connected layer in a chain."""
+    u8, i8 = QType(8, False), QType(8, True)
+    rng = np.random.default_rng(13)
+
+    def rq(n, o, zp, scale):
+        return make_requant(rng.uniform(0.5, 1.5, n) * scale, zp, o.lo, o.hi)
+
+    def pw(shape, oc, t, o):
+        h, w, c = shape
+        unit = MVAUParams(rng.integers(-127, 128, (oc, c)), rng.integers(-900, 900, oc),
+                          rq(oc, o, 0, 50.0 / (7300 * np.sqrt(c))), t, o, vectors=h * w)
+        return SeqLayer(f"pw{len(layers)}", unit), (h, w, oc)
+
+    out = []
+    layers: list[SeqLayer] = []
+    layers.append(pw((2, 2, 3), 4, i8, u8)[0])
+    p = SeqEngineParams(tuple(layers))
+    out.append(Example(p, (Port(p.in_type, 1, p.in_elements),),
+                       (Port(p.out_type, 1, p.out_elements),), "pw"))
+    layers = []
+    conv = SWGParams((5, 4, 2), (3, 3), (2, 1), (1, 1, 1, 0), 17, u8)
+    oh, ow = conv.out_shape
+    layers.append(SeqLayer("conv", MVAUParams(
+        rng.integers(-127, 128, (3, 18)), rng.integers(-3000, 3000, 3),
+        rq(3, u8, 5, 50.0 / (7300 * np.sqrt(18))), u8, u8, vectors=oh * ow), conv))
+    dw = SWGParams((oh, ow, 3), (3, 3), (1, 1), (1, 1, 1, 1), 0, u8, depthwise=True)
+    layers.append(SeqLayer("dw", VVAUParams(
+        rng.integers(-127, 128, (3, 9)), rng.integers(-500, 500, 3),
+        rq(3, u8, 0, 50.0 / (7300 * 3)), u8, u8, pixels=oh * ow), dw))
+    layers.append(SeqLayer("gap", GAPParams(3, oh * ow, make_requant(1.0 / (oh * ow), 3, 0, 255),
+                                            u8, u8)))
+    layers.append(SeqLayer("fc", MVAUParams(
+        rng.integers(-127, 128, (2, 3)), rng.integers(-900, 900, 2),
+        rq(2, i8, 0, 50.0 / (7300 * np.sqrt(3))), u8, i8, vectors=1)))
+    p = SeqEngineParams(tuple(layers))
+    out.append(Example(p, (Port(p.in_type, 1, p.in_elements),),
+                       (Port(p.out_type, 1, p.out_elements),), "conv-dw-gap-fc"))
+    return out
+
+
 register_block("seq_engine", params=SeqEngineParams, component=SeqEngine, golden=golden,
-               cost=cost, timing=timing, manifest=manifest, fold_space=fold_space)
+               cost=cost, timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)
