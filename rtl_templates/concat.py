@@ -38,7 +38,7 @@ common source (fork or split) need buffering for the beats one branch runs ahead
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
@@ -47,7 +47,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import plain_rom_attrs
@@ -256,9 +256,10 @@ def _fifo_depth(p: ConcatParams) -> int:
 def timing(p: ConcatParams, in_first: int, in_last: int) -> tuple[int, int]:
     """First and last output transfer of a frame whose first input transfer (on ``i0``) and
     last input transfer (on ``i1``) happened at ``in_first`` and ``in_last``. The block moves
-    one beat per cycle in total, so with both branches offering data early ``in_last`` is at
-    least ``in_first + pixels·beats_per_pixel - 1``."""
-    return in_first + p.latency, in_last + p.latency
+    one beat per cycle in total: with both branches offering data early the last output
+    follows ``in_first + pixels·beats_per_pixel - 1``, not ``in_last``."""
+    last = max(in_last, in_first + p.pixels * p.beats_per_pixel - 1)
+    return in_first + p.latency, last + p.latency
 
 
 def cost(p: ConcatParams) -> Cost:
@@ -435,5 +436,24 @@ def fold_space(p: ConcatParams) -> FoldSpace:
     return FoldSpace(divisors(c), (1,), lambda pe, simd: p.pixels * (p.c0 + p.c1) // pe)
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: a pure pass, tables, requantizers."""
+    i8, u8, i12 = QType(8, True), QType(8, False), QType(12, True)
+    out = []
+    for pe, px, c0, c1, t0, t1, ty, q0, q1, qy in (
+            (1, 4, 2, 3, i8, i8, i8, (0.1, 0), (0.1, 0), (0.1, 0)),
+            (2, 3, 4, 6, u8, u8, u8, (0.05, 128), (0.07, 120), (0.05, 128)),
+            (4, 2, 8, 4, i8, u8, i8, (0.02, 0), (0.05, 130), (0.03, -4)),
+            (1, 3, 2, 1, i12, i12, i8, (0.01, 0), (0.02, 5), (0.05, 1))):
+        p = make_concat(Quantized(t0, *q0), Quantized(t1, *q1), Quantized(ty, *qy), c0=c0,
+                        c1=c1, pe=pe)
+        p = replace(p, pixels=px)
+        out.append(Example(p, (Port(t0, pe, px * c0), Port(t1, pe, px * c1)),
+                           (Port(ty, pe, px * (c0 + c1)),), f"{p.mode}-pe{pe}-c{c0}+{c1}"))
+    return out
+
+
 register_block("concat", params=ConcatParams, component=Concat, golden=golden,
-               cost=cost, timing=timing, manifest=manifest, fold_space=fold_space)
+               cost=cost, timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)
