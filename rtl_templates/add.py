@@ -59,7 +59,7 @@ Join and pipeline (a beat pair taken in cycle t)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -68,7 +68,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.pipeline import (
@@ -577,5 +577,23 @@ def fold_space(p: AddParams) -> FoldSpace:
     return FoldSpace(divisors(p.channels or p.elements), (1,), lambda pe, simd: p.elements // pe)
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: both semantics, mixed types, a clamp."""
+    i8, u8 = QType(8, True), QType(8, False)
+    out = []
+    for pe, elements, ta, tb, ty, sa, za, sb, zb, sy, zy, relu, sem in (
+            (1, 12, i8, i8, i8, 0.05, 3, 0.1, -2, 0.1, 0, False, "ort"),
+            (2, 12, u8, i8, u8, 0.02, 128, 0.03, 0, 0.04, 60, True, "ort"),
+            (4, 16, i8, u8, i8, 0.0213, -5, 0.0371, 120, 0.047, -3, False, "exact")):
+        p = make_add_requant(Quantized(ta, sa, za), Quantized(tb, sb, zb), Quantized(ty, sy, zy),
+                             lo=zy if relu else None, pe=pe, semantics=sem)
+        p = replace(p, elements=elements)
+        out.append(Example(p, (Port(ta, pe, elements), Port(tb, pe, elements)),
+                           (Port(ty, pe, elements),), f"{sem}-pe{pe}-{ta.name}+{tb.name}"))
+    return out
+
+
 register_block("add", params=AddParams, component=AddBlock, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)

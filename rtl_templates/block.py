@@ -94,6 +94,15 @@ class Example:
     inputs: tuple[Port, ...]
     outputs: tuple[Port, ...]
     name: str = ""
+    #: the instance's (PE, SIMD) as its ``fold_space`` counts them; None: the parameters'
+    #: own ``pe`` and ``simd`` (1 where they have none)
+    fold: tuple[int, int] | None = None
+
+    @property
+    def folding(self) -> tuple[int, int]:
+        if self.fold is not None:
+            return self.fold
+        return getattr(self.params, "pe", 1), getattr(self.params, "simd", 1)
 
 
 @dataclass(frozen=True)

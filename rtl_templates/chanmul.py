@@ -43,13 +43,13 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.load_phase import load_phase, replay_phase
 from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import counter_bits, reg
-from hwgen.rtl_templates.quant import QType, Requant, signed_width
+from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
 from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline, delay
 from hwgen.rtl_templates.resources import Mul, unsigned_muls
 from hwgen.rtl_templates.words import lanes
@@ -234,5 +234,21 @@ def fold_space(p: ChanMulParams) -> FoldSpace:
                      lambda pe, simd: (p.pixels + 1) * p.channels // pe)
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test (``i0`` the feature map, ``i1`` the vector)."""
+    i8, u8 = QType(8, True), QType(8, False)
+    out = []
+    for t, o, c, px, pe in ((u8, u8, 8, 9, 1), (i8, i8, 8, 4, 2), (i8, u8, 4, 1, 4)):
+        rq = make_requant(np.float32(0.0173), o.lo + 9 if not o.signed else -3, o.lo, o.hi)
+        p = ChanMulParams(t, t, o, zx=t.lo + 7 if not t.signed else 2,
+                          zs=t.lo + 11 if not t.signed else -5, rq=rq, channels=c, pixels=px,
+                          pe=pe)
+        out.append(Example(p, (Port(t, pe, c * px), Port(t, pe, c)), (Port(o, pe, c * px),),
+                           f"{t.name}-{o.name}-c{c}-px{px}-pe{pe}"))
+    return out
+
+
 register_block("chanmul", params=ChanMulParams, component=ChanMul, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)

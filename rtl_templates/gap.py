@@ -41,12 +41,12 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import ram, rom
 from hwgen.rtl_templates.pipeline import counter_bits
-from hwgen.rtl_templates.quant import QType, Requant, signed_width
+from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
 from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline
 from hwgen.rtl_templates.resources import merge_fits, unsigned_muls
 from hwgen.rtl_templates.words import lanes, pack_word
@@ -304,5 +304,22 @@ def fold_space(p: GAPParams) -> FoldSpace:
     return FoldSpace(divisors(p.channels), (1,), lambda pe, simd: p.channels * p.pixels // pe)
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: per-tensor and per-channel multipliers, one
+    and several channel blocks."""
+    i8, u8 = QType(8, True), QType(8, False)
+    out = []
+    for c, pixels, pe, t, o, mult in ((4, 9, 1, i8, i8, 0.3 / 9),
+                                      (6, 4, 6, u8, u8, np.linspace(0.2, 0.9, 6) / 4),
+                                      (8, 5, 2, u8, i8, 0.5 / 5)):
+        zin, zout = (t.lo + t.hi + 1) // 2 + 3, (o.lo + o.hi + 1) // 2 - 5
+        p = GAPParams(c, pixels, make_requant(mult, zout, o.lo, o.hi), t, o, pe, zin)
+        out.append(Example(p, (Port(t, pe, c * pixels),), (Port(o, pe, c),),
+                           f"c{c}-px{pixels}-pe{pe}"))
+    return out
+
+
 register_block("gap", params=GAPParams, component=GAP, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)

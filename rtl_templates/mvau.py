@@ -60,7 +60,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import Credits, OutputCredits
 from hwgen.rtl_templates.lutmul import (
@@ -90,7 +90,7 @@ from hwgen.rtl_templates.pipeline import (
     tree_sum_groups,
     tree_sum_registers,
 )
-from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
+from hwgen.rtl_templates.quant import QType, Requant, dot_range, make_requant, signed_width
 from hwgen.rtl_templates.requant import (
     LANE_FIT,
     RequantPipeline,
@@ -1007,6 +1007,29 @@ def fold_space(p: MVAUParams) -> FoldSpace:
                      lambda pe, simd: p.vectors * (p.mh // pe) * (p.mw // simd))
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: PE = SIMD = 1; both folded; NF = SF = 1;
+    several vectors per frame (a convolution); per-channel multipliers."""
+    i8, u8 = QType(8, True), QType(8, False)
+    rng = np.random.default_rng(5)
+    out = []
+    for mh, mw, pe, simd, vectors, t, o, per_channel in ((4, 6, 1, 1, 1, u8, i8, False),
+                                                        (8, 12, 2, 4, 1, i8, u8, True),
+                                                        (6, 8, 6, 8, 1, i8, i8, False),
+                                                        (4, 6, 2, 3, 3, u8, u8, True)):
+        w = rng.integers(-128, 128, (mh, mw))
+        b = rng.integers(-2000, 2000, mh)
+        scale = 0.5 * (o.hi - o.lo) / (np.sqrt(mw) * 74 * 100)
+        mult = rng.uniform(0.5, 1.5, mh if per_channel else 1) * scale
+        zp = (o.lo + o.hi + 1) // 2
+        p = MVAUParams(w, b, make_requant(mult, zp, o.lo, o.hi), t, o, pe, simd, vectors)
+        out.append(Example(p, (Port(t, simd, vectors * mw),), (Port(o, pe, vectors * mh),),
+                           f"{mh}x{mw}-pe{pe}-simd{simd}-v{vectors}"))
+    return out
+
+
 register_block("mvau", params=MVAUParams, component=MVAU, golden=golden, cost=cost,
                timing=timing, manifest=manifest, fold_space=fold_space, input_live=input_live,
-               ready_copies=ready_copies)
+               ready_copies=ready_copies,
+               examples=examples)

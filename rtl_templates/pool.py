@@ -63,12 +63,12 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import rom
 from hwgen.rtl_templates.pipeline import counter_bits
-from hwgen.rtl_templates.quant import QType, Requant, signed_width
+from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
 from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline
 from hwgen.rtl_templates.resources import merge_fits, unsigned_muls
 from hwgen.rtl_templates.vvau import stream_to_windows
@@ -392,5 +392,27 @@ def fold_space(p: PoolParams) -> FoldSpace:
                      lambda pe, simd: p.pixels * p.kernel * (p.channels // pe))
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: max and average (every window full, and
+    windows of two sizes), one lane and several."""
+    i8, u8 = QType(8, True), QType(8, False)
+    out = []
+    for kind, c, k, px, pe, t, o, counts in (("max", 4, 4, 3, 2, i8, i8, None),
+                                             ("avg", 3, 9, 2, 1, u8, u8, None),
+                                             ("avg", 4, 6, 3, 4, i8, i8, (4, 6, 4))):
+        rq, zin = None, 0
+        if kind == "avg":
+            zin = (t.lo + t.hi + 1) // 2 + 7
+            n = np.unique(np.asarray(counts if counts else (k,)))
+            rq = make_requant(0.7 / n, (o.lo + o.hi + 1) // 2 - 3, o.lo, o.hi)
+        p = PoolParams(kind, c, k, t, o, pe, px, rq, zin,
+                       None if counts is None else np.asarray(counts))
+        out.append(Example(p, (Port(t, pe, px * c * k),), (Port(o, pe, px * c),),
+                           f"{kind}-c{c}-k{k}-px{px}-pe{pe}"))
+    return out
+
+
 register_block("pool", params=PoolParams, component=Pool, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)

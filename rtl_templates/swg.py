@@ -113,7 +113,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import DISTRIBUTED, choose_style, ram
@@ -731,5 +731,26 @@ def fold_space(p: SWGParams) -> FoldSpace:
                      lambda pe, simd: cost(dataclasses.replace(p, simd=simd)).cycles)
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: 3×3 "same" with SIMD a divisor of C; 3×3
+    "valid" at SIMD 1 (frames overlap); 2×2/2 pooling order; 1×1 pass; stride 2 with
+    one-sided pads and dilation."""
+    i8, u8 = QType(8, True), QType(8, False)
+    out = []
+    for shape, k, s, pads, t, simd, dw, dil in (
+            ((5, 5, 4), (3, 3), (1, 1), (1, 1, 1, 1), i8, 2, False, (1, 1)),
+            ((4, 5, 2), (3, 3), (1, 1), (0, 0, 0, 0), u8, 1, False, (1, 1)),
+            ((4, 4, 4), (2, 2), (2, 2), (0, 0, 0, 0), i8, 4, True, (1, 1)),
+            ((3, 4, 4), (1, 1), (1, 1), (0, 0, 0, 0), u8, 4, False, (1, 1)),
+            ((6, 5, 2), (3, 2), (2, 1), (1, 0, 2, 1), i8, 1, False, (2, 1))):
+        p = SWGParams(shape, k, s, pads, t.lo + 3, t, simd, dw, dil)
+        out.append(Example(p, (Port(t, simd, p.in_elems),), (Port(t, simd, p.out_elems),),
+                           "x".join(map(str, shape)) + f"-k{k[0]}x{k[1]}-s{s[0]}x{s[1]}"
+                           f"-simd{simd}{'-dw' if dw else ''}"))
+    return out
+
+
 register_block("swg", params=SWGParams, component=SWG, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)

@@ -75,7 +75,7 @@ from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates import swg
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import fifo_slices, ram
@@ -614,6 +614,27 @@ def slice_output(p: SWGParParams, widths: list[int]) -> SWGParParams | None:
     return dataclasses.replace(p, out_slice_ports=True)
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: a whole window per beat; a window row per
+    beat; stride 2 with one-sided pads; dilation; the depthwise order."""
+    t = QType(8, True)
+    out = []
+    for shape, k, s, pads, dil, par, dw in (
+            ((5, 5, 3), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 27, 0),
+            ((5, 5, 3), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 9, 0),
+            ((5, 6, 1), (3, 3), (2, 2), (0, 1, 2, 0), (1, 1), 3, 0),
+            ((6, 5, 2), (3, 2), (1, 2), (2, 1, 0, 1), (2, 1), 6, 0),
+            ((4, 4, 4), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 6, 2)):
+        p = SWGParParams(shape, k, s, pads, -7, t, par, dil, dw)
+        out.append(Example(p, (Port(t, p.simd, p.in_beats * p.simd),),
+                           (Port(t, par, p.out_elems),),
+                           "x".join(map(str, shape)) + f"-k{k[0]}x{k[1]}-s{s[0]}x{s[1]}"
+                           f"-P{par}{f'-dw{dw}' if dw else ''}", fold=(1, par)))
+    return out
+
+
 register_block("swg_par", params=SWGParParams, component=SWGPar, golden=golden, cost=cost,
                timing=timing, manifest=manifest, fold_space=fold_space,
-               slice_output=slice_output)
+               slice_output=slice_output,
+               examples=examples)

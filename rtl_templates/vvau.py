@@ -57,7 +57,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates.block import FoldSpace, divisors, register_block
+from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.lutmul import (
@@ -80,7 +80,7 @@ from hwgen.rtl_templates.pipeline import (
     tree_sum_groups,
     tree_sum_registers,
 )
-from hwgen.rtl_templates.quant import QType, Requant, dot_range, signed_width
+from hwgen.rtl_templates.quant import QType, Requant, dot_range, make_requant, signed_width
 from hwgen.rtl_templates.requant import (
     LANE_FIT,
     RequantPipeline,
@@ -546,5 +546,29 @@ def fold_space(p: VVAUParams) -> FoldSpace:
                      lambda pe, simd: p.pixels * (p.kernel // simd) * (p.channels // pe))
 
 
+
+def examples() -> list[Example]:
+    """Small instances for the conformance test: depthwise 3×3 at PE = SIMD = 1, folded in
+    both, with a channel multiplier, and the whole kernel per beat."""
+    i8, u8 = QType(8, True), QType(8, False)
+    rng = np.random.default_rng(9)
+    out = []
+    for c, m, k, pe, simd, pixels, t, o, per_channel in ((2, 1, 9, 1, 1, 2, u8, u8, False),
+                                                         (4, 1, 9, 2, 3, 2, i8, i8, True),
+                                                         (2, 2, 4, 1, 2, 3, u8, i8, True),
+                                                         (3, 1, 4, 3, 4, 2, i8, u8, False)):
+        w = rng.integers(-128, 128, (c * m, k))
+        b = rng.integers(-1000, 1000, c * m)
+        scale = 0.5 * (o.hi - o.lo) / (np.sqrt(k) * 74 * 100)
+        mult = rng.uniform(0.5, 1.5, c * m if per_channel else 1) * scale
+        zp = (o.lo + o.hi + 1) // 2
+        p = VVAUParams(w, b, make_requant(mult, zp, o.lo, o.hi), t, o, pe, pixels, m, simd)
+        out.append(Example(p, (Port(t, p.in_per_beat, p.in_elements),),
+                           (Port(o, p.lanes, p.out_elements),),
+                           f"c{c}-m{m}-k{k}-pe{pe}-simd{simd}-px{pixels}"))
+    return out
+
+
 register_block("vvau", params=VVAUParams, component=VVAU, golden=golden, cost=cost,
-               timing=timing, manifest=manifest, fold_space=fold_space)
+               timing=timing, manifest=manifest, fold_space=fold_space,
+               examples=examples)
