@@ -207,10 +207,19 @@ class FitReport:
         return [f"{self.use[k]:,} {k} > {self.limit[k]:,} ({_pct(self.target.budget)} of "
                 f"{self.capacity[k]:,})" for k in self.over]
 
+    def use_text(self, kind: str) -> str:
+        """``used/device kind (share of the budget)``, e.g. "132/156 DSP tiles (100 % of the
+        85 % budget)"."""
+        use, cap, lim = self.use[kind], self.capacity[kind], self.limit[kind]
+        if not cap:
+            return f"{use:,}/0 {kind}"
+        share = f"{100 * use / lim:.0f} %" if lim else "over"
+        return f"{use:,}/{cap:,} {kind} ({share} of the {_pct(self.target.budget)} budget)"
+
     def summary(self) -> str:
         """One line: the target, the interval and its bound, the use of each kind."""
         bound = f"bound {self.bound:,}" if self.bound else "no hard multipliers"
-        use = ", ".join(f"{self.use[k]:,}/{self.limit[k]:,} {k}" for k in self.device.kinds)
+        use = ", ".join(self.use_text(k) for k in self.device.kinds)
         fit = "fits" if self.fits else "DOES NOT FIT (" + "; ".join(self.shortfalls()) + ")"
         return (f"{self.target.describe()}: interval {self.interval:,} cycles ({bound}, "
                 f"floor {self.floor:,}), {fit}: {use}")

@@ -18,11 +18,13 @@ Steps, each shown on the progress line and timed in ``build.json``:
 
 The output folder holds the compiled design (``manifest.json``, ``<top>.v``,
 ``design.npz``), the board top's Verilog (``<top>_board.v``, the core's included), the
-constraints, the bitstream (``<top>.bit`` for ECP5, ``<top>.bin`` for iCE40) and
-``build.json``: the resources synthesis and place and route used next to the estimate and
-the device's capacity, the target and achieved clock, whether timing is met, inferences per
-second and latency at the clock the bitstream runs, tool versions, the seed and the wall time
-of each step. It is written atomically, as ``compile``'s folder is: on an error or Ctrl-C
+constraints, the bitstream (``<top>.bit`` for ECP5, ``<top>.bin`` for iCE40), the tools'
+records of the run that made it (``yosys.log``, ``nextpnr.log``, nextpnr's timing report
+``timing_report.json``) and ``build.json`` (its ``files`` names each by role): the
+resources synthesis and place and route used next to the estimate and the device's
+capacity, the target and achieved clock, whether timing is met, inferences per second and
+latency at the clock the bitstream runs, tool versions, the seed and the wall time of each
+step. It is written atomically, as ``compile``'s folder is: on an error or Ctrl-C
 nothing of it is left.
 
 A design that does not fit the device is refused (exit 2) with the numbers; a design that
@@ -206,6 +208,7 @@ def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int 
             steps[k] = round(steps[k], 3)
         bit_name = f"{core_top}{Path(BITSTREAM[family][4]).suffix}"
         shutil.copyfile(pnr.bitstream, tmp / bit_name)
+        kept = _keep_logs(tmp, synth, pnr)
 
         clock = info["clock_mhz"]
         met = _met(pnr, clock)
@@ -227,7 +230,7 @@ def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int 
             "board": b.as_dict(), "device": b.device.name,
             "files": {"bitstream": bit_name, "board_top": f"{top}.v",
                       "constraints": cons_name, "manifest": MANIFEST,
-                      "verilog": manifest["verilog"], "design": DESIGN_NPZ},
+                      "verilog": manifest["verilog"], "design": DESIGN_NPZ, **kept},
             "clock": {"oscillator_mhz": b.clock_mhz, "target_mhz": freq,
                       "pll": info["pll"], "clock_mhz": clock,
                       "achieved_mhz": pnr.fmax_mhz, "timing_met": met,
@@ -255,6 +258,23 @@ def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int 
         report["steps_seconds"]["total"] = round(time.perf_counter() - t_all, 3)
         (tmp / BUILD_JSON).write_text(json.dumps(report, indent=2) + "\n")
     return BuildResult(Path(out_dir), Path(out_dir) / bit_name, report, warnings)
+
+
+#: the tools' records a build folder keeps: build.json's ``files`` role → file name
+LOGS = {"yosys_log": "yosys.log", "nextpnr_log": "nextpnr.log",
+        "timing_report": "timing_report.json"}
+
+
+def _keep_logs(tmp: Path, synth: SynthResult, pnr: PnrResult) -> dict[str, str]:
+    """Copy Yosys's log, nextpnr's log and its timing report (JSON: clocks, critical paths,
+    utilization) of the bitstream's run into ``tmp``; → their roles and names."""
+    kept = {}
+    for role, src in (("yosys_log", synth.log), ("nextpnr_log", pnr.log),
+                      ("timing_report", pnr.report)):
+        if src and Path(src).is_file():
+            shutil.copyfile(src, tmp / LOGS[role])
+            kept[role] = LOGS[role]
+    return kept
 
 
 def first_to_meet(pnr_at, seed: int, seeds: int, clock: float) -> tuple[PnrResult, list]:
@@ -295,8 +315,11 @@ def summary(res: BuildResult) -> str:
         v = r["resources"].get(k)
         if v is None:
             continue
-        avail = f"{v['available']:,}" if v.get("available") is not None else "?"
-        res_rows.append(f"{k} {v['synthesized']:,} (est. {v['estimated']:,}) of {avail}")
+        avail = v.get("available")
+        share = f", {100 * v['synthesized'] / avail:.0f} %" if avail else ""
+        res_rows.append(f"{k} {v['synthesized']:,}/{avail:,} (est. {v['estimated']:,}"
+                        f"{share})" if avail is not None else
+                        f"{k} {v['synthesized']:,} (est. {v['estimated']:,})")
     lines.append("resources: " + ", ".join(res_rows))
     p = r["performance"]
     lines.append(f"performance: {p['cycles_per_frame']:,} cycles per frame, "

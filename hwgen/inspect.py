@@ -347,7 +347,7 @@ def format_text(rep: InspectReport, family: str = DEFAULT_FAMILY) -> str:
                          f"{f.lanes:,} dot-product multipliers busy that share of the "
                          f"interval")
         lines.append("  " + ("fits: " if f.fits else "DOES NOT FIT: ")
-                     + ", ".join(f"{f.use[k]:,} of {f.limit[k]:,} {k}" for k in f.use))
+                     + ", ".join(f.use_text(k) for k in f.use))
     devs = rep.devices()
     fit = [d.name for d, why in devs if not why]
     lines.append("devices that could hold it: " + (", ".join(fit) if fit else "none"))

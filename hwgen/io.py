@@ -23,7 +23,8 @@ DESIGN_NPZ = "design.npz"
 IPXACT = "component.xml"
 #: the report of ``hwgen build`` in its folder
 BUILD_JSON = "build.json"
-_BUILD_FILE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.bit|\.bin|_board\.v|_board\.lpf|_board\.pcf)")
+_BUILD_FILE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.bit|\.bin|_board\.v|_board\.lpf|_board\.pcf)"
+                         r"|yosys\.log|nextpnr\.log|timing_report\.json")
 #: prefix of the temporary folder written inside an existing output folder
 TMP_PREFIX = ".hwgen-tmp-"
 
@@ -282,7 +283,8 @@ def hwgen_files(folder: Path) -> set[str] | None:
 def build_files(folder: Path) -> set[str]:
     """The files ``hwgen build`` wrote in ``folder`` besides the compiled design's, as its
     ``build.json`` lists them: only names of the kinds a build writes (a bitstream, the
-    board top and its constraints), so a build.json cannot make hwgen claim other files."""
+    board top and its constraints, the tools' logs and timing report), so a build.json
+    cannot make hwgen claim other files."""
     try:
         doc = json.loads((folder / BUILD_JSON).read_text())
     except (OSError, ValueError):

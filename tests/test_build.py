@@ -35,6 +35,11 @@ def test_build_mlp_icebreaker(tmp_path):
     assert bit.suffix == ".bin" and b"\x7e\xaa\x99\x7e" in data[:64]   # iCE40 sync word
     for f in doc["files"].values():
         assert (out / f).is_file(), f
+    # the tools' records of the run that made the bitstream are kept beside it
+    assert {doc["files"][k] for k in ("yosys_log", "nextpnr_log", "timing_report")} == {
+        "yosys.log", "nextpnr.log", "timing_report.json"}
+    assert "Yosys" in (out / "yosys.log").read_text()
+    assert "fmax" in json.loads((out / "timing_report.json").read_text())
     # the PLL makes the 45 MHz default from the 12 MHz oscillator
     clock = doc["clock"]
     assert clock["pll"]["primitive"] == "SB_PLL40_PAD" and clock["clock_mhz"] == 45.0
