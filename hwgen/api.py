@@ -363,7 +363,8 @@ def _quantized_inputs(manifest, ig, x, count, source):
 def simulate(out_dir, x, simulator: str = "verilator", count: int | None = None,
              stall: float = 0.0, seed: int = 0, *, jobs: int | None = None,
              chunk: int | None = None, wave: WaveRequest | None = None,
-             observe: bool = False, progress: Progress = QUIET) -> SimulationResult:
+             observe: bool = False, progress: Progress = QUIET,
+             scheduler=None) -> SimulationResult:
     """Run float inputs ``x`` (array or .npy/.npz path) through the compiled design.
     NaN inputs are refused; ±inf and out-of-range values saturate as in QuantizeLinear.
 
@@ -371,13 +372,17 @@ def simulate(out_dir, x, simulator: str = "verilator", count: int | None = None,
     :func:`hwgen.sim.batch.chunk_frames`), each from reset, chunk k's stalls seeded by
     ``chunk_seed(seed, k)``, on ``jobs`` workers (default: the cores); results do not depend
     on ``jobs``. ``wave``: waveforms of a frame range (the design built with its streams
-    observable, verilator only); ``observe`` taps every stream (``result.batch.taps``)."""
+    observable, verilator only); ``observe`` taps every stream (``result.batch.taps``).
+    ``scheduler``: the chunks run on that Dask cluster (an address such as
+    ``tcp://host:8786``, or a ``distributed.Client``) instead of local workers, with the
+    same results (:mod:`hwgen.cluster`; ``pip install 'hwgen[cluster]'``)."""
     loaded = design.load(out_dir)
     manifest, ig, _ = loaded
     source = str(x) if isinstance(x, (str, Path)) else "input array"
     xq = _quantized_inputs(manifest, ig, x, count, source)
     batch = run_frames(out_dir, xq, simulator, stall, seed, jobs=jobs, chunk=chunk,
-                       observe=observe, wave=wave, progress=progress, loaded=loaded)
+                       observe=observe, wave=wave, progress=progress, loaded=loaded,
+                       scheduler=scheduler)
     if batch.timeout is not None:
         raise batch.timeout
     return _result(batch, xq, simulator, wave)
@@ -484,12 +489,13 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
            chunk: int | None = None, trace: bool = False, wave: WaveRequest | None = None,
            seed: int = 0, layers: bool = False, progress: Progress = QUIET,
            logic_lanes: str | bool | None = None, link: bool = False,
-           labels=None) -> VerifyReport:
+           labels=None, scheduler=None) -> VerifyReport:
     """Compile, simulate, and compare RTL with the golden model and with onnxruntime.
 
-    ``jobs``, ``chunk``, ``wave``, ``seed``: as for :func:`simulate`. ``trace``: every stream
-    of the design is tapped in simulation and compared with the golden model's values for it
-    (``report.trace``: the first diverging block, frame, element and both values).
+    ``jobs``, ``chunk``, ``wave``, ``seed``, ``scheduler``: as for :func:`simulate`.
+    ``trace``: every stream of the design is tapped in simulation and compared with the
+    golden model's values for it (``report.trace``: the first diverging block, frame, element
+    and both values).
     ``layers``: every layer output is also compared with onnxruntime's value of the ONNX
     tensor holding it (``report.layers``, :func:`hwgen.reference.layer_agreement`), and
     ``report.dfg`` keeps the dataflow graph (for :mod:`hwgen.report`). ``link``: the board
@@ -524,7 +530,7 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
                          force=force, board=board, device=device, budget=budget, jobs=jobs,
                          chunk=chunk, trace=trace, wave=wave, seed=seed, layers=layers,
                          progress=progress, logic_lanes=logic_lanes, link=link,
-                         labels=labels)
+                         labels=labels, scheduler=scheduler)
             if isinstance(x, (str, Path)):
                 x = read_input(x, rep.compiled.manifest["input"]["onnx_name"], count,
                                count_warning=False)   # the inner verify warned
@@ -556,7 +562,7 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         xq = _quantized_inputs(manifest, ig, x, None, source)
         batch = run_frames(out_dir, xq, simulator, stall, seed, jobs=jobs, chunk=chunk,
                            observe=trace, wave=wave, progress=progress, fresh=True,
-                           loaded=loaded)
+                           loaded=loaded, scheduler=scheduler)
         traced = None
         if trace:
             r0, r1 = batch.ranges[0].start, batch.ranges[-1].stop

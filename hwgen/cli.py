@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from amaranth.hdl import UnusedElaboratable
 
-from hwgen import __version__, api, build, design, flash, inspect, report, testbench
+from hwgen import __version__, api, build, cluster, design, flash, inspect, report, testbench
 from hwgen.board_run import run_board
 from hwgen.boards.board_top import DEFAULT_BAUD
 from hwgen.boards.boards import DEFAULT_BOARD, boards_table
@@ -272,6 +272,10 @@ def _sim_args(p):
                    help="seed of the stall pattern (chunk k draws from S + k * 2**64)")
     p.add_argument("--jobs", "-j", type=int, metavar="N",
                    help="worker processes (default: the cores); results do not depend on N")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the chunks on the Dask cluster of this scheduler (e.g. "
+                        "tcp://10.0.0.5:8786) instead of local workers; the same results "
+                        "(pip install 'hwgen[cluster]'; docs/cluster.md)")
     p.add_argument("--chunk", type=int, metavar="F",
                    help="frames per chunk: the batch is simulated in chunks of F frames, each "
                         "from reset (default: from the design's estimate, at least 16384 "
@@ -315,8 +319,10 @@ def _sim_opts(args, progress) -> dict:
                                first, stop)
     elif args.frames != "0:1":
         raise HwgenError("--frames selects the frames of --vcd or --fst; give one of them")
+    if args.scheduler is not None:
+        cluster.distributed()   # installed, or the one-line error before any work
     return dict(jobs=args.jobs, chunk=args.chunk, wave=wave, seed=args.seed,
-                progress=progress)
+                scheduler=args.scheduler, progress=progress)
 
 
 def run(argv=None) -> int:

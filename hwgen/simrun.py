@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 from amaranth.back import verilog
 
-from hwgen import design
+from hwgen import cluster, design
 from hwgen.assemble import Tap, build_observed, build_top, stream_idents, to_verilog, whole_verilog
 from hwgen.dataflow.lower import DataflowGraph, lower
 from hwgen.dataflow.weight_load import load_image
 from hwgen.errors import HwgenError
-from hwgen.io import DESIGN_NPZ, check_writable_file, user_mode
+from hwgen.io import DESIGN_NPZ, MANIFEST, check_writable_file, user_mode
 from hwgen.progress import QUIET, Progress
 from hwgen.sim.amaranth_sim import run_amaranth
 from hwgen.sim.base import SimTimeout, StreamJob, StreamResult, Wave
@@ -125,10 +125,13 @@ def _amaranth_chunk(out_dir: str, observe: bool, job: StreamJob) -> StreamResult
 def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: float = 0.0,
                seed: int = 0, *, jobs: int | None = None, chunk: int | None = None,
                observe: bool = False, wave: WaveRequest | None = None,
-               progress: Progress = QUIET, fresh: bool = False, loaded=None) -> Batch:
+               progress: Progress = QUIET, fresh: bool = False, loaded=None,
+               scheduler=None) -> Batch:
     """Feed integer frames ``xq`` [N, elements] to the compiled design in ``out_dir``
     (``fresh``: compiled by this process just now, see :func:`_observed`; ``loaded``: what
-    ``design.load(out_dir)`` gave, if the caller has it)."""
+    ``design.load(out_dir)`` gave, if the caller has it; ``scheduler``: run the chunks on
+    the Dask cluster of that address, or that ``distributed.Client``, see
+    :mod:`hwgen.cluster`)."""
     if simulator not in SIMULATORS:
         raise HwgenError(f"unknown simulator '{simulator}' (choose {', '.join(SIMULATORS)})")
     if jobs is not None and jobs < 1:
@@ -136,6 +139,14 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
     if chunk is not None and chunk < 1:
         raise HwgenError(f"--chunk must be at least 1 (got {chunk})")
     observe = observe or wave is not None
+    if scheduler is not None:
+        if jobs is not None:
+            raise HwgenError("--jobs and --scheduler: the cluster's workers run the chunks "
+                             "(give one of them)")
+        if wave is not None:
+            raise HwgenError("--vcd/--fst are written on this machine: run without "
+                             "--scheduler")
+        cluster.distributed()   # installed, or the one-line error before any work
     if observe and simulator == "cocotb":
         raise HwgenError("tracing streams and waveforms need the verilator or the amaranth "
                          "simulator (not cocotb)")
@@ -205,6 +216,17 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
         workers = max(1, workers // native_threads(text))  # a threaded model's threads count
     workers = min(workers, len(ranges))
     processes = simulator != "verilator"
+    if scheduler is not None:
+        timeout = None
+        try:
+            results, workers = _on_cluster(scheduler, out_dir, manifest, text if simulator
+                                           != "amaranth" else "", simulator, observe,
+                                           job_list, ranges, progress)
+        except SimTimeout as e:
+            if not observe or e.result is None:
+                raise
+            timeout, results, ranges = e, [e.result], [ranges[e.chunk]]
+        return _batch(results, ranges, manifest, ig, workers, dfg, taps, tout, mo, timeout)
     if simulator == "amaranth":
         run_one = functools.partial(_amaranth_chunk, str(out_dir), observe)
     elif simulator == "cocotb":
@@ -239,6 +261,33 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
         if tmp_wave is not None and os.path.exists(tmp_wave):
             os.unlink(tmp_wave)
 
+    return _batch(results, ranges, manifest, ig, workers, dfg, taps, tout, mo, timeout)
+
+
+def _on_cluster(scheduler, out_dir: Path, manifest: dict, text: str, simulator: str,
+                observe: bool, job_list: list[StreamJob], ranges: list[range],
+                progress: Progress) -> tuple[list[StreamResult], int]:
+    """The chunks on a Dask cluster (:mod:`hwgen.cluster`): the results and the worker
+    count."""
+    with cluster.connect(scheduler) as client:
+        if simulator == "amaranth":
+            files = {f: (out_dir / f).read_bytes()
+                     for f in (MANIFEST, DESIGN_NPZ, manifest["verilog"])}
+            run_one, shared = cluster.in_folder, (files, _amaranth_chunk, observe)
+        elif simulator == "cocotb":
+            run_one, shared = run_verilator, (text, manifest["top"])
+        else:
+            run_one, shared = cluster.native_chunk, (text, manifest["top"])
+        try:
+            progress.start_frames()
+            results = cluster.run_chunks(client, job_list, [len(r) for r in ranges],
+                                         run_one, shared, progress=progress.frames)
+        finally:
+            progress.clear()
+        return results, cluster.cluster_workers(client)
+
+
+def _batch(results, ranges, manifest, ig, workers, dfg, taps, tout, mo, timeout) -> Batch:
     outs = [beats_to_frames(res.out_beats, tout.qtype, mo["elements_per_beat"], tout.size)
             if res.out_beats else np.zeros((0, tout.size), np.int64) for res in results]
     batch = Batch(np.concatenate(outs) if timeout is None else outs[0], results, ranges,
