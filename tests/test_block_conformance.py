@@ -5,8 +5,9 @@ For each kind of :func:`~hwgen.rtl_templates.block.registered_kinds` and each of
 simulator, the block alone, every input fed by a source of its own and every output read by a
 sink of its own:
 
-* **golden under stalls**: random input and output stalls (each port its own), the output
-  frames equal the kind's golden function (``np.array_equal``) on every output;
+* **golden under stalls**: random input and output stalls (each port its own), and a slow
+  sink behind sources offering every cycle: the output frames equal the kind's golden
+  function (``np.array_equal``) on every output;
 * **exact timing**: every source offers a beat every cycle from cycle 0 and every sink is
   always ready; then, exactly (no tolerance):
 
@@ -45,7 +46,9 @@ for _m in pkgutil.iter_modules(rtl.__path__):
 
 #: frames of the stall-free run (three intervals) and of the stalled run
 N_TIMING, N_STALLS = 4, 3
-STALL_IN, STALL_OUT = 0.3, 0.4
+#: (input, output) stall probabilities: both sides; a slow sink behind an eager source (the
+#: block's output credits must stop it in time)
+STALLS = [(0.3, 0.4), (0.0, 0.75)]
 
 #: (kind, example name) → what the hardware does where the model says otherwise:
 #: ``{"timing": (first, last), "latency": n, "intervals": [...]}`` (the entries given are
@@ -207,11 +210,12 @@ def _check_golden(kind: str, ex: Example, xs, ys) -> None:
 
 # ---------------------------------------------------------------------------- the tests
 
+@pytest.mark.parametrize("stall_in,stall_out", STALLS, ids=["both", "sink"])
 @pytest.mark.parametrize("kind,ex", CASES)
-def test_golden_under_stalls(kind: str, ex: Example):
-    seed = zlib.crc32(f"{kind}-{ex.name}".encode())
+def test_golden_under_stalls(kind: str, ex: Example, stall_in: float, stall_out: float):
+    seed = zlib.crc32(f"{kind}-{ex.name}-{stall_in}".encode())
     xs = _frames(ex, N_STALLS, seed)
-    _, ys = simulate(kind, ex, xs, STALL_IN, STALL_OUT, seed=seed % 1000)
+    _, ys = simulate(kind, ex, xs, stall_in, stall_out, seed=seed % 1000)
     _check_golden(kind, ex, xs, ys)
 
 
@@ -237,7 +241,7 @@ def measure(kind: str, ex: Example) -> dict:
 
 
 @pytest.mark.parametrize("kind,ex", CASES)
-def test_timing_exact(kind: str, ex: Example):
+def test_timing_exact_amaranth(kind: str, ex: Example):
     spec = block_spec(kind)
     p = ex.params
     c = spec.cost(p)
