@@ -71,6 +71,8 @@ BOARDS: tuple[Board, ...] = (
 
 #: the board ``hwgen compile`` folds for when told none
 DEFAULT_BOARD = "ulx3s-85f"
+#: ``--board auto``: the smallest board the model fits (``boards.fold.AutoBoard``)
+AUTO_BOARD = "auto"
 
 
 def board_by_name(name: str) -> Board:

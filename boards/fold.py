@@ -54,8 +54,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from hwgen.boards.boards import DEFAULT_BOARD, Board, board_by_name
-from hwgen.boards.devices import SPRAM, Device, by_name, check_memory
+from hwgen.boards.boards import AUTO_BOARD, BOARDS, DEFAULT_BOARD, Board, board_by_name
+from hwgen.boards.devices import DEVICES, SPRAM, Device, by_name, check_memory
 from hwgen.boards.lut_lanes import spill
 from hwgen.boards.rom_logic import spill as spill_roms
 from hwgen.dataflow.intgraph import IntGraph
@@ -110,19 +110,76 @@ class Target:
         return f"{on} at {_pct(self.budget)} budget"
 
 
+@dataclass(frozen=True)
+class AutoBoard:
+    """``--board auto``: the smallest listed board the model fits at ``budget``, chosen once
+    the model is read (:func:`fold_auto`); ``uart``: only boards with a USB-serial UART
+    (what ``hwgen build`` needs)."""
+    budget: float = DEFAULT_BUDGET
+    logic_lanes: str | bool | None = None
+    uart: bool = False
+
+    def boards(self) -> list[Board]:
+        """The candidate boards, smallest device first (logic cells, then DSP and block RAM
+        tiles; boards of one device in the table's order)."""
+        cands = [b for b in BOARDS if b.uart or not self.uart]
+        return sorted(cands, key=lambda b: (b.device.luts, b.device.multipliers,
+                                            b.device.bram_blocks))
+
+    def target(self, board: Board) -> Target:
+        return Target(board.device, board, self.budget, self.logic_lanes)
+
+
+def fold_auto(auto: AutoBoard, fold_on) -> tuple:
+    """``fold_on(target)`` (→ (dataflow graph, :class:`FitReport`)) on each of ``auto``'s
+    boards, smallest first, until the model fits one: that board's result, its report's
+    :attr:`FitReport.choice` saying which and why (and how much faster the largest board
+    would be). Where it fits none, the largest board's result (or its refusal)."""
+    boards = auto.boards()
+    got = None
+    for b in boards[:-1]:
+        try:
+            got = fold_on(auto.target(b))
+        except HwgenError:
+            continue
+        if got[1].fits:
+            break
+    else:
+        dfg, fit = fold_on(auto.target(boards[-1]))
+        fit.choice = ("auto: the largest board; the model fits none" if not fit.fits else
+                      "auto: the smallest board that fits")
+        return dfg, fit
+    dfg, fit = got
+    big = boards[-1]
+    try:
+        _, top = fold_on(auto.target(big))
+    except HwgenError:
+        top = None
+    more = ""
+    if top is not None and top.fits and top.interval and fit.interval > top.interval:
+        more = f"; {big.id} would take {fit.interval / top.interval:.3g}x fewer cycles per frame"
+    fit.choice = f"auto: the smallest board that fits{more}"
+    return dfg, fit
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:g} %"
 
 
 def resolve_target(board: str | None = None, device: str | None = None,
-                   budget: float | None = None, logic_lanes: str | bool | None = None
-                   ) -> Target:
+                   budget: float | None = None, logic_lanes: str | bool | None = None,
+                   uart: bool = False) -> Target | AutoBoard:
     """The target of ``--board``/``--device``/``--budget``/``--logic-lanes``/``--dsp-only``;
-    the default board without either."""
+    the default board without either; an :class:`AutoBoard` for ``--board auto``."""
     if budget is None:
         budget = DEFAULT_BUDGET
     if not (isinstance(budget, (int, float)) and 0 < budget <= 1):
         raise HwgenError(f"--budget must be a fraction in (0, 1] (got {budget})")
+    if board is not None and board.strip().lower() == AUTO_BOARD:
+        if device:
+            raise HwgenError("--board auto chooses a board: give it or --device, not both")
+        Target(DEVICES[0], None, float(budget), logic_lanes)   # checks logic_lanes
+        return AutoBoard(float(budget), logic_lanes, uart)
     b = board_by_name(board) if board else None
     d = by_name(device) if device else None
     if b and d and d.id != b.device_id:
@@ -164,6 +221,8 @@ class FitReport:
     #: the layers share these multiplier lanes (the layer-sequential engine's), 0: each layer
     #: has its own
     shared_lanes: int = 0
+    #: why this board (``--board auto``: :func:`fold_auto`), else ""
+    choice: str = ""
 
     @property
     def lanes(self) -> int:
@@ -247,7 +306,7 @@ class FitReport:
             "use": dict(self.use), "limit": dict(self.limit), "capacity": dict(self.capacity),
             "fits": self.fits, "shortfalls": self.shortfalls(),
             "clock_mhz": t.board.clock_mhz if t.board else d.clock_mhz,
-        }
+        } | ({"board_choice": self.choice} if self.choice else {})
 
 
 def _round(x: float | None) -> float | None:

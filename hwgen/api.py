@@ -14,9 +14,16 @@ import numpy as np
 
 from hwgen import design
 from hwgen.assemble import ASSEMBLIES, to_verilog, whole_verilog
-from hwgen.boards.boards import DEFAULT_BOARD
+from hwgen.boards.boards import AUTO_BOARD, DEFAULT_BOARD
 from hwgen.boards.devices import check_memory
-from hwgen.boards.fold import FitReport, fold_for_device, report, resolve_target
+from hwgen.boards.fold import (
+    AutoBoard,
+    FitReport,
+    fold_auto,
+    fold_for_device,
+    report,
+    resolve_target,
+)
 from hwgen.dataflow import golden
 from hwgen.dataflow.host_tail import run_tail, tail_nodes, tail_output
 from hwgen.dataflow.importer import load_model, to_int_graph, walk
@@ -126,6 +133,25 @@ def _top_name(model_path: Path) -> str:
     return base if base and not base[0].isdigit() else f"m_{base}"
 
 
+def auto_board(model, fold=None, target_cycles: int | None = None, budget=None,
+               logic_lanes=None, uart: bool = False) -> tuple[str, str]:
+    """``--board auto`` before any other work: the board :func:`compile` folds the quantized
+    ``model`` for (the smallest that fits; ``uart``: of the boards with a USB-serial UART)
+    and why, in one phrase."""
+    target = resolve_target(AUTO_BOARD, None, budget, logic_lanes, uart=uart)
+    model = Path(model)
+    graph = load_model(model, upgrade=True)
+    if is_float_model(graph):
+        raise float_model_error(model, graph)
+    try:
+        ig = to_int_graph(graph)
+    except HwgenError as e:
+        raise HwgenError(f"{model.name}: {e}") from None
+    folding = read_folding(fold) if isinstance(fold, (str, Path)) else fold
+    _, fit = fold_design(ig, model.name, fold, folding, target_cycles, target)
+    return fit.target.label, fit.choice
+
+
 def compile(model, out_dir, fold=None, name: str | None = None,
             target_cycles: int | None = None, *, calibration=None, per_channel: bool = False,
             symmetric: bool = False, activation_type: str = "uint8",
@@ -186,7 +212,12 @@ def fold_design(ig, model_name: str, fold, folding, target_cycles, target, *,
                 partial: bool = False, sources=None):
     """The dataflow graph of ``ig`` and its :class:`~hwgen.boards.fold.FitReport` on
     ``target``: searched for the device unless ``folding``/``target_cycles`` are given (then
-    only reported). A model that fits at no folding is refused (not with ``partial``)."""
+    only reported). A model that fits at no folding is refused (not with ``partial``).
+    ``target`` an :class:`~hwgen.boards.fold.AutoBoard` (``--board auto``): the smallest
+    board the design fits (:func:`~hwgen.boards.fold.fold_auto`)."""
+    if isinstance(target, AutoBoard):
+        return fold_auto(target, lambda t: fold_design(
+            ig, model_name, fold, folding, target_cycles, t, partial=partial, sources=sources))
     if folding is None and target_cycles is None:
         _, dfg, fit = fold_for_device(ig, target, partial=partial, sources=sources,
                                       refuse=not partial, what=model_name)
@@ -609,6 +640,8 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
         if link:
             with progress.step("simulating the board top through its UART"):
                 rep.link = verify_link(out_dir, loaded, sim.inputs_int, gold,
+                                       comp.fit.target.label if comp.fit is not None
+                                       and comp.fit.target.board else
                                        board or DEFAULT_BOARD)
         if layers:
             with progress.step("comparing the layers with onnxruntime"):

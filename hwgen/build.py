@@ -46,7 +46,7 @@ from hwgen.boards.board_top import (
     board_top_verilog,
     uart_timing,
 )
-from hwgen.boards.boards import Board, board_by_name
+from hwgen.boards.boards import AUTO_BOARD, Board, board_by_name
 from hwgen.boards.constraints import constraints_file
 from hwgen.boards.synth import (
     BITSTREAM,
@@ -75,6 +75,7 @@ class BuildResult:
     bitstream: Path
     report: dict                         # build.json
     warnings: list[str] = field(default_factory=list)
+    board_choice: str = ""               # --board auto: why this board
 
 
 def default_freq(board: Board) -> float:
@@ -149,6 +150,9 @@ def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int 
         raise HwgenError(f"--router must be one of {', '.join(ROUTERS)} (got {router!r})")
     if seeds < 1:
         raise HwgenError(f"--seeds must be at least 1 (got {seeds})")
+    choice = ""
+    if board.strip().lower() == AUTO_BOARD:
+        board, choice = choose_board(source, compile_opts)
     b = board_by_name(board)
     if not b.uart:
         raise HwgenError(f"board {b.id} has no USB-serial UART: hwgen's host link needs one "
@@ -257,7 +261,24 @@ def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int 
         }
         report["steps_seconds"]["total"] = round(time.perf_counter() - t_all, 3)
         (tmp / BUILD_JSON).write_text(json.dumps(report, indent=2) + "\n")
-    return BuildResult(Path(out_dir), Path(out_dir) / bit_name, report, warnings)
+    return BuildResult(Path(out_dir), Path(out_dir) / bit_name, report, warnings, choice)
+
+
+def choose_board(source: Path, compile_opts: dict) -> tuple[str, str]:
+    """``--board auto``: a compiled folder's own board; for a model the smallest board with
+    a USB-serial UART it fits (:func:`hwgen.api.auto_board`)."""
+    if source.is_dir():
+        try:
+            folded = json.loads((source / MANIFEST).read_text())["target"]["board"]["id"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise HwgenError(f"{source}: --board auto needs the board the folder was "
+                             f"compiled for, and its {MANIFEST} names none (give --board)"
+                             ) from None
+        return folded, "auto: the board the folder was compiled for"
+    if not source.exists():
+        raise HwgenError(f"{source}: no such file or folder")
+    opts = {k: compile_opts.get(k) for k in ("fold", "target_cycles", "budget")}
+    return api.auto_board(source, uart=True, **opts)
 
 
 #: the tools' records a build folder keeps: build.json's ``files`` role → file name
@@ -306,7 +327,8 @@ def summary(res: BuildResult) -> str:
     r = res.report
     c = r["clock"]
     got = f"{c['achieved_mhz']:.1f} MHz" if c["achieved_mhz"] is not None else "no clock"
-    lines = [f"built {res.bitstream} for {r['board']['id']} ({r['device']})",
+    lines = ([f"board: {r['board']['id']} ({res.board_choice})"] if res.board_choice else [])
+    lines += [f"built {res.bitstream} for {r['board']['id']} ({r['device']})",
              f"clock: {c['clock_mhz']:g} MHz from the {c['oscillator_mhz']:g} MHz oscillator, "
              f"achieved {got} ({'met' if c['timing_met'] else 'NOT met'}"
              + (f", seed {r['seed']}" if len(r.get("seeds_tried", ())) > 1 else "") + ")"]

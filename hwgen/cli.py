@@ -92,7 +92,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("model", metavar="MODEL|DIR",
                    help="quantized ONNX model, or a folder 'hwgen compile' wrote")
     b.add_argument("--board", required=True, metavar="B",
-                   help="the board ('hwgen boards' lists them; one with a USB-serial UART)")
+                   help="the board ('hwgen boards' lists them; one with a USB-serial UART), "
+                        "or 'auto': the smallest such board the model fits")
     b.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     b.add_argument("--freq", type=float, metavar="MHZ",
                    help="the design's clock, made by the PLL from the board's oscillator "
@@ -241,7 +242,8 @@ def _fold_args(p):
     t = p.add_mutually_exclusive_group()
     t.add_argument("--board", metavar="B",
                    help=f"fold for this board's device (default: {DEFAULT_BOARD}; "
-                        f"'hwgen boards' lists them)")
+                        f"'hwgen boards' lists them; 'auto': the smallest board the model "
+                        f"fits)")
     t.add_argument("--device", metavar="D", help="fold for this device (e.g. ice40-up5k)")
     p.add_argument("--budget", type=float, metavar="F",
                    help=f"share of each resource of the device a design may take "
@@ -472,6 +474,8 @@ def _print_fit(fit):
     if fit is None:
         return
     how = "searched for the device" if fit.method == "device search" else fit.method
+    if fit.choice:
+        print(f"board: {fit.target.label} ({fit.choice})")
     print(f"target: {fit.summary()} (folding: {how})")
     if not fit.fits:
         print(f"warning: the design does not fit {fit.target.label} at this folding "

@@ -255,6 +255,8 @@ def format_text(rep: InspectReport, family: str = DEFAULT_FAMILY) -> str:
                      "int8 symmetric per-tensor weights)")
     else:
         lines.append("quantized model: as 'hwgen compile' imports it")
+    if rep.fit is not None and rep.fit.choice:
+        lines.append(f"board: {rep.fit.target.label} ({rep.fit.choice})")
     if rep.target_cycles is None and rep.fit is not None:
         lines.append(f"folding: searched for {rep.fit.target.describe()}: the shortest "
                      f"interval that fits, no layer faster than it needs")
