@@ -1,5 +1,5 @@
 """The ``hwgen`` command line: compile, simulate, verify, build, flash, run, quantize,
-inspect, testbench, cache, boards."""
+inspect, testbench, cache, boards, explore."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +15,18 @@ from pathlib import Path
 import numpy as np
 from amaranth.hdl import UnusedElaboratable
 
-from hwgen import __version__, api, build, cluster, design, flash, inspect, report, testbench
+from hwgen import (
+    __version__,
+    api,
+    build,
+    cluster,
+    design,
+    explore,
+    flash,
+    inspect,
+    report,
+    testbench,
+)
 from hwgen.board_run import run_board
 from hwgen.boards.board_top import DEFAULT_BAUD
 from hwgen.boards.boards import DEFAULT_BOARD, boards_table
@@ -189,7 +200,39 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("boards", help="list the boards and devices hwgen folds for, with their "
                                   "resources")
+    _explore_parser(sub)
     return ap
+
+
+def _explore_parser(sub):
+    e = sub.add_parser("explore", help="design-space sweep: one build per point (budgets, "
+                                       "folding targets, lanes, seeds, routers) on Dask; a "
+                                       "table, Pareto plots and the best bitstream")
+    e.add_argument("model", help="quantized ONNX model")
+    e.add_argument("--board", required=True, metavar="B", help="the board to build for")
+    e.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="folder of explore.json, explore.html and best/ (run again to "
+                        "resume an interrupted sweep)")
+    e.add_argument("--budget", type=float, nargs="+", metavar="F",
+                   help="device-search foldings at these shares of the device")
+    e.add_argument("--target-cycles", type=int, nargs="+", metavar="N",
+                   help="foldings to at most N cycles per frame (with --budget: both kinds; "
+                        f"neither: the device search at {DEFAULT_BUDGET})")
+    e.add_argument("--lanes", nargs="+", default=["auto"], choices=list(explore.LANES),
+                   help="products: auto (as 'hwgen build'), logic (--logic-lanes), dsp "
+                        "(--dsp-only) (default auto)")
+    e.add_argument("--seed", type=int, nargs="+", default=[1], metavar="S",
+                   help="nextpnr placement seeds (default 1)")
+    e.add_argument("--router", nargs="+", default=[build.ROUTERS[0]], choices=build.ROUTERS,
+                   help=f"nextpnr routers (default {build.ROUTERS[0]})")
+    e.add_argument("--freq", type=float, metavar="MHZ", help="the clock (as for build)")
+    e.add_argument("--scheduler", metavar="ADDRESS",
+                   help="the Dask scheduler whose workers build the points (default: a "
+                        "local cluster on 127.0.0.1)")
+    e.add_argument("--workers", type=int, metavar="N",
+                   help="worker processes of the local cluster (default: the cores)")
+    e.add_argument("--dry-run", action="store_true",
+                   help="list the points (and which are finished) without building")
 
 
 def _quant_args(p, required: bool = False):
@@ -440,6 +483,8 @@ def run(argv=None) -> int:
                                echo=sys.stderr if progress.enabled else None)
             print(done.summary())
         return 0
+    if args.cmd == "explore":
+        return _explore(args)
     if args.cmd == "run":
         res = run_board(args.design, args.port, args.input, _count(args.count), baud=args.baud,
                         timeout=args.timeout, progress=progress)
@@ -449,6 +494,30 @@ def run(argv=None) -> int:
             print(f"wrote {args.output}")
         return 0
     return 2
+
+
+def _explore(args) -> int:
+    points = explore.grid(args.budget or (), args.target_cycles or (), args.lanes, args.seed,
+                          args.router)
+    if args.dry_run:
+        done = explore.finished(args.output)
+        for p in points:
+            print(f"{p.key}{'  (finished)' if p.key in done else ''}")
+        print(f"{len(points)} points, {sum(p.key in done for p in points)} finished")
+        return 0
+    if args.scheduler is not None and args.workers is not None:
+        raise HwgenError("--workers sizes the local cluster: not with --scheduler")
+    res = explore.explore(args.model, args.board, args.output, points, freq_mhz=args.freq,
+                          scheduler=args.scheduler, workers=args.workers,
+                          on_row=lambda r: print(f"{r['point']}: {r['status']}"
+                                                 + (f" ({r['reason']})" if r.get("reason") else ""),
+                                                 file=sys.stderr))
+    print(explore.table(res.rows, res.best))
+    print(f"{len(res.rows)} of {len(points)} points finished ({res.ran} now, "
+          f"{res.seconds:.0f} s on {res.workers} workers); wrote {res.json_path} and "
+          f"{res.page}" + (f"; best: {res.best} in {res.out_dir / explore.BEST}"
+                           if res.best else "; no point built"))
+    return 0
 
 
 def _mib(n: int) -> str:

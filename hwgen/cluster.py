@@ -5,11 +5,12 @@ the chunking and each chunk's stall seed depend on the batch and the design only
 workers of a Dask cluster, so the outputs and cycles are byte-identical to a local run for
 any number of workers. ``hwgen explore`` (:mod:`hwgen.explore`) runs one build per task.
 
-What goes to the workers: the design's Verilog once per batch (scattered, then referred to
-by every chunk), and per chunk its :class:`~hwgen.sim.base.StreamJob`. A worker builds the
-design's simulator once (a file lock in the simulator cache, ``$HWGEN_CACHE`` or
-``~/.cache/hwgen/verilator``, makes the worker processes of one machine, or of machines
-sharing that folder, build it once and fetch it after) and runs each chunk from it. With
+What goes to the workers: the design's Verilog once per batch (held by a task of its own,
+:func:`send`, and referred to by every chunk), and per chunk its
+:class:`~hwgen.sim.base.StreamJob`. A worker builds the design's simulator once (a file
+lock in the simulator cache, ``$HWGEN_CACHE`` or ``~/.cache/hwgen/verilator``, makes the
+worker processes of one machine, or of machines sharing that folder, build it once and
+fetch it after) and runs each chunk from it. With
 Amaranth's simulator the compiled folder's three files travel instead and are unpacked once
 per worker process.
 
@@ -42,7 +43,7 @@ from hwgen.sim.cache import cache_root
 from hwgen.sim.native import build_native, native_cache_key, native_is_built, run_native
 
 __all__ = ["INSTALL", "RETRIES", "distributed", "connect", "run_chunks", "native_chunk",
-           "in_folder", "cluster_workers"]
+           "in_folder", "cluster_workers", "send"]
 
 #: what to install for ``--scheduler`` and ``hwgen explore``
 INSTALL = "pip install 'hwgen[cluster]'"
@@ -157,6 +158,17 @@ def in_folder(files: dict[str, bytes], run: Callable, *args):
     return run(str(folder), *args)
 
 
+def _value(v):
+    return v
+
+
+def send(client, value, key: str):
+    """``value`` held on the cluster as the result of a task that returns it: sent once,
+    referred to by every task that uses it, and computed again if the worker holding it
+    dies (scattered data would be lost with it)."""
+    return client.submit(_value, value, key=key, pure=False)
+
+
 def _chunk_task(run_one: Callable, *args):
     """``run_one(*args)`` on a worker; a timeout and a user error come back as values (a
     retry would only repeat them), anything else raises, for the scheduler to retry."""
@@ -173,7 +185,7 @@ def _chunk_task(run_one: Callable, *args):
 def run_chunks(client, jobs: list[StreamJob], frames: list[int], run_one: Callable,
                shared: tuple = (), progress: Callable | None = None) -> list[StreamResult]:
     """Every job as a task ``run_one(*shared, job)`` on the cluster (``shared``: values sent
-    once, scattered to the workers that need them); the results in job order.
+    once, see :func:`send`); the results in job order.
     ``progress(done_frames, total_frames, cycles)`` is told as chunks finish. The first
     failing chunk's error is raised (a :class:`SimTimeout` naming its ``chunk``), and the
     batch's other tasks are cancelled, as on an interrupt."""
@@ -182,8 +194,7 @@ def run_chunks(client, jobs: list[StreamJob], frames: list[int], run_one: Callab
     if progress:
         progress(0, total, 0)
     tag = uuid.uuid4().hex[:12]
-    sent = [client.scatter([v], hash=False)[0] if isinstance(v, (str, bytes, dict)) else v
-            for v in shared]
+    sent = [send(client, v, f"hwgen-shared-{tag}-{k}") for k, v in enumerate(shared)]
     futures = [client.submit(_chunk_task, run_one, *sent, job, key=f"hwgen-chunk-{tag}-{k}",
                              retries=RETRIES, pure=False)
                for k, job in enumerate(jobs)]
