@@ -120,7 +120,9 @@ def build_point(model: bytes, model_name: str, board: str, point: Point,
         src = tmp / model_name
         src.write_bytes(model)
         try:
-            res = build.build(src, tmp / "out", board, freq_mhz, **point.build_options())
+            # one core per point: a Dask worker process cannot start a pool of its own
+            res = build.build(src, tmp / "out", board, freq_mhz, jobs=1,
+                              **point.build_options())
         except HwgenError as e:
             return row | {"status": "failed", "reason": str(e),
                           "seconds": round(time.perf_counter() - t0, 1)}
