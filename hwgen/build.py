@@ -186,7 +186,8 @@ def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int 
             lines.append(line)
 
         with progress.step(f"synthesizing with Yosys ({family})"):
-            synth = synthesize(top_v, top, family, progress=say, timeout=timeout)
+            synth = synthesize(top_v, top, family, progress=say, report=progress.update,
+                               timeout=timeout)
         steps["synthesis"] = synth.seconds if not synth.cached else 0.0
         short = shortfalls(synth, b.device)
         if short:
@@ -200,7 +201,8 @@ def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int 
                                f"(nextpnr){what}"):
                 got = place_and_route(synth, b.device, info["clock_mhz"], s,
                                       constraints=(cons_name, cons_text), bitstream=True,
-                                      progress=say, timeout=timeout, clock=info["clock_net"],
+                                      progress=say, report=progress.update, timeout=timeout,
+                                      clock=info["clock_net"],
                                       options=() if router == ROUTERS[0] else
                                       ("--router", router))
             steps["place_and_route"] += got.seconds if not got.cached else 0.0

@@ -237,7 +237,7 @@ def run_frames(out_dir, xq: np.ndarray, simulator: str = "verilator", stall: flo
         if not native_is_built(text, manifest["top"], job_list[0]):
             what = f" with {wave.kind.upper()} waveforms" if wave else ""
             with progress.step(f"building the Verilator model{what}"):
-                build_native(text, manifest["top"], job_list[0])
+                build_native(text, manifest["top"], job_list[0], report=progress.update)
         run_one = functools.partial(run_native, text, manifest["top"])
 
     timeout = None

@@ -56,6 +56,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -196,7 +197,8 @@ def _tail(text: str, n: int = 40) -> str:
     return "\n".join(text.splitlines()[-n:])
 
 
-def _build(verilog: str, top: str, job: StreamJob, root: Path) -> Path:
+def _build(verilog: str, top: str, job: StreamJob, root: Path,
+           report: Report | None = None) -> Path:
     """Return the path of the compiled bench of ``verilog``, compiling it if needed."""
     check_top(top)
     version, make_fixes = setup_verilator()
@@ -228,11 +230,11 @@ def _build(verilog: str, top: str, job: StreamJob, root: Path) -> Path:
                *(["--threads", str(threads)] if threads > 1 else []),
                str(tmp / "native_bench.cpp"), str(tmp / "hwgen_native_top.v"),
                str(tmp / f"{top}.v")]
-        proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
-        (tmp / "build.log").write_text(proc.stdout + proc.stderr)
-        if proc.returncode != 0 or not (tmp / "bench").is_file():
-            raise RuntimeError(f"Verilator build of {top!r} failed (exit {proc.returncode}):\n"
-                               f"{_tail(proc.stdout + proc.stderr)}")
+        rc = _run_following(cmd, tmp, env, tmp / "build.log", report)
+        if rc != 0 or not (tmp / "bench").is_file():
+            text = (tmp / "build.log").read_text(errors="replace")
+            raise RuntimeError(f"Verilator build of {top!r} failed (exit {rc}):\n"
+                               f"{_tail(text)}")
         shutil.rmtree(tmp / "obj", ignore_errors=True)  # only the executable is needed
         publish_build(tmp, final, version)
     finally:
@@ -349,11 +351,54 @@ def native_is_built(verilog: str, top: str, job: StreamJob,
     return (cache_root(build_dir) / native_cache_key(verilog, top, job) / "ok").is_file()
 
 
-def build_native(verilog: str, top: str, job: StreamJob, build_dir: str | None = None) -> Path:
+def build_native(verilog: str, top: str, job: StreamJob, build_dir: str | None = None,
+                 report: Report | None = None) -> Path:
     """The compiled bench for ``job`` on ``verilog`` (built now unless cached): what
-    :func:`run_native` runs, so a batch builds it once before its workers start."""
+    :func:`run_native` runs, so a batch builds it once before its workers start.
+    ``report(fraction, detail)`` hears how far the build is."""
     job.check()
-    return _build(verilog, top, job, cache_root(build_dir))
+    return _build(verilog, top, job, cache_root(build_dir), report)
+
+
+#: a build's progress: (share done 0..1 or None, what it does now)
+Report = Callable[[float | None, str], None]
+
+
+def _run_following(cmd: list[str], cwd: Path, env: dict, log: Path,
+                   report: Report | None) -> int:
+    """Run the Verilator build with its output into ``log``, telling ``report`` how far it
+    is: verilating, then each C++ object compiled of those the verilated model has."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        try:
+            if report is None:
+                return proc.wait()
+            report(None, "verilating")
+            seen, total, compiled, rc = 0, 0, 0, None
+            while rc is None:
+                try:
+                    rc = proc.wait(timeout=0.5)
+                except subprocess.TimeoutExpired:
+                    pass
+                with open(log, "rb") as f:
+                    f.seek(seen)
+                    chunk = f.read()
+                cut = len(chunk) if rc is not None else chunk.rfind(b"\n") + 1
+                seen += cut
+                for line in chunk[:cut].decode(errors="replace").splitlines():
+                    if "V e r i l a t i o n" in line:
+                        total = len(list((cwd / "obj").glob("*.cpp"))) + 3
+                    elif total and " -c -o " in line:
+                        compiled += 1
+                if total:
+                    report(0.15 + 0.85 * min(compiled / total, 0.98),
+                           f"compiling C++ ({compiled}/{total} objects)")
+            return rc
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
 
 
 def run_native(verilog: str, top: str, job: StreamJob,
