@@ -270,7 +270,11 @@ def _target(m: dict) -> str:
     """The manifest's ``target`` in one line."""
     t = m["target"]
     where = t["board"]["name"] if t["board"] else t["device"]["name"]
-    use = ", ".join(f"{t['use'][k]:,}/{t['limit'][k]:,} {k}" for k in t["use"])
+    cap = t.get("capacity") or t["limit"]
+    use = ", ".join(f"{t['use'][k]:,}/{cap[k]:,} {k}"
+                    + (f" ({100 * t['use'][k] / t['limit'][k]:.0f} % of the budget)"
+                       if t["limit"].get(k) else "")
+                    for k in t["use"])
     fit = "fits" if t["fits"] else "does not fit"
     return (f"target: {where} at {100 * t['budget']:.0f} % budget, interval "
             f"{t['interval_cycles']:,} cycles, {fit}: {use} (folding: {t['folding']})")
