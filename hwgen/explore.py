@@ -384,7 +384,7 @@ def table(rows: list[dict], best: str | None = None, front: set[str] | None = No
 def _scatter(rows: list[dict], kind: str, front: set[str], best: str | None) -> str:
     """Inferences/s (up) against ``kind`` used (right), one circle per ``ok`` point."""
     ok = [r for r in rows if r["status"] == "ok"]
-    w, h, left, bottom, top, right = 300, 220, 56, 34, 12, 12
+    w, h, left, bottom, top, right = 310, 220, 56, 34, 12, 22
     xs = [r[kind] for r in ok] or [0]
     ys = [r["inferences_per_second"] for r in ok] or [0]
     avail = max([r.get(f"{kind}_available") or 0 for r in ok] + [0])
@@ -413,7 +413,7 @@ def _scatter(rows: list[dict], kind: str, front: set[str], best: str | None) -> 
                    f'y2="{h - bottom}"><title>{kind} available: {avail:,}</title></line>')
     fr = sorted((r for r in ok if r["point"] in front), key=lambda r: (r[kind], r["point"]))
     stair, ybest = [], -1.0
-    for r in fr:        # the front in this resource alone: the staircase of the best so far
+    for r in fr:        # the front in this resource alone: each point above all left of it
         if r["inferences_per_second"] > ybest:
             ybest = r["inferences_per_second"]
             stair.append(f"{px(r[kind]):.1f},{py(ybest):.1f}")
