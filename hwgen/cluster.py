@@ -203,6 +203,8 @@ def run_chunks(client, jobs: list[StreamJob], frames: list[int], run_one: Callab
     try:
         for fut in d.as_completed(futures):
             k = index[fut.key]
+            if results[k] is not None:   # a result lost with its worker, computed again
+                continue
             try:
                 out = fut.result()
             except d.KilledWorker:

@@ -314,6 +314,8 @@ def explore(model, board: str, out_dir, points: list[Point], *, freq_mhz: float 
         finished = set()
         try:
             for fut in d.as_completed(list(futures)):
+                if fut in finished:   # a result lost with its worker and computed again
+                    continue
                 p = futures[fut]
                 try:
                     row = fut.result()
@@ -326,6 +328,7 @@ def explore(model, board: str, out_dir, points: list[Point], *, freq_mhz: float 
                     row = {"point": p.key, "options": asdict(p), "status": "failed",
                            "reason": f"{type(e).__name__}: {first}"}
                 finished.add(fut)
+                fut.release()         # the row is here: the cluster may drop the result
                 files = row.pop("files", None)
                 rows.append(row)
                 now = best_point(rows, order)
