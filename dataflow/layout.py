@@ -44,9 +44,12 @@ def _inverse(perm: list[int]) -> list[int]:
 
 
 def _perm(node) -> list[int] | None:
+    """A Transpose's ``perm`` if it is a permutation (None without one: reversed axes, which
+    needs the rank, or a malformed one the loader refuses later)."""
     for a in node.attribute:
         if a.name == "perm":
-            return list(a.ints)
+            p = list(a.ints)
+            return p if sorted(p) == list(range(len(p))) else None
     return None
 
 
@@ -63,12 +66,18 @@ class _Graph:
     def __init__(self, model: ModelProto):
         self.model = model
         self.g: GraphProto = model.graph
-        self.consts: dict[str, np.ndarray] = {
-            t.name: numpy_helper.to_array(t) for t in self.g.initializer}
-        for n in model.graph.node:
-            if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and len(n.attribute) == 1 \
-                    and n.attribute[0].name == "value":
-                self.consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+        #: constant tensors by name; one that cannot be read is left out (the loader's own
+        #: checks name the problem later), so nothing is moved past it
+        self.consts: dict[str, np.ndarray] = {}
+        tensors = [(t.name, t) for t in self.g.initializer] + [
+            (n.output[0], n.attribute[0].t) for n in model.graph.node
+            if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and len(n.attribute) == 1
+            and n.attribute[0].name == "value" and len(n.output) == 1]
+        for name, t in tensors:
+            try:
+                self.consts[name] = numpy_helper.to_array(t)
+            except Exception:  # noqa: BLE001 -- any malformed tensor: not a constant here
+                continue
         self.outputs = {o.name for o in self.g.output}
         self.counter = 0
         #: the nodes, owned here while rewritten (a repeated field copies what it takes)

@@ -1004,17 +1004,19 @@ def _build(model: ModelProto, base_dir: str | None, where: str, path: str | None
     opsets = _check_opsets(model, where)  # the inliner may add imports of function domains
     notes: list[str] = []
     _import_qonnx_domains(model, opsets, notes)
-    if expand_channels_last(model, notes):
-        opsets.pop(CHANNELS_LAST, None)
-        sink_transposes(model, everywhere=True)
-    else:
-        sink_transposes(model)
     graph = model.graph
     versions = _resolve_versions(graph, opsets, where)
     _check_ssa_and_order(graph, where)
     _check_io_types(graph, where)
     _normalize_domains(model, opsets)
     _run_checker(model, where)
+    # channel-last graphs read channel-first (on a model the checks above passed)
+    if expand_channels_last(model, notes):
+        opsets.pop(CHANNELS_LAST, None)
+        sink_transposes(model, everywhere=True)
+    else:
+        sink_transposes(model)
+    versions = _resolve_versions(graph, opsets, where)
     if handled is not None:
         model, opsets, versions = _upgrade_if_needed(model, opsets, versions, where, handled)
     inferred = _run_shape_inference(model, where)
