@@ -74,19 +74,32 @@ CASES = [("start-up", 1), ("import", 1), ("import", 300), ("lowering", 1),
 
 
 @pytest.mark.parametrize("phase,n", CASES, ids=[f"{p}-{n}" for p, n in CASES])
-def test_ctrl_c_in_phase(tmp_path, phase, n):
-    _stop_in_phase(tmp_path, phase, n, "SIGINT", 130, "hwgen: interrupted\n")
+def test_ctrl_c_in_phase(tmp_path, phase, n, cache):
+    _stop_in_phase(tmp_path, phase, n, "SIGINT", 130, "hwgen: interrupted\n", cache)
 
 
 @pytest.mark.parametrize("phase,n", [("elaboration", 5000), ("simulation", 40)])
-def test_sigterm_in_phase(tmp_path, phase, n):
+def test_sigterm_in_phase(tmp_path, phase, n, cache):
     """SIGTERM (a job scheduler's or ``kill``'s stop) unwinds as a Ctrl-C does: exit code
     143, one line, nothing left behind (the child tools of ``hwgen build`` are killed on
     the same way out: ``boards.synth.run_tool``)."""
-    _stop_in_phase(tmp_path, phase, n, "SIGTERM", 143, "hwgen: terminated\n")
+    _stop_in_phase(tmp_path, phase, n, "SIGTERM", 143, "hwgen: terminated\n", cache)
 
 
-def _stop_in_phase(tmp_path, phase, n, sig, code, line):
+@pytest.fixture(scope="module")
+def sim_cache(tmp_path_factory):
+    """One simulator cache for the module: the simulation phase runs after the build, so
+    its tests share the build instead of each compiling the same simulator."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def cache(request, tmp_path):
+    return request.getfixturevalue("sim_cache") if "simulation" in request.node.name \
+        else tmp_path / "cache"
+
+
+def _stop_in_phase(tmp_path, phase, n, sig, code, line, cache):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     work = tmp_path / "work"
@@ -97,7 +110,7 @@ def _stop_in_phase(tmp_path, phase, n, sig, code, line):
                 "--target-cycles", "1024", "-o", str(out)]
     else:
         args = ["compile", str(MODEL), "-o", str(out), "--target-cycles", "1024"]
-    env = dict(os.environ, TMPDIR=str(tmp), HWGEN_CACHE=str(tmp_path / "cache"),
+    env = dict(os.environ, TMPDIR=str(tmp), HWGEN_CACHE=str(cache),
                HWGEN_TEST_SIGNAL=sig)
     p = subprocess.run([sys.executable, "-c", DRIVER, phase, str(n), *args], cwd=work,
                        env=env, capture_output=True, text=True, timeout=600)

@@ -11,7 +11,7 @@ import pytest
 from fuzz_run import fuzz_case
 
 SEED = 1
-COUNT = 300
+COUNT = 180
 CHUNKS = 6
 CLI_EVERY = 40
 
