@@ -128,6 +128,18 @@ def _check_name(name: str) -> str:
     return name
 
 
+def _int_graph(model: Path):
+    """(loaded graph, integer graph) of the quantized ``model`` (a float model is refused in
+    one line)."""
+    graph = load_model(model, upgrade=True)
+    if is_float_model(graph):
+        raise float_model_error(model, graph)
+    try:
+        return graph, to_int_graph(graph)
+    except HwgenError as e:
+        raise HwgenError(f"{model.name}: {e}") from None
+
+
 def _top_name(model_path: Path) -> str:
     base = "".join(c if c.isalnum() or c == "_" else "_" for c in model_path.stem)
     return base if base and not base[0].isdigit() else f"m_{base}"
@@ -140,13 +152,7 @@ def auto_board(model, fold=None, target_cycles: int | None = None, budget=None,
     and why, in one phrase."""
     target = resolve_target(AUTO_BOARD, None, budget, logic_lanes, uart=uart)
     model = Path(model)
-    graph = load_model(model, upgrade=True)
-    if is_float_model(graph):
-        raise float_model_error(model, graph)
-    try:
-        ig = to_int_graph(graph)
-    except HwgenError as e:
-        raise HwgenError(f"{model.name}: {e}") from None
+    _, ig = _int_graph(model)
     folding = read_folding(fold) if isinstance(fold, (str, Path)) else fold
     _, fit = fold_design(ig, model.name, fold, folding, target_cycles, target)
     return fit.target.label, fit.choice
@@ -268,13 +274,7 @@ def _compile(model: Path, out_dir: Path, fold, name, target_cycles, origin,
     """:func:`compile` of a quantized ``model``; ``origin`` is the model the user gave."""
     target = resolve_target(board, device, budget, logic_lanes)
     folding = read_folding(fold) if isinstance(fold, (str, Path)) else fold
-    graph = load_model(model, upgrade=True)
-    if is_float_model(graph):
-        raise float_model_error(model, graph)
-    try:
-        ig = to_int_graph(graph)
-    except HwgenError as e:
-        raise HwgenError(f"{model.name}: {e}") from None
+    graph, ig = _int_graph(model)
     check_output_dir(out_dir, origin, force)  # before the slow part
     dfg, fit = fold_design(ig, model.name, fold, folding, target_cycles, target)
     # refuse what no device holds, before any Verilog
