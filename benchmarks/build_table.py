@@ -5,17 +5,19 @@
 
 Default designs: the digits MLP, CNN and ResNet (QDQ) for the ULX3S-85F and the digits MLP
 for the iCEBreaker; ``--mlperf`` adds the four MLPerf Tiny networks (QDQ per-tensor) for the
-ULX3S-85F. Each is built as ``hwgen build MODEL --board B`` builds it (folded for the board,
-the board top with PLL, reset, LED and UART link, Yosys, nextpnr at the board's default
-clock, the packer; ``--router``: nextpnr's router for every design, by default router1 for
-the digits designs and router2 for the MLPerf Tiny networks: router1 stalled on ResNet-8,
-89,000 of its 192,000 arcs left unrouted after 23 minutes and no longer shrinking). Per
-design the table gives the clock target and the clock nextpnr reached, whether timing is
-met, the estimated and the synthesized LUT4 and flip-flops (the core's estimate plus the
-link's), DSP and block RAM tiles, inferences per second at the
-target clock and the wall time of synthesis and of place and route. Results are cached by
-content (``$HWGEN_CACHE/synth``), so a second run prints at once; wall times are those of the
-run that filled the cache (``build.json``'s ``steps_seconds`` of a cached step are 0).
+ULX3S-85F; ``cnn_wide`` is a digits CNN that is none of the examples (``examples/timing/``).
+Each is built as ``hwgen build MODEL --board B`` builds it (folded for the board, the board
+top with PLL, reset, LED and UART link, Yosys, nextpnr at the board's default clock, the
+packer; ``--router``: nextpnr's router for every design, by default router1 for the digits
+designs and router2 for the MLPerf Tiny networks: router1 stalled on ResNet-8, 89,000 of its
+192,000 arcs left unrouted after 23 minutes and no longer shrinking). Per design the table
+gives the clock target and the clock nextpnr reached, whether timing is met, the estimated
+and the synthesized LUT4 and flip-flops (the core's estimate plus the link's), DSP and block
+RAM tiles, inferences per second at the target clock and the wall time of synthesis and of
+place and route; then each design's critical path (start and end cell, delay, logic levels).
+Results are cached by content (``$HWGEN_CACHE/synth``), so a second run prints at once; wall
+times are those of the run that filled the cache (``build.json``'s ``steps_seconds`` of a
+cached step are 0).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from hwgen.build import ROUTERS, build
 
 EX = Path(__file__).resolve().parent.parent / "examples"
 MODELS = {"mlp": "digits_mlp_qdq.onnx", "cnn": "digits_cnn_qdq.onnx",
-          "resnet": "digits_resnet_qdq.onnx",
+          "resnet": "digits_resnet_qdq.onnx", "cnn_wide": "timing/digits_cnn_wide_qdq.onnx",
           "resnet8": "mlperf_tiny/resnet8_qdq.onnx", "dscnn": "mlperf_tiny/dscnn_qdq.onnx",
           "mobilenet": "mlperf_tiny/mobilenet_v1_025_qdq.onnx",
           "autoencoder": "mlperf_tiny/autoencoder_qdq.onnx"}
@@ -49,7 +51,16 @@ def row(name: str, doc: dict, wall: float) -> dict:
             "cycles_per_frame": p["cycles_per_frame"],
             "synthesis_s": doc["steps_seconds"].get("synthesis", 0.0),
             "pnr_s": doc["steps_seconds"].get("place_and_route", 0.0),
-            "wall_s": round(wall, 1), "cached": doc["cached"]}
+            "wall_s": round(wall, 1), "cached": doc["cached"], "path": _path(c)}
+
+
+def _path(clock: dict) -> str:
+    """The critical path as "start → end (ns, logic levels)", cells named short."""
+    p = clock.get("critical_path")
+    if not p:
+        return "-"
+    short = [n.removeprefix("core.core.").removeprefix("core.") for n in (p["start"], p["end"])]
+    return f"{short[0]} → {short[1]} ({p['delay_ns']:.2f} ns, {p['logic_levels']} levels)"
 
 
 def main() -> None:
@@ -90,6 +101,9 @@ def main() -> None:
               f"{r['dsp_est']:>3}/{r['dsp_syn']:<3} {r['bram_est']:>3}/{r['bram_syn']:<3} "
               f"{r['inferences_per_second']:>10,.0f} {r['synthesis_s']:>7.1f} "
               f"{r['pnr_s']:>7.1f}")
+    print("\ncritical paths:")
+    for r in rows:
+        print(f"  {r['design']:24s} {r['path']}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
 

@@ -140,48 +140,33 @@ def mark_live(blocks: list[Block]) -> None:
             b.out_live, b._cost = live, None
 
 
-def mark_ready_copies(blocks: list[Block]) -> None:
-    """Give each FIFO of several slices whose reader can keep a copy of its input ready per
-    slice (the reader's ``ready_copies`` face) ports per slice, and the reader as many
-    copies (:class:`~hwgen.rtl_templates.fifo.FIFOParams`'s ``slice_ports``): the reader's
-    one ready flip-flop no longer reaches every slice's enables."""
-    _mark_sliced(blocks, writer=False)
-
-
-def mark_slice_links(blocks: list[Block]) -> None:
-    """Let each FIFO of several slices whose writer ends in a FIFO of the same slices (the
-    writer's ``slice_output`` face) take its words slice by slice
-    (:class:`~hwgen.rtl_templates.fifo.FIFOParams`'s ``in_slice_ports``): the writer's one
-    valid flip-flop no longer reaches every slice's enables, nor this FIFO's first ready
-    every slice of the writer's."""
-    _mark_sliced(blocks, writer=True)
-
-
-def _mark_sliced(blocks: list[Block], *, writer: bool) -> None:
-    """Each FIFO of several slices and its reader (its writer): the neighbour's face
-    (``ready_copies``; ``slice_output``) decides, the FIFO gets ports per slice on that side."""
-    ends = {s: b for b in blocks for s in (b.outputs if writer else b.inputs)}
-    for b in blocks:
-        if b.kind != "fifo" or b.params.slices < 2:
+def mark_sliced_streams(blocks: list[Block]) -> None:
+    """Make each stream between a FIFO of several slices and a neighbour that can drive the
+    slices one by one a sliced stream
+    (:class:`~hwgen.rtl_templates.streams.SlicedSignature`), when both ends' ``slice_ports``
+    faces agree: a matrix unit reading the FIFO keeps a copy of its input ready per slice
+    (its one ready flip-flop no longer reaches every slice's enables); a window generator
+    writing it hands its own output FIFO's slices over one by one (its one valid no longer
+    reaches every slice's enables, nor the FIFO's first ready every slice of its own)."""
+    producers = {s: b for b in blocks for s in b.outputs}
+    for c in blocks:
+        p = producers.get(c.inputs[0]) if len(c.inputs) == 1 else None
+        if p is None or len(p.outputs) != 1 or (p.kind == "fifo") == (c.kind == "fifo"):
             continue
-        c = ends.get(b.inputs[0] if writer else b.outputs[0])
-        face = None if c is None else c.spec.slice_output if writer else c.spec.ready_copies
-        if face is None or len(c.outputs if writer else c.inputs) != 1:
+        widths = (p if p.kind == "fifo" else c).params.slice_widths
+        if len(widths) < 2 or p.spec.slice_ports is None or c.spec.slice_ports is None:
             continue
-        new = face(c.params, b.params.slice_widths if writer else b.params.slices)
-        if new is not None:
-            b.params = dataclasses.replace(b.params,
-                                           **{"in_slice_ports" if writer else "slice_ports": True})
-            c.params = new
+        out = p.spec.slice_ports(p.params, "o", widths)
+        inp = c.spec.slice_ports(c.params, "i", widths)
+        if out is not None and inp is not None:
+            p.params, c.params = out, inp
 
 
 def link_neighbours(blocks: list[Block]) -> None:
     """What a block takes from its neighbours: the output bits its reader uses
-    (:func:`mark_live`), copies of the reader's ready (:func:`mark_ready_copies`) and
-    slice-by-slice hand-over between two sliced FIFOs (:func:`mark_slice_links`)."""
+    (:func:`mark_live`) and sliced streams beside wide FIFOs (:func:`mark_sliced_streams`)."""
     mark_live(blocks)
-    mark_ready_copies(blocks)
-    mark_slice_links(blocks)
+    mark_sliced_streams(blocks)
 
 
 @dataclass

@@ -50,21 +50,13 @@ class _Wired(wiring.Component):
 
     def __init__(self, dfg: DataflowGraph, parts: list):
         self.dfg, self.parts = dfg, parts
-        producers, consumers, readers = {}, {}, {}
+        producers, consumers = {}, {}
         for b, c in zip(dfg.blocks, parts):
             for s, port in zip(b.outputs, _ports(c, "o", len(b.outputs))):
                 producers[s] = port
             for s, port in zip(b.inputs, _ports(c, "i", len(b.inputs))):
                 consumers[s] = port
-                readers[s] = c
         self._producers, self._consumers = producers, consumers
-        # a FIFO whose slices read on copies of its reader's ready, each fed the slice's valid
-        self._slices = [(c, readers[b.outputs[0]]) for b, c in zip(dfg.blocks, parts)
-                        if b.kind == "fifo" and "o_ready_slices" in c.signature.members]
-        # a FIFO taking its words slice by slice from the sliced FIFO ending its writer
-        writers = {s: c for b, c in zip(dfg.blocks, parts) for s in b.outputs}
-        self._links = [(writers[b.inputs[0]], c) for b, c in zip(dfg.blocks, parts)
-                       if "i_valid_slices" in c.signature.members and b.kind == "fifo"]
         # blocks with memories loaded after reset, in the weight-load chain's order
         self.loaders = [c for c in parts if "wl_i" in c.signature.members]
         members = {"i": In(consumers[dfg.in_stream].signature.flip()),
@@ -86,12 +78,6 @@ class _Wired(wiring.Component):
                 wiring.connect(m, self._producers[s], wiring.flipped(self.o))
             else:
                 wiring.connect(m, self._producers[s], self._consumers[s])
-        for fifo, reader in self._slices:
-            m.d.comb += [fifo.o_ready_slices.eq(reader.i_ready_slices),
-                         reader.i_valid_slices.eq(fifo.o_valid_slices)]
-        for writer, fifo in self._links:
-            m.d.comb += [fifo.i_valid_slices.eq(writer.o_valid_slices),
-                         writer.o_ready_slices.eq(fifo.i_ready_slices)]
         if self.loaders:
             # the weight-load stream through every loader in turn; what the last one passes
             # on is dropped

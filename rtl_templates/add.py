@@ -67,15 +67,14 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.pipeline import (
     MUL_CHUNK,
     chunk_widths,
     chunks,
-    counter_bits,
     mul_pipe,
     mul_pipe_registers,
     mul_stages,
@@ -111,8 +110,10 @@ from hwgen.rtl_templates.resources import Mul, merge_fits
 from hwgen.rtl_templates.words import lanes
 
 #: cycles from a (joined) input transfer to the output transfer of that beat, per semantics
-#: (the requantizer's stages after the sum come on top for "ort": :meth:`AddParams.pipeline_depth`)
-PIPELINE_DEPTHS = {"exact": 8, "ort": 7 + 1 + ROUND24_STAGES}
+#: (the requantizer's stages after the sum come on top for "ort": :meth:`AddParams.pipeline_depth`);
+#: the output stage's included (the clamp is a register)
+PIPELINE_DEPTHS = {"exact": 6 + output_stage.latency(registered=True),
+                   "ort": 6 + ROUND24_STAGES + output_stage.latency(registered=True)}
 #: the default semantics of :func:`make_add_requant`
 DEFAULT_SEMANTICS = "ort"
 
@@ -315,10 +316,6 @@ def golden(p: AddParams, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- cost
 
-def _fifo_depth(p: AddParams) -> int:
-    return p.pipeline_depth + 3
-
-
 def timing(p: AddParams, in_first: int, in_last: int) -> tuple[int, int]:
     """First and last output transfer of a frame whose first and last beat pairs were taken
     (both inputs valid) at ``in_first`` and ``in_last``; with two branches arriving at
@@ -334,7 +331,7 @@ def cost(p: AddParams) -> Cost:
     if elements % p.pe:
         raise ValueError(f"PE={p.pe} does not divide the {elements} elements of a frame")
     beats = elements // p.pe
-    depth = _fifo_depth(p)
+    depth = output_stage.fifo_depth(p.pipeline_depth)
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, multiplies(p))
     return Cost(
         cycles=beats,
@@ -375,7 +372,8 @@ def _const_product_parts(bits: int, mult: int, stages: int, out_bits: int, famil
     register: sign and magnitude, the tiled product, its delays, the sign back."""
     odd = max(1, _odd(mult)[0].bit_length())
     w = bits + odd
-    ff = (1 + bits + mul_pipe_registers(bits, odd, b_regs=False, copy=True) + 1
+    ff = (1 + bits + mul_pipe_registers(bits, odd, b_regs=False, copy=True,
+                                        b_const=_odd(mult)[0]) + 1
           + (stages - 2 - mul_stages(bits, odd, True)) * w + (stages - 2) + out_bits)
     logic = (res.magnitude(bits, family) + res.magnitude(w, family)
              + res.add(w, family) * (chunks(bits) * chunks(odd) - 1))
@@ -388,7 +386,6 @@ def resource_parts(p: AddParams, family: str) -> dict[str, res.Resources]:
     zero points, the two constant products, the sum and its rounding (``"ort"``: the float32
     rounding of the second product first)."""
     PE, ob = p.pe, p.out_type.bits
-    depth = _fifo_depth(p)
     (pa_lo, pa_hi), (pb_lo, pb_hi) = p.prod_bounds
     pa_bits = signed_width(pa_lo, pa_hi)
     blo, bhi = p.db_bounds
@@ -399,9 +396,8 @@ def resource_parts(p: AddParams, family: str) -> dict[str, res.Resources]:
             + _const_product_parts(p.da_bits, p.ma, cs, pa_bits, family)
             + _const_product_parts(p.db_bits, p.mb, cs, pb_bits, family)
             + res.add(max(pa_bits, pb_bits), family) + res.Resources(ff=p.sum_bits))
-    parts = {"fifo": res.fifo(PE * ob, depth, family),
-             "ctl": res.Resources(ff=counter_bits(depth + 1) + p.pipeline_depth, lut4=6,
-                                  carry=counter_bits(depth + 1) / 2)}
+    parts = output_stage.parts(PE * ob, p.pipeline_depth, family, registered=True)
+    parts["ctl"] = res.Resources(ff=p.pipeline_depth - 2, lut4=2)
     if p.ort:
         tb = signed_width(pb_lo, pb_hi)
         n_st = 2 + ROUND24_STAGES
@@ -493,7 +489,8 @@ class AddBlock(wiring.Component):
         m = Module()
         PE = p.pe
 
-        out = OutputCredits(m, self.o, PE * p.out_type.bits, _fifo_depth(p))
+        out = output_stage.OutputStage(m, self.o, PE * p.out_type.bits, p.pipeline_depth,
+                                       registered=True)
 
         # --- join -------------------------------------------------------------------------
         take = Signal()

@@ -16,8 +16,9 @@ Hardware (a beat taken at cycle t)
     The constants of the beat's channels come from a ROM word (one per ``channels / pe``
     beats of a pixel) read at t. t+1 operands and constants registered; t+2 the products
     ``x·mult``; t+3 plus ``offset``; t+4 the arithmetic shift and the clamp into the output
-    FIFO; the earliest output transfer is t+6 (``LATENCY``). A credit counter keeps the FIFO
-    from overflowing, so the pipeline never stalls; one beat per cycle.
+    stage (:mod:`output_stage`: its write register, then the FIFO); the earliest output
+    transfer is t+7 (``LATENCY``). A credit counter keeps the FIFO from overflowing, so the
+    pipeline never stalls; one beat per cycle.
 """
 from __future__ import annotations
 
@@ -28,20 +29,19 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import rom
 from hwgen.rtl_templates.pipeline import counter_bits, reg
 from hwgen.rtl_templates.quant import QType, signed_width
 from hwgen.rtl_templates.resources import Mul
 from hwgen.rtl_templates.words import lanes
 
-#: cycles from an input transfer to the output transfer of that beat
-LATENCY = 6
-#: output FIFO beats
-FIFO_DEPTH = LATENCY + 2
+#: cycles from an input transfer to the output transfer of that beat: four to the clamp (a
+#: multiplexer, so the output stage's write register comes first), then the output stage's
+LATENCY = 4 + output_stage.latency()
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,7 +173,12 @@ def multiplies(p: AffineParams) -> dict[Mul, int]:
     if p.channels == p.pe:          # one word: each lane multiplies by a constant
         return res.add_muls(*({m: 1} for m in (Mul.by_constant(xw, True, abs(v))
                                                 for v in p.mult) if m))
-    return {Mul(xw, True, p.mult_bits, True, y_bits=signed_width(*p.prod_bounds)): p.pe}
+    # each lane's multipliers come from its own ROM columns: the tools narrow a lane's
+    # product to the widest multiplier of that lane (its columns above are sign copies)
+    y = signed_width(*p.prod_bounds)
+    return res.add_muls(*({Mul(xw, True, signed_width(min(p.mult[j::p.pe]),
+                                                       max(p.mult[j::p.pe])), True,
+                               y_bits=y): 1} for j in range(p.pe)))
 
 
 def _words(p: AffineParams) -> list[int]:
@@ -191,7 +196,8 @@ def cost(p: AffineParams) -> Cost:
     return Cost(cycles=p.beats, latency=timing(p, 0, p.beats - 1)[1] + 1, multipliers=p.pe,
                 multiplier_widths=[(p.in_type.bits, p.mult_bits)] * p.pe,
                 multiplies=multiplies(p),
-                memory_bits=p.channels * word + FIFO_DEPTH * p.pe * p.out_type.bits,
+                memory_bits=p.channels * word
+                + output_stage.fifo_depth(LATENCY) * p.pe * p.out_type.bits,
                 registers=max(r.ff for r in by_family.values()), by_family=by_family,
                 parts=parts)
 
@@ -199,12 +205,15 @@ def cost(p: AffineParams) -> Cost:
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
 RESOURCE_FIT: res.Fit = {
     "ecp5": {
-        "lut4": {"ctl": 0.971, "fifo": 0.963, "lanes": 0.439, "rom": 1.054, "1": 0.0},
-        "carry": {"ctl": 0.88, "fifo": 0.892, "lanes": 0.832, "1": 0.0},
+        "lut4": {"clanes": 0.603, "ctl": 0.992, "fifo": 1.01, "lanes": 0.688,
+                  "mul_logic": 0.55, "rom": 1.219, "1": 0.001},
+        "carry": {"clanes": 0.693, "ctl": 0.822, "fifo": 0.712, "lanes": 0.949,
+                  "mul_logic": 0.817, "1": 0.0},
     },
     "ice40": {
-        "lut4": {"ctl": 0.979, "fifo": 0.893, "lanes": 0.618, "rom": 0.983, "1": 0.0},
-        "carry": {"ctl": 1.017, "fifo": 0.994, "lanes": 0.9, "1": 0.0},
+        "lut4": {"clanes": 0.685, "ctl": 0.98, "fifo": 0.854, "lanes": 0.53,
+                  "rom": 1.036, "1": 0.001},
+        "carry": {"clanes": 0.763, "ctl": 1.026, "fifo": 0.961, "lanes": 0.862, "1": 0.0},
     },
 }
 
@@ -245,11 +254,13 @@ def resource_parts(p: AffineParams, family: str) -> dict[str, res.Resources]:
             a = abs(v)
             tz = (a & -a).bit_length() - 1 if a else 0
             lanes_ff += xw + (signed_width(*p.prod_bounds) + 1 - tz if a else 0) + keep
-    cb = counter_bits(vb) + counter_bits(FIFO_DEPTH + 1)
+    cb = counter_bits(vb)
+    # the channel beat counter and the four valid stages (the credits: the output stage's);
+    # the lanes of one word (constant operands) apart: the tools fold their constants
     return {**consts,
-            "lanes": lane * pe + res.Resources(ff=lanes_ff),
-            "ctl": res.Resources(ff=cb + LATENCY, lut4=cb + 2, carry=cb),
-            "fifo": res.fifo(pe * ob, FIFO_DEPTH, family)}
+            "lanes" if vb > 1 else "clanes": lane * pe + res.Resources(ff=lanes_ff),
+            "ctl": res.Resources(ff=cb + 4, lut4=cb, carry=cb),
+            **output_stage.parts(pe * ob, LATENCY, family)}
 
 
 class Affine(wiring.Component):
@@ -265,7 +276,7 @@ class Affine(wiring.Component):
         m = Module()
         PE, VB = p.pe, p.channels // p.pe
         mb, fb = p.mult_bits, p.offset_bits
-        out = OutputCredits(m, self.o, PE * p.out_type.bits, FIFO_DEPTH)
+        out = output_stage.OutputStage(m, self.o, PE * p.out_type.bits, LATENCY)
         take = Signal()
         m.d.comb += [self.i.ready.eq(out.room), take.eq(self.i.valid & self.i.ready)]
         out.spend(take)
@@ -280,7 +291,7 @@ class Affine(wiring.Component):
             port, = rom(m, "consts", width=PE * (mb + fb), init=words)
             m.d.comb += [port.addr.eq(cb), consts.eq(port.data)]
 
-        # t+1: operands; t+2: products; t+3: sums; t+4: shift and clamp → FIFO
+        # t+1: operands; t+2: products; t+3: sums; t+4: shift and clamp → output stage
         v1 = Signal()
         x1 = Signal(PE * p.in_type.bits)
         m.d.sync += v1.eq(take)

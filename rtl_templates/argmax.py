@@ -14,9 +14,10 @@ Hardware (a beat taken at cycle t)
     t+1 the beat registered; a comparison chain over its ``pe`` lanes gives the beat's best
     value and index, registered at t+2 together with the frame's first/last-beat flags; at t+2
     the running best is updated (or restarted on a frame's first beat) and, on the frame's
-    last beat, the index enters the output FIFO: the earliest output transfer is t+4
-    (``LATENCY``). An input beat is taken while a credit for an output beat is left, so the
-    pipeline never stalls; one beat per cycle.
+    last beat, the index enters the output stage (:mod:`output_stage`: its write register,
+    then the FIFO): the earliest output transfer is t+5 (``LATENCY``). An input beat is
+    taken while a credit for an output beat is left, so the pipeline never stalls; one beat
+    per cycle.
 """
 from __future__ import annotations
 
@@ -27,18 +28,18 @@ from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import lanes
 
-#: cycles from the frame's last input transfer to its output transfer
-LATENCY = 4
-#: output FIFO beats (a credit comes back the cycle after its beat leaves)
-FIFO_DEPTH = LATENCY + 2
+#: cycles from the frame's last input transfer to its output transfer: two to the running
+#: comparison (its multiplexer is written, so the output stage's write register comes
+#: first), then the output stage's
+LATENCY = 2 + output_stage.latency()
 
 
 def index_type(channels: int) -> QType:
@@ -82,7 +83,7 @@ def timing(p: ArgMaxParams, in_first: int, in_last: int) -> tuple[int, int]:
 def cost(p: ArgMaxParams) -> Cost:
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
     return Cost(cycles=p.beats, latency=timing(p, 0, p.beats - 1)[1] + 1,
-                memory_bits=FIFO_DEPTH * p.out_type.bits,
+                memory_bits=output_stage.fifo_depth(LATENCY) * p.out_type.bits,
                 registers=max(r.ff for r in by_family.values()), by_family=by_family,
                 parts=parts)
 
@@ -90,28 +91,28 @@ def cost(p: ArgMaxParams) -> Cost:
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
 RESOURCE_FIT: res.Fit = {
     "ecp5": {
-        "lut4": {"chain": 1.648, "compare": 1.178, "fifo": 1.18, "regs": 1.124, "1": 0.018},
-        "carry": {"chain": 0.426, "compare": 0.718, "fifo": 0.39, "regs": 0.387, "1": 0.0},
+        "lut4": {"chain": 2.003, "compare": 1.385, "fifo": 1.566, "regs": 1.1, "1": 0.041},
+        "carry": {"chain": 0.456, "compare": 0.792, "fifo": 0.013, "regs": 0.333, "1": 0.0},
     },
     "ice40": {
-        "lut4": {"chain": 0.72, "compare": 1.008, "fifo": 0.965, "regs": 0.994, "1": 0.001},
-        "carry": {"chain": 0.547, "compare": 0.791, "fifo": 0.641, "regs": 0.688, "1": 0.0},
+        "lut4": {"chain": 0.615, "compare": 1.097, "fifo": 1.018, "regs": 0.993, "1": 0.003},
+        "carry": {"chain": 0.53, "compare": 0.877, "fifo": 0.525, "regs": 0.61, "1": 0.0},
     },
 }
 
 
 def resource_parts(p: ArgMaxParams, family: str) -> dict[str, res.Resources]:
     """The lanes' comparison chain and the running comparison (a comparison and two
-    multiplexers each), the input and best registers, the beat counter, the output FIFO."""
+    multiplexers each), the input and best registers, the beat counter, the output stage."""
     b, ib = p.in_type.bits, p.out_type.bits
     cmp = res.compare(b, family) + res.mux(b + ib, family)
-    cb = counter_bits(p.beats) + counter_bits(FIFO_DEPTH + 1)
+    cb = counter_bits(p.beats)
     # the lanes' chain: a comparison and two multiplexers per lane after the first, each
     # index ``beat·pe + k`` an adder (a product by a constant); the running comparison
     chain = (cmp + res.add(ib, family)) * (p.pe - 1)
     return {"chain": chain, "compare": cmp,
-            "regs": res.Resources(ff=p.pe * b + 2 * (b + ib) + cb + 6, lut4=cb + 4, carry=cb),
-            "fifo": res.fifo(ib, FIFO_DEPTH, family)}
+            "regs": res.Resources(ff=p.pe * b + 2 * (b + ib) + cb + 6, lut4=cb, carry=cb),
+            **output_stage.parts(ib, LATENCY, family)}
 
 
 class ArgMax(wiring.Component):
@@ -127,7 +128,7 @@ class ArgMax(wiring.Component):
         m = Module()
         ib, vb = p.out_type.bits, p.in_type.bits
         vshape = signed(vb) if p.in_type.signed else unsigned(vb)
-        out = OutputCredits(m, self.o, ib, FIFO_DEPTH)
+        out = output_stage.OutputStage(m, self.o, ib, LATENCY)
 
         beat = Signal(range(max(p.beats, 2)))
         take = Signal()
@@ -157,7 +158,7 @@ class ArgMax(wiring.Component):
             bv = Mux(up, xs[k], bv)
             bi = Mux(up, b1 * p.pe + k, bi)
 
-        # --- t+2: the running best; the frame's index into the FIFO -------------------------
+        # --- t+2: the running best; the frame's index into the output stage ----------------
         v2, first2, end2 = Signal(), Signal(), Signal()
         bv2, bi2 = Signal(vshape), Signal(ib)
         m.d.sync += [v2.eq(v1), first2.eq(first1), end2.eq(end1), bv2.eq(bv), bi2.eq(bi)]

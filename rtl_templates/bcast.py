@@ -9,9 +9,9 @@ Stream contract
 Hardware
     A RAM of ``channels / pe`` words. The block alternates two phases: *load* (``i.ready``
     high) until the vector's last beat is written, then *emit*: a word read per cycle while a
-    credit for the output FIFO is left (the read at t, the FIFO write at t+1, the earliest
-    output transfer at t+3), ``pixels`` times over, then load again. One beat per cycle in
-    each phase.
+    credit for the output FIFO is left (the read at t, the word into the output stage's
+    write register at t+1 (:mod:`output_stage`), the earliest output transfer at t+4),
+    ``pixels`` times over, then load again. One beat per cycle in each phase.
 """
 from __future__ import annotations
 
@@ -22,19 +22,18 @@ from amaranth.hdl import Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.load_phase import load_phase, replay_phase
 from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType
 
-#: cycles from an emit read to the output transfer of that beat
-LATENCY = 3
-#: output FIFO beats
-FIFO_DEPTH = LATENCY + 2
+#: cycles from an emit read to the output transfer of that beat: the read, then the output
+#: stage's (the RAM's read data is written: the write register comes first)
+LATENCY = 1 + output_stage.latency()
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,8 @@ def timing(p: BcastParams, in_first: int, in_last: int) -> tuple[int, int]:
 def cost(p: BcastParams) -> Cost:
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
     return Cost(cycles=p.vec_beats + p.out_beats, latency=timing(p, 0, p.vec_beats - 1)[1] + 1,
-                memory_bits=p.channels * p.qtype.bits + FIFO_DEPTH * p.pe * p.qtype.bits,
+                memory_bits=p.channels * p.qtype.bits
+                + output_stage.fifo_depth(LATENCY) * p.pe * p.qtype.bits,
                 registers=max(r.ff for r in by_family.values()), by_family=by_family,
                 parts=parts)
 
@@ -81,23 +81,23 @@ def cost(p: BcastParams) -> Cost:
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
 RESOURCE_FIT: res.Fit = {
     "ecp5": {
-        "lut4": {"ctl": 1.073, "fifo": 1.248, "vec": 0.828, "1": 0.025},
-        "carry": {"ctl": 0.114, "fifo": 0.378, "1": 0.0},
+        "lut4": {"ctl": 1.015, "fifo": 1.825, "vec": 0.647, "1": 0.066},
+        "carry": {"ctl": 0.201, "fifo": 0.0, "1": 0.0},
     },
     "ice40": {
-        "lut4": {"ctl": 0.927, "fifo": 0.992, "vec": 0.984, "1": 0.0},
-        "carry": {"ctl": 0.461, "fifo": 0.496, "1": 0.0},
+        "lut4": {"ctl": 0.92, "fifo": 0.896, "vec": 0.977, "1": 0.011},
+        "carry": {"ctl": 0.609, "fifo": 0.174, "1": 0.0},
     },
 }
 
 
 def resource_parts(p: BcastParams, family: str) -> dict[str, res.Resources]:
-    """The vector RAM, the phase control and the output FIFO."""
+    """The vector RAM, the phase control and the output stage."""
     w = p.pe * p.qtype.bits
-    cb = 2 * counter_bits(p.vec_beats) + counter_bits(p.pixels) + counter_bits(FIFO_DEPTH + 1)
+    cb = 2 * counter_bits(p.vec_beats) + counter_bits(p.pixels)
     return {"vec": res.memory(w, p.vec_beats, family, rom=False, rw="dont_care"),
-            "ctl": res.Resources(ff=cb + 2, lut4=2 * cb + 4, carry=cb),
-            "fifo": res.fifo(w, FIFO_DEPTH, family)}
+            "ctl": res.Resources(ff=cb + 2, lut4=2 * cb, carry=cb),
+            **output_stage.parts(w, LATENCY, family)}
 
 
 class Bcast(wiring.Component):
@@ -113,7 +113,7 @@ class Bcast(wiring.Component):
         p = self.p
         m = Module()
         VB = p.vec_beats
-        out = OutputCredits(m, self.o, p.pe * p.qtype.bits, FIFO_DEPTH)
+        out = output_stage.OutputStage(m, self.o, p.pe * p.qtype.bits, LATENCY)
         wr, rd = ram(m, "vec", width=p.pe * p.qtype.bits, depth=VB, rw="dont_care")
         # (written only while loading, read only after: never both in one cycle)
 

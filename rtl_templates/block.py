@@ -29,7 +29,7 @@ entry. Every face is required and has one signature for all kinds:
 each an :class:`Example` (parameters and the element type, elements per beat and elements per
 frame of each port). A kind registered without it fails that test.
 
-Four faces are optional, for what a block alone cannot see of its neighbours:
+Three faces are optional, for what a block alone cannot see of its neighbours:
 
 ``input_live(p, family)``
     per input port, which bits of a beat the block ever uses (a bool array of the port's
@@ -37,17 +37,16 @@ Four faces are optional, for what a block alone cannot see of its neighbours:
 ``resources_live(p, family, live)``
     the block's :class:`~hwgen.rtl_templates.resources.Resources` on ``family`` when its
     consumer uses only the output bits ``live`` marks (one-output blocks);
-``ready_copies(p, k)``
-    for a one-input block: the parameters of the same block keeping ``k`` copies of its input
-    ready, one per slice of the wide FIFO before it: on ``i_ready_slices`` (bit j for slice
-    j), each a register of an issue control of its own fed that slice's valid
-    (``i_valid_slices``), so each slice's enables are driven from beside it; None where the
-    block has no such control;
-``slice_output(p, widths)``
-    for a one-output block ending in a sliced FIFO of its own: the parameters of the same
-    block giving each slice's valid and taking each slice's ready on ports of their own
-    (``o_valid_slices``, ``o_ready_slices``), for a FIFO after it whose slices are
-    ``widths``; None where its FIFO's slices are not those.
+``slice_ports(p, port, widths)``
+    the parameters of the same block whose port ``port`` (``"i"`` of a one-input block,
+    ``"o"`` of a one-output block) is a sliced stream
+    (:class:`~hwgen.rtl_templates.streams.SlicedSignature`) of the slices ``widths``, each
+    slice's enables driven by that slice's own valid and ready; None where the block cannot
+    (a matrix unit keeps a copy of its issue control per slice of the wide FIFO before it; a
+    window generator hands its own output FIFO's slices over one by one when they are
+    ``widths``; a FIFO takes either side). The lowering makes a stream between a FIFO of
+    several slices and its neighbour sliced when both faces agree
+    (:func:`~hwgen.dataflow.lower.mark_sliced_streams`).
 
 An unknown kind, a missing face or a parameters object of the wrong type is an error, never
 a silent default.
@@ -117,8 +116,7 @@ class BlockSpec:
     fold_space: Callable[[Any], FoldSpace]
     input_live: Callable[[Any, str], list] | None = None
     resources_live: Callable[[Any, str, Any], Any] | None = None
-    ready_copies: Callable[[Any, int], Any] | None = None
-    slice_output: Callable[[Any, list], Any] | None = None
+    slice_ports: Callable[[Any, str, list], Any] | None = None
     examples: Callable[[], list[Example]] | None = None
 
     def check(self, p) -> None:
@@ -132,9 +130,9 @@ _BLOCKS: dict[str, BlockSpec] = {}
 
 def register_block(kind: str, *, params: type, component, golden, cost, timing, manifest,
                    fold_space, input_live=None, resources_live=None,
-                   ready_copies=None, slice_output=None, examples=None) -> BlockSpec:
+                   slice_ports=None, examples=None) -> BlockSpec:
     """Register block ``kind``; every face is required but ``input_live``,
-    ``resources_live``, ``ready_copies``, ``slice_output`` and ``examples`` (the last
+    ``resources_live``, ``slice_ports`` and ``examples`` (the last
     required by the conformance test; see the module documentation)."""
     if kind in _BLOCKS:
         raise ValueError(f"block kind '{kind}' is already registered")
@@ -146,13 +144,13 @@ def register_block(kind: str, *, params: type, component, golden, cost, timing, 
         if not callable(fn):
             raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
     for face, fn in (("input_live", input_live), ("resources_live", resources_live),
-                     ("ready_copies", ready_copies), ("slice_output", slice_output),
+                     ("slice_ports", slice_ports),
                      ("examples", examples)):
         if fn is not None and not callable(fn):
             raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
     spec = BlockSpec(kind, params, **faces, input_live=input_live,
-                     resources_live=resources_live, ready_copies=ready_copies,
-                     slice_output=slice_output, examples=examples)
+                     resources_live=resources_live, slice_ports=slice_ports,
+                     examples=examples)
     _BLOCKS[kind] = spec
     return spec
 

@@ -26,8 +26,8 @@ Hardware
     last feature-map beat is taken. In run, a beat taken at cycle t reads its channels' word
     at t; t+1 operands registered; t+2 operands less their zero points; t+3 the lanes'
     products; then :class:`~rtl_templates.requant.RequantPipeline` (constant multiplier) into
-    the output FIFO: the earliest output transfer is ``RUN_STAGES + depth + 2`` cycles after
-    the take. One feature-map beat per cycle in run; one vector beat per cycle in load.
+    the output stage: the earliest output transfer is ``RUN_STAGES + depth + 2`` cycles
+    after the take. One feature-map beat per cycle in run; one vector beat per cycle in load.
 
 Deadlock: the vector usually derives from the same feature map (pooling, two 1×1 layers, a
 sigmoid), so the FIFO in front of ``i0`` must hold every feature-map beat that arrives before
@@ -42,10 +42,10 @@ from amaranth.hdl import Const, Module, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.load_phase import load_phase, replay_phase
 from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import counter_bits, reg
@@ -56,8 +56,6 @@ from hwgen.rtl_templates.words import lanes
 
 #: registers from a feature-map take to the products (operands, less zero points, product)
 RUN_STAGES = 3
-#: cycles from a FIFO write to the earliest transfer of that beat on ``o``
-FIFO_LATENCY = 2
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,8 +106,13 @@ class ChanMulParams:
         return RUN_STAGES + RequantPipeline.depth(self.rq, self.acc_bits)
 
     @property
+    def latency(self) -> int:
+        """Cycles from a take to the earliest output transfer of its beat."""
+        return self.depth + output_stage.latency(registered=True)
+
+    @property
     def fifo_depth(self) -> int:
-        return self.depth + 3
+        return output_stage.fifo_depth(self.latency)
 
 
 def golden(p: ChanMulParams, x: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -124,7 +127,7 @@ def timing(p: ChanMulParams, in_first: int, in_last: int) -> tuple[int, int]:
     """First and last output transfer, with ``in_first``/``in_last`` the later first and last
     transfers of the two inputs: the vector's beats are taken from ``in_first`` on, the
     feature map's after them, one per cycle at the earliest."""
-    lat = p.depth + FIFO_LATENCY
+    lat = p.latency
     run0 = in_first + p.vec_beats
     return run0 + lat, max(in_last, run0 + p.x_beats - 1) + lat
 
@@ -156,11 +159,11 @@ def resource_parts(p: ChanMulParams, family: str) -> dict[str, res.Resources]:
     subtractions, and the requantizer lanes."""
     PE, xb, sb = p.pe, p.x_type.bits, p.s_type.bits
     dxb, dsb = signed_width(*p.dx_bounds), signed_width(*p.ds_bounds)
-    cb = counter_bits(p.vec_beats) + counter_bits(p.pixels) + counter_bits(p.fifo_depth + 1)
+    cb = counter_bits(p.vec_beats) + counter_bits(p.pixels)
     parts = {"vec": res.memory(PE * sb, p.vec_beats, family, rom=False,
                                  rw="dont_care"),
-             "fifo": res.fifo(PE * p.out_type.bits, p.fifo_depth, family),
-             "ctl": res.Resources(ff=2 * cb + RUN_STAGES + 1, lut4=2 * cb + 4, carry=cb),
+             **output_stage.parts(PE * p.out_type.bits, p.latency, family, registered=True),
+             "ctl": res.Resources(ff=2 * cb + RUN_STAGES - 1, lut4=2 * cb, carry=cb),
              "lanes": (res.sub(dxb, family) + res.sub(dsb, family)
                        + res.Resources(ff=xb + sb + dxb + dsb + p.acc_bits)) * PE}
     parts.update(RequantPipeline.parts(p.rq, p.acc_bits, p.out_type.bits, PE, family,
@@ -183,7 +186,8 @@ class ChanMul(wiring.Component):
         p = self.p
         m = Module()
         PE, VB = p.pe, p.vec_beats
-        out = OutputCredits(m, self.o, PE * p.out_type.bits, p.fifo_depth)
+        out = output_stage.OutputStage(m, self.o, PE * p.out_type.bits, p.latency,
+                                       registered=True)
         wr, rd = ram(m, "vec", width=PE * p.s_type.bits, depth=VB, rw="dont_care")
         # (written only while loading, read only after: never both in one cycle)
 

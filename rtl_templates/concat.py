@@ -46,10 +46,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import plain_rom_attrs
 from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType, Quantized, Requant, make_requant, signed_width
@@ -63,12 +63,14 @@ from hwgen.rtl_templates.requant import (
 from hwgen.rtl_templates.resources import Mul, merge_fits
 from hwgen.rtl_templates.words import lanes
 
-#: cycles from an input transfer to that beat's output transfer
-PASS_LATENCY = 2
-TABLE_LATENCY = 3
-REQUANT_LATENCY = 4
+#: cycles from an input transfer to that beat's output transfer: a pass writes the taken beat
+#: (an input FIFO's output register) into the output FIFO; a table's read data passes the
+#: output stage's write register; the requantizer's clamp is a register (its stages before
+#: the clamp come on top: :attr:`ConcatParams.latency`)
+PASS_LATENCY = output_stage.latency(registered=True)
+TABLE_LATENCY = 1 + output_stage.latency()
+REQUANT_LATENCY = 2 + output_stage.latency(registered=True)
 LATENCIES = {"pass": PASS_LATENCY, "table": TABLE_LATENCY, "requant": REQUANT_LATENCY}
-PASS_FIFO_DEPTH = 4
 #: inputs up to this width are requantized by lookup table
 TABLE_MAX_BITS = 8
 
@@ -249,10 +251,6 @@ def golden(p: ConcatParams, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- cost
 
-def _fifo_depth(p: ConcatParams) -> int:
-    return PASS_FIFO_DEPTH if p.passthrough else p.latency + 3
-
-
 def timing(p: ConcatParams, in_first: int, in_last: int) -> tuple[int, int]:
     """First and last output transfer of a frame whose first input transfer (on ``i0``) and
     last input transfer (on ``i1``) happened at ``in_first`` and ``in_last``. The block moves
@@ -267,7 +265,7 @@ def cost(p: ConcatParams) -> Cost:
     if pixels < 1:
         raise ValueError("the concat's pixels per frame are not set")
     beats = pixels * p.beats_per_pixel
-    depth = _fifo_depth(p)
+    depth = output_stage.fifo_depth(p.latency)
     ob = p.out_type.bits
     muls = {Mul(p.d_bits, True, p.mult_bits, False): p.pe} if p.mode == "requant" else {}
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
@@ -307,11 +305,9 @@ def resource_parts(p: ConcatParams, family: str) -> dict[str, res.Resources]:
     :mod:`rtl_templates.resources`): output FIFO, control, and per lane the tables (plain
     memories, two inputs' tables in one) or the product and its rounding."""
     PE, ob = p.pe, p.out_type.bits
-    depth = _fifo_depth(p)
     kb = counter_bits(p.beats_per_pixel)
-    parts = {"fifo": res.fifo(PE * ob, depth, family),
-             "ctl": res.Resources(ff=kb + counter_bits(depth + 1) + 2, lut4=kb + 6,
-                                  carry=kb / 2)}
+    parts = output_stage.parts(PE * ob, p.latency, family, p.mode != "table")
+    parts["ctl"] = res.Resources(ff=kb, lut4=kb + 2, carry=kb / 2)
     if p.passthrough:
         parts["mux"] = res.mux(PE * ob, family)
         return parts
@@ -352,7 +348,8 @@ class Concat(wiring.Component):
         p = self.p
         m = Module()
         PE, ob = p.pe, p.out_type.bits
-        out = OutputCredits(m, self.o, PE * ob, _fifo_depth(p))
+        out = output_stage.OutputStage(m, self.o, PE * ob, p.latency,
+                                       registered=p.mode != "table")
 
         # position within the pixel: beats 0..b0-1 from i0, then b1 beats from i1
         bpp = p.beats_per_pixel

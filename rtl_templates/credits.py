@@ -1,4 +1,5 @@
-"""The output side every never-stalling block pipeline shares.
+"""Credit counters: the output side every never-stalling block pipeline shares
+(:mod:`~hwgen.rtl_templates.output_stage` builds it around them).
 
 A block's pipeline never stalls: results flow into an output FIFO, and the issue stage may
 start a step that will write a beat only while a credit is left. Credits count the FIFO
@@ -11,16 +12,11 @@ flip-flop: its next value comes from ``credits == 1`` (a compare of the register
 late ``issued`` and ``taken`` in one level, not from the credit adder. A step issues only
 while ``room`` holds, so the counter reaches 0 only from 1 by an issue without a beat taken:
 ``room' = taken | (room & ~(credits == 1 & issued))``, always equal to ``credits != 0``.
-
-The FIFO is :class:`~hwgen.rtl_templates.memory.BufferedFIFO` (cycle for cycle Amaranth's
-``SyncFIFOBuffered``: a beat written in cycle t can leave in cycle t + 2), whose storage
-follows the memory policy: registers up to 2 beats, then LUT RAM or block RAM.
 """
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 
-from hwgen.rtl_templates.memory import BufferedFIFO
 from hwgen.rtl_templates.pipeline import up_down
 
 
@@ -62,44 +58,3 @@ class Credits:
         r = Signal(init=self.room.init, name=name)
         self._m.d.sync += r.eq(self.taken | (r & ~self._last))
         return r
-
-
-class OutputCredits(Credits):
-    """Output FIFO of ``depth`` beats driving stream ``o``, and its credit counter.
-
-    ``late_return``: a beat taken on ``o`` returns its credit that many cycles later, through
-    registers (``taken_late``: the first of them); ``o.ready``, the reader's flag, then
-    reaches no further than the first, and ``room`` and the issue control it feeds depend on
-    flip-flops of the block only. The caller gives the FIFO as many beats more, so the block
-    never waits longer for room than without: its credits are then never fewer.
-
-    ``slice_ports`` and ``w_slice_ports``: the FIFO's per-slice ports
-    (:class:`~hwgen.rtl_templates.memory.BufferedFIFO`), for the block to wire (reads) and
-    for :meth:`write_slices` (writes); ``o.valid`` and the credits follow the first slice."""
-
-    def __init__(self, m: Module, o, width: int, depth: int, late_return: int = 0, *,
-                 slice_ports: bool = False, w_slice_ports: bool = False):
-        m.submodules.ofifo = self.fifo = BufferedFIFO(width=width, depth=depth,
-                                                      slice_ports=slice_ports,
-                                                      w_slice_ports=w_slice_ports)
-        m.d.comb += [o.payload.eq(self.fifo.r_data), o.valid.eq(self.fifo.r_rdy),
-                     self.fifo.r_en.eq(o.ready)]
-        taken = o.valid & o.ready
-        #: the first register of a late return (None without)
-        self.taken_late = None
-        for k in range(late_return):
-            t = Signal(name=f"taken_late{k if k else ''}")
-            m.d.sync += t.eq(taken)
-            if k == 0:
-                self.taken_late = t
-            taken = t
-        super().__init__(m, depth, taken)
-
-    def write(self, data, en):
-        """The pipeline's last stage: ``data`` enters the FIFO when ``en``."""
-        self._m.d.comb += [self.fifo.w_data.eq(data), self.fifo.w_en.eq(en)]
-
-    def write_slices(self, data, ens):
-        """As :meth:`write`, each slice of the FIFO written on its own enable (``ens[k]``
-        for slice k; all equal, each a register beside its slice): needs ``w_slice_ports``."""
-        self._m.d.comb += [self.fifo.w_data.eq(data), self.fifo.w_en_slices.eq(Cat(*ens))]

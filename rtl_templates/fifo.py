@@ -5,14 +5,15 @@ in cycle t can leave in cycle t + LATENCY.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
-from amaranth.hdl import Module, unsigned
-from amaranth.lib import stream, wiring
+from amaranth.hdl import Module
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
+from hwgen.rtl_templates import streams
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.memory import BufferedFIFO, fifo_slices
@@ -26,15 +27,14 @@ class FIFOParams:
     width: int               # bits per beat
     depth: int               # beats held
     beats: int               # beats per frame
-    #: the reader keeps a copy of its ready per slice of the word (its ``ready_copies``
-    #: face), each fed the slice's own valid: the slices read on ``o_ready_slices`` (bit k:
-    #: slice k's) and give their valid on ``o_valid_slices``, not ``o.ready``
+    #: ``o`` is a sliced stream (:class:`~hwgen.rtl_templates.streams.SlicedSignature`):
+    #: the reader keeps a copy of its ready per slice of the word, and each slice reads on
+    #: ``o.ready_slices`` (bit k: slice k's) and gives its valid on ``o.valid_slices``
     #: (:class:`~hwgen.rtl_templates.memory.BufferedFIFO`'s ``slice_ports``)
     slice_ports: bool = field(default=False, metadata={"digest": "omit_default"})
-    #: the writer gives a valid per slice of the word from a sliced FIFO of its own with
-    #: the same slices (its ``slice_output`` face): each slice writes on ``i_valid_slices``
-    #: (bit k: slice k's) and gives its ready on ``i_ready_slices``, not ``i.valid``, so
-    #: the two FIFOs' slices hand over slice to slice
+    #: ``i`` is a sliced stream: the writer gives a valid per slice of the word from a sliced
+    #: FIFO of its own with the same slices; each slice writes on ``i.valid_slices`` and gives
+    #: its ready on ``i.ready_slices``, so the two FIFOs' slices hand over slice to slice
     in_slice_ports: bool = field(default=False, metadata={"digest": "omit_default"})
 
     @property
@@ -97,13 +97,9 @@ def fold_space(p: FIFOParams) -> FoldSpace:
 class StreamFIFO(wiring.Component):
     def __init__(self, p: FIFOParams):
         self.p = p
-        members = {"i": In(stream.Signature(unsigned(p.width))),
-                   "o": Out(stream.Signature(unsigned(p.width)))}
-        if p.slice_ports:
-            members.update(o_ready_slices=In(p.slices), o_valid_slices=Out(p.slices))
-        if p.in_slice_ports:
-            members.update(i_valid_slices=In(p.slices), i_ready_slices=Out(p.slices))
-        super().__init__(members)
+        super().__init__({
+            "i": In(streams.signature(p.width, p.slices if p.in_slice_ports else 0)),
+            "o": Out(streams.signature(p.width, p.slices if p.slice_ports else 0))})
 
     def elaborate(self, platform):
         m = Module()
@@ -111,11 +107,11 @@ class StreamFIFO(wiring.Component):
                                                 slice_ports=self.p.slice_ports,
                                                 w_slice_ports=self.p.in_slice_ports)
         if self.p.slice_ports:
-            m.d.comb += [fifo.r_en_slices.eq(self.o_ready_slices),
-                         self.o_valid_slices.eq(fifo.r_rdy_slices)]
+            m.d.comb += [fifo.r_en_slices.eq(self.o.ready_slices),
+                         self.o.valid_slices.eq(fifo.r_rdy_slices)]
         if self.p.in_slice_ports:
-            m.d.comb += [fifo.w_en_slices.eq(self.i_valid_slices),
-                         self.i_ready_slices.eq(fifo.w_rdy_slices)]
+            m.d.comb += [fifo.w_en_slices.eq(self.i.valid_slices),
+                         self.i.ready_slices.eq(fifo.w_rdy_slices)]
         m.d.comb += [
             fifo.w_data.eq(self.i.payload), fifo.w_en.eq(self.i.valid),
             self.i.ready.eq(fifo.w_rdy),
@@ -124,6 +120,12 @@ class StreamFIFO(wiring.Component):
         ]
         return m
 
+
+def slice_ports(p: FIFOParams, port: str, widths: list[int]) -> FIFOParams | None:
+    """The FIFO with ``port`` a sliced stream, when its own slices are ``widths``."""
+    if len(widths) < 2 or list(widths) != p.slice_widths:
+        return None
+    return replace(p, **{"slice_ports" if port == "o" else "in_slice_ports": True})
 
 
 def examples() -> list[Example]:
@@ -139,5 +141,5 @@ def examples() -> list[Example]:
 
 register_block("fifo", params=FIFOParams, component=StreamFIFO, golden=golden, cost=cost,
                timing=timing, manifest=manifest, fold_space=fold_space,
-               resources_live=resources_live,
+               resources_live=resources_live, slice_ports=slice_ports,
                examples=examples)

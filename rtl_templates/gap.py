@@ -40,10 +40,10 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import ram, rom
 from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
@@ -52,9 +52,9 @@ from hwgen.rtl_templates.resources import merge_fits, unsigned_muls
 from hwgen.rtl_templates.words import lanes, pack_word
 
 #: cycles from taking the last input beat of a channel block to its output transfer
-#: cycles to the requantizer's input plus the output FIFO's two (the requantizer's own
+#: cycles to the requantizer's input plus the output stage's (the requantizer's own
 #: stages come on top: :func:`pipeline_depth`)
-BASE_DEPTH = 4
+BASE_DEPTH = 2 + output_stage.latency(registered=True)
 
 
 def spacing(p: GAPParams) -> int:
@@ -147,7 +147,7 @@ def cost(p: GAPParams) -> Cost:
         multiplies=unsigned_muls(rq_tiles),
         memory_bits=p.nb * p.pe * p.acc_bits
         + (p.nb * p.pe * mult_w if per_channel else 0)
-        + _fifo_depth(p) * p.pe * p.out_type.bits,
+        + output_stage.fifo_depth(pipeline_depth(p)) * p.pe * p.out_type.bits,
         registers=max(r.ff for r in by_family.values()),
         by_family=by_family, parts=parts,
     )
@@ -180,13 +180,12 @@ def resource_parts(p: GAPParams, family: str) -> dict[str, res.Resources]:
     requantizers."""
     PE, NB = p.pe, p.nb
     ib, ob, A, rq = p.in_type.bits, p.out_type.bits, p.acc_bits, p.requant
-    depth = _fifo_depth(p)
     cbb = counter_bits(NB)
-    ctl_bits = cbb + counter_bits(p.pixels) + counter_bits(depth + 1)
+    ctl_bits = cbb + counter_bits(p.pixels)
     acc = res.memory(PE * A, NB, family, rom=False, rw="new" if NB == 1 else "dont_care")
-    parts = {"fifo": res.fifo(PE * ob, depth, family),
-             "ctl": res.Resources(ff=ctl_bits + 4 + cbb, lut4=ctl_bits + 6, carry=ctl_bits / 2),
-             "acc": acc + res.accumulate(A, family) * PE + res.Resources(ff=PE * (ib + A))}
+    parts = output_stage.parts(PE * ob, pipeline_depth(p), family, registered=True)
+    parts["ctl"] = res.Resources(ff=ctl_bits + 2 + cbb, lut4=ctl_bits + 2, carry=ctl_bits / 2)
+    parts["acc"] = acc + res.accumulate(A, family) * PE + res.Resources(ff=PE * (ib + A))
     m_live, copies = 0, 1
     if len(rq.mult) > 1:
         mults = np.asarray(p.mult_per_channel(), dtype=np.int64).reshape(NB, PE)
@@ -206,10 +205,6 @@ def timing(p: GAPParams, in_first: int, in_last: int) -> tuple[int, int]:
     d = pipeline_depth(p)
     return (max(in_last - p.nb + 1, in_first + steps - p.nb) + d,
             max(in_last, in_first + steps - 1) + d)
-
-
-def _fifo_depth(p: GAPParams) -> int:
-    return pipeline_depth(p) + 3
 
 
 # ---------------------------------------------------------------------------- hardware
@@ -233,8 +228,7 @@ class GAP(wiring.Component):
         acc_w, mult_w = p.acc_bits, rq.mult_bits
 
         # --- output FIFO and credits ---------------------------------------------------
-        depth = _fifo_depth(p)
-        out = OutputCredits(m, self.o, PE * ob, depth)
+        out = output_stage.OutputStage(m, self.o, PE * ob, pipeline_depth(p), registered=True)
 
         # --- issue stage ---------------------------------------------------------------
         cb = Signal(range(max(NB, 2)))

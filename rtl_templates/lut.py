@@ -14,9 +14,9 @@ Hardware
     One ROM of ``2**in_bits`` words of ``out_bits`` with one read port per lane, in LUTs or
     block RAM as ``memory.choose_style`` decides (block RAM from two lanes of an 8-bit
     table: a DP16KD serves two lanes). An input beat is taken at cycle t while a credit is
-    left (``credits.OutputCredits``); the ROM answers at t+1 and the beat enters the output
-    FIFO; it can leave it at t + ``LATENCY``. One beat per cycle; ``valid`` never waits for
-    ``ready``.
+    left; the ROM answers at t+1 into the output stage (:mod:`output_stage`: its write
+    register, then the FIFO), from which the beat can leave at t + ``LATENCY``. One beat per
+    cycle; ``valid`` never waits for ``ready``.
 """
 from __future__ import annotations
 
@@ -27,19 +27,18 @@ from amaranth.hdl import Cat, Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import rom
-from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import lanes
 
-#: cycles from an input transfer to the output transfer of that beat (output ready)
-LATENCY = 3
-#: output FIFO beats: the pipeline's depth and room to keep one beat per cycle
-FIFO_DEPTH = LATENCY + 2
+#: cycles from an input transfer to the output transfer of that beat (output ready): the
+#: ROM's read, then the output stage's (the read data is written: the write register comes
+#: first)
+LATENCY = 1 + output_stage.latency()
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,7 +80,7 @@ def cost(p: LUTParams) -> Cost:
     rom = (1 << p.in_type.bits) * p.out_type.bits
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
     return Cost(cycles=p.beats, latency=timing(p, 0, p.beats - 1)[1] + 1,
-                memory_bits=rom + FIFO_DEPTH * p.pe * p.out_type.bits,
+                memory_bits=rom + output_stage.fifo_depth(LATENCY) * p.pe * p.out_type.bits,
                 registers=max(r.ff for r in by_family.values()), by_family=by_family,
                 parts=parts)
 
@@ -89,25 +88,24 @@ def cost(p: LUTParams) -> Cost:
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
 RESOURCE_FIT: res.Fit = {
     "ecp5": {
-        "lut4": {"ctl": 1.203, "fifo": 1.405, "rom": 0.982, "1": 0.041},
-        "carry": {"ctl": 0.807, "fifo": 0.227, "1": 0},
+        "lut4": {"fifo": 1.855, "rom": 1.024, "1": 0.065},
+        "carry": {"fifo": 0.01, "1": 0.0},
     },
     "ice40": {
-        "lut4": {"ctl": 1.005, "fifo": 0.97, "rom": 1.119, "1": 0.001},
-        "carry": {"ctl": 0.905, "fifo": 0.558, "1": 0},
+        "lut4": {"fifo": 0.773, "rom": 1.245, "1": 0.002},
+        "carry": {"fifo": 0.269, "1": 0.0},
     },
 }
 
 
 def resource_parts(p: LUTParams, family: str) -> dict[str, res.Resources]:
     """The table's hardware in the resource model's parts (see
-    :mod:`rtl_templates.resources`): the ROM with a read port per lane, the output FIFO and
-    the credit counter."""
+    :mod:`rtl_templates.resources`): the ROM with a read port per lane, the output stage (its
+    FIFO, credits and write register) and the valid flag."""
     raw = [v & ((1 << p.out_type.bits) - 1) for v in p.table]
-    cb = counter_bits(FIFO_DEPTH + 1)
     return {"rom": res.rom(raw, p.out_type.bits, family, read_ports=p.pe),
-            "fifo": res.fifo(p.pe * p.out_type.bits, FIFO_DEPTH, family),
-            "ctl": res.Resources(ff=cb + 1, lut4=cb + 2, carry=cb / 2)}
+            **output_stage.parts(p.pe * p.out_type.bits, LATENCY, family),
+            "ctl": res.Resources(ff=1)}
 
 
 def manifest(p: LUTParams) -> dict:
@@ -131,7 +129,7 @@ class LUT(wiring.Component):
     def elaborate(self, platform):
         p = self.p
         m = Module()
-        out = OutputCredits(m, self.o, p.pe * p.out_type.bits, FIFO_DEPTH)
+        out = output_stage.OutputStage(m, self.o, p.pe * p.out_type.bits, LATENCY)
         raw = [v & ((1 << p.out_type.bits) - 1) for v in p.table]
         take = Signal()
         m.d.comb += [self.i.ready.eq(out.room), take.eq(self.i.valid & self.i.ready)]

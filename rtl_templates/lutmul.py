@@ -26,6 +26,7 @@ import numpy as np
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 
 from hwgen.rtl_templates import resources as res
+from hwgen.rtl_templates.kept import kept_copy
 from hwgen.rtl_templates.pipeline import reg, tree_stages, tree_sum_groups
 
 
@@ -98,17 +99,6 @@ def lut_mul(m: Module, x, w, name: str, w_const: int | None = None):
             terms = [reg(m, t, t.shape(), f"{name}_t{level}_{k}") for k, t in enumerate(terms)]
             last = reg(m, last, 1, f"{name}_ng{level}")
     return terms[0] + (last << (2 * (n - 1)))
-
-
-def kept_copy(m: Module, v, name: str):
-    """``v`` registered in a copy the tools keep apart (``keep``; the synthesis runner puts
-    it on the flip-flops, ``boards/synth.py: KEEP_COPIES``). Data: no reset (as
-    :func:`~rtl_templates.pipeline.reg`). A reset would put a LUT (``~rst & v``) before
-    every copy's flip-flop, and the tools share that LUT among the copies of one source bit:
-    the copies are then fed from one place again."""
-    r = Signal(v.shape(), name=name, attrs={"keep": 1}, reset_less=len(v) > 1)
-    m.d.sync += r.eq(v)
-    return r
 
 
 def tile_operand(m: Module, v, name: str, apart: bool):

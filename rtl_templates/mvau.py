@@ -59,13 +59,14 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage, streams
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import Credits, OutputCredits
+from hwgen.rtl_templates.credits import Credits
+from hwgen.rtl_templates.kept import kept_copy
 from hwgen.rtl_templates.lutmul import (
     const_lanes,
-    kept_copy,
     lane_constants,
     lut_mul,
     lut_mul_const_parts,
@@ -120,8 +121,9 @@ from hwgen.rtl_templates.xnor_mvau import (
 )
 
 #: cycles from issuing the last step of an output beat to the requantizer's input (stage 3)
-#: plus the output FIFO's two; the requantizer's own stages come on top (:func:`pipeline_depth`)
-BASE_DEPTH = 5
+#: plus the output stage's (the clamp is a register); the requantizer's own stages come on
+#: top (:func:`pipeline_depth`)
+BASE_DEPTH = 3 + output_stage.latency(registered=True)
 
 
 #: registers from the operands to a hard multiplier lane's product (its operand registers,
@@ -189,8 +191,8 @@ class MVAUParams:
     #: the weight ROM is built of logic cells (LUTs) instead of block RAM
     rom_logic: bool = field(default=False, metadata={"digest": "omit_default"})
     #: copies of the input's ready, one per slice of the wide FIFO before the unit, each from
-    #: an issue control of its own (``ready_copies`` face; ports ``i_ready_slices`` and
-    #: ``i_valid_slices``)
+    #: an issue control of its own (``i`` a sliced stream: ``i.ready_slices``,
+    #: ``i.valid_slices``; the ``slice_ports`` face)
     ready_copies: int = field(default=0, metadata={"digest": "omit_default"})
 
     def __post_init__(self):
@@ -455,23 +457,25 @@ def timing(p: MVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
 
 
 def _late_return(p: MVAUParams) -> int:
-    """Cycles the output's credits come back late (:class:`OutputCredits`): one (the input
-    ready's next value then waits on no other block's ready), two with copies of the
-    ready (each copy's credits take the returned credit from a register of its own), none
+    """Cycles the output's credits come back late (:class:`~output_stage.OutputStage`):
+    one (the input ready's next value then waits on no other block's ready), two with copies
+    of the ready (each copy's credits take the returned credit from a register of its own), none
     with weights in SPRAM."""
     return 0 if p.spram else 2 if p.ready_copies else 1
 
 
 def _fifo_depth(p: MVAUParams) -> int:
-    """The output FIFO's beats: the pipeline's, 3 more, and one per cycle the credits come
-    back late (so the unit never waits longer for room)."""
-    return pipeline_depth(p) + 3 + _late_return(p)
+    """The output FIFO's beats (:func:`output_stage.fifo_depth`)."""
+    return output_stage.fifo_depth(pipeline_depth(p), _late_return(p))
 
 
-def ready_copies(p: MVAUParams, k: int) -> MVAUParams | None:
-    """``p`` with ``k`` copies of the input's ready (None with weights in SPRAM, whose ready
-    waits for the load and is no register)."""
-    return None if p.spram else dataclasses.replace(p, ready_copies=k)
+def slice_ports(p: MVAUParams, port: str, widths: list[int]) -> MVAUParams | None:
+    """``p`` reading a sliced input stream of the slices ``widths``: a copy of the input's
+    ready per slice (None for the output, and with weights in SPRAM, whose ready waits for
+    the load and is no register)."""
+    if port != "i" or p.spram or len(widths) < 2:
+        return None
+    return dataclasses.replace(p, ready_copies=len(widths))
 
 
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``); the weight
@@ -662,22 +666,23 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
                              carry=count)
         w_reg = PE * SIMD * wb
     parts = {"rom_w" if p.rom_logic else "mem_w": wmem, "mem_p": pmem,
-             "fifo": res.fifo(PE * ob, depth, family)}
+             **output_stage.parts(PE * ob, pipeline_depth(p), family, registered=True,
+                                  late_return=_late_return(p))}
     if NF > 1:
         parts["mem_i"] = res.memory(SIMD * ib, SF, family, rom=False, rw="dont_care") \
             + res.mux(SIMD * ib, family)
         if SF > 1:      # the late write's registers
             parts["mem_i"] = parts["mem_i"] + res.Resources(ff=SIMD * ib + counter_bits(SF) + 1)
-    ctl_bits = counter_bits(SF) + nfb + counter_bits(NF * SF) + counter_bits(depth + 1)
+    ctl_bits = counter_bits(SF) + nfb + counter_bits(NF * SF)
     # the weight ROM's addresses: kept copies of its counter (pipeline.rom_counter), one per
     # slice (or one for SPRAM)
     copies = 1 if p.spram else len(p.weight_slices)
     ctl_bits += copies * counter_bits(NF * SF) if NF * SF > 1 else 0
     # the kept copies of use_stream1, one per slice of the input word but the first
     sel_copies = -(-SIMD * ib // IBUF_SLICE_BITS) - 1 if NF > 1 else 0
-    parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + operand_stages(p)) + 2
-                                 + sel_copies,
-                                 lut4=ctl_bits + 8, carry=ctl_bits / 2)
+    parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + operand_stages(p))
+                                 - _late_return(p) + sel_copies,
+                                 lut4=ctl_bits + 4, carry=ctl_bits / 2)
     if p.ready_copies:  # each copy of the issue control: its counters, flags and credits
         bits = counter_bits(SF) + nfb + counter_bits(depth + 1)
         parts["ctl"] = parts["ctl"] + res.Resources(ff=bits + 6, lut4=bits + 8,
@@ -805,14 +810,12 @@ class MVAU(wiring.Component):
     def __init__(self, p: MVAUParams):
         self.p = p
         members = {
-            "i": In(stream.Signature(unsigned(p.simd * p.in_type.bits))),
+            # with ready copies, the input's ready and valid also per slice of the FIFO
+            "i": In(streams.signature(p.simd * p.in_type.bits, p.ready_copies)),
             "o": Out(stream.Signature(unsigned(p.pe * p.out_type.bits))),
         }
         if p.spram:     # the weight-load stream through the block, and its weights' state
             members.update(load_ports())
-        if p.ready_copies:  # the input's ready and valid, a copy per slice of the FIFO
-            members.update(i_ready_slices=Out(p.ready_copies),
-                           i_valid_slices=In(p.ready_copies))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -841,8 +844,9 @@ class MVAU(wiring.Component):
             ib_wr, ib_rd = ram(m, "ibuf", width=SIMD * ib, depth=SF, rw="dont_care")
 
         # --- output FIFO and credits -------------------------------------------------
-        depth = _fifo_depth(p)
-        out = OutputCredits(m, self.o, PE * ob, depth, late_return=_late_return(p))
+        out = output_stage.OutputStage(m, self.o, PE * ob, pipeline_depth(p), registered=True,
+                                       late_return=_late_return(p))
+        depth = out.depth
 
         # --- issue stage ---------------------------------------------------------------
         ctl = IssueControl(m, SF, NF, out, self.i.valid, loaded)
@@ -853,11 +857,10 @@ class MVAU(wiring.Component):
             # a copy of the control beside slice k of the FIFO before the unit, fed that
             # slice's valid and the returned credits from a register of its own: the same
             # state as ctl, its take equal to ctl's
-            taken = Signal(name=f"taken_c{k}", attrs={"keep": 1})
-            m.d.sync += taken.eq(out.taken_late)
+            taken = kept_copy(m, out.taken_late, f"taken_c{k}", reset=True)
             copy = IssueControl(m, SF, NF, Credits(m, depth, taken, f"_c{k}"),
-                                self.i_valid_slices[k], suffix=f"_c{k}")
-            m.d.comb += self.i_ready_slices[k].eq(copy.take)
+                                self.i.valid_slices[k], suffix=f"_c{k}")
+            m.d.comb += self.i.ready_slices[k].eq(copy.take)
         _, waddrs = rom_counter(m, NF * SF, can_issue, "widx", copies=len(w_addr))
         m.d.comb += [a.eq(w) for a, w in zip(w_addr, waddrs)]
         if NF > 1 and SF > 1:
@@ -887,8 +890,7 @@ class MVAU(wiring.Component):
             ib_word = Signal(SIMD * ib, name="ibuf_word")
             for lo in range(0, SIMD * ib, IBUF_SLICE_BITS):
                 hi = min(lo + IBUF_SLICE_BITS, SIMD * ib)
-                we = Signal(name=f"ibuf_we_{lo}", attrs={"keep": 1})
-                m.d.sync += we.eq(self.i.valid & self.i.ready)
+                we = kept_copy(m, self.i.valid & self.i.ready, f"ibuf_we_{lo}", reset=True)
                 with m.If(we):
                     m.d.sync += ib_word[lo:hi].eq(x_reg[lo:hi])
         if NF > 1:
@@ -900,8 +902,7 @@ class MVAU(wiring.Component):
                 hi = min(lo + IBUF_SLICE_BITS, SIMD * ib)
                 sel = use_stream1
                 if lo:
-                    sel = Signal(name=f"use_stream1_{lo}", attrs={"keep": 1})
-                    m.d.sync += sel.eq(first_nf)
+                    sel = kept_copy(m, first_nf, f"use_stream1_{lo}", reset=True)
                 parts.append(Mux(sel, x_reg[lo:hi], buffered[lo:hi]))
             x_word = Cat(*parts)
         else:
@@ -1031,5 +1032,5 @@ def examples() -> list[Example]:
 
 register_block("mvau", params=MVAUParams, component=MVAU, golden=golden, cost=cost,
                timing=timing, manifest=manifest, fold_space=fold_space, input_live=input_live,
-               ready_copies=ready_copies,
+               slice_ports=slice_ports,
                examples=examples)

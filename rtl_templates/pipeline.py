@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Shape, Signal, unsigned
 
+from hwgen.rtl_templates.kept import kept_copy
+
 #: operand chunk of the pipelined wide product: one hard multiplier on both families
 MUL_CHUNK = 16
 #: adder-tree levels between two registers: one, because two carry chains in a row with the
@@ -120,10 +122,9 @@ def rom_counter(m: Module, n: int, step, name: str, copies: int = 1
         m.d.sync += count.eq(nxt)
     addresses = []
     for k in range(copies):
-        address = Signal(range(n), name=f"{name}_addr{k if k else ''}", attrs={"keep": 1})
         # written without an enable, so that no tool takes it for the same flip-flops as count
-        m.d.sync += address.eq(Mux(step, nxt, count))
-        addresses.append(address)
+        addresses.append(kept_copy(m, Mux(step, nxt, count), f"{name}_addr{k if k else ''}",
+                                   reset=True, shape=range(n)))
     return count, addresses
 
 
@@ -142,20 +143,33 @@ def chunk_widths(width: int) -> list[int]:
 
 
 def mul_pipe_registers(a_bits: int, b_bits: int, a_regs: bool = True, b_regs: bool = True,
-                       copy: bool = False) -> int:
+                       copy: bool = False, b_const: int | None = None) -> int:
     """Flip-flops of :func:`mul_pipe`: the tiles' operand registers (a chunk's registers are
     the same for every tile it meets, so the tools keep one copy; ``a_regs``/``b_regs``
     False: that operand is another lane's too, or constant, and counted there), the partial
     products (``copy``: and their copies in the fabric; the copies' two valid delays equal
     the caller's valid chain, which the tools merge them into), and the sums of the tree (a
-    sum's low bits are zero below its lowest part)."""
+    sum's low bits are zero below its lowest part).
+
+    ``b_const``: ``b`` is this constant. A partial product by a chunk that is 0 is none; one
+    by a chunk with trailing zeros has those bits 0, and its top bits end at the chunk's
+    highest one: the tools keep only the bits between."""
     w = a_bits + b_bits
     bits = (a_bits if a_regs else 0) + (b_bits if b_regs else 0)
     parts = []                      # (lowest, highest + 1) bit a part can hold
     for i, wa in enumerate(chunk_widths(a_bits)):
         for j, wb in enumerate(chunk_widths(b_bits)):
-            bits += (wa + wb) * (2 if copy else 1)
-            parts.append((MUL_CHUNK * (i + j), MUL_CHUNK * (i + j) + wa + wb))
+            lo, live = MUL_CHUNK * (i + j), wa + wb
+            if b_const is not None:
+                c = (b_const >> (MUL_CHUNK * j)) & ((1 << wb) - 1)
+                if c == 0:
+                    continue
+                tz = (c & -c).bit_length() - 1
+                lo, live = lo + tz, wa + (c >> tz).bit_length()
+            bits += live * (2 if copy else 1)
+            parts.append((lo, lo + live))
+    if not parts:
+        return bits
     while len(parts) > 1:
         nxt = [(min(x[0], y[0]), min(w, max(x[1], y[1]) + 1))
                for x, y in zip(parts[0::2], parts[1::2])]

@@ -49,8 +49,8 @@ and ``valid`` on ``o`` never depends on ``ready``.
 Cost
     ``cycles = pixels*K*NB``; ``latency = cycles + pipeline_depth(p)``;
     multipliers: none (max), PE of ``acc_bits × mult_bits`` (avg); memory: the output FIFO
-    (``(depth+3)*PE*out_bits``) plus, for avg with several counts, the index ROM
-    (``pixels*ceil(log2(#counts))`` bits).
+    (:func:`output_stage.fifo_depth` beats of ``PE*out_bits``) plus, for avg with several
+    counts, the index ROM (``pixels*ceil(log2(#counts))`` bits).
 """
 from __future__ import annotations
 
@@ -62,10 +62,10 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigne
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import rom
 from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
@@ -74,10 +74,11 @@ from hwgen.rtl_templates.resources import merge_fits, unsigned_muls
 from hwgen.rtl_templates.vvau import stream_to_windows
 from hwgen.rtl_templates.words import lanes
 
-#: cycles from issuing the last step of an output beat to that beat's output transfer
-#: cycles to the output (max) or to the requantizer's input (avg), plus the output FIFO's
-#: two; the requantizer's own stages come on top (:func:`pipeline_depth`)
-BASE_DEPTH = {"max": 3, "avg": 4}
+#: cycles from issuing the last step of an output beat to that beat's output transfer:
+#: to the running maximum's compare (max, then the output stage's write register) or to the
+#: requantizer's input (avg), plus the output stage's; the requantizer's own stages come on
+#: top (:func:`pipeline_depth`)
+BASE_DEPTH = {"max": 1 + output_stage.latency(), "avg": 2 + output_stage.latency(True)}
 
 
 def pipeline_depth(p: PoolParams) -> int:
@@ -209,7 +210,7 @@ def golden(p: PoolParams, x: np.ndarray) -> np.ndarray:
 def cost(p: PoolParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
     steps = p.pixels * p.kernel * p.nb
-    fifo_bits = _fifo_depth(p) * p.pe * p.out_type.bits
+    fifo_bits = output_stage.fifo_depth(pipeline_depth(p)) * p.pe * p.out_type.bits
     rq_tiles = [] if p.kind == "max" else \
         RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=p.kernel)
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, unsigned_muls(rq_tiles))
@@ -255,10 +256,9 @@ def resource_parts(p: PoolParams, family: str) -> dict[str, res.Resources]:
     output FIFO, control, the running maximum or sum, the count ROM and the requantizers."""
     PE, NB, K = p.pe, p.nb, p.kernel
     ib, ob = p.in_type.bits, p.out_type.bits
-    depth = _fifo_depth(p)
-    ctl_bits = counter_bits(K) + counter_bits(NB) + counter_bits(depth + 1)
-    parts = {"fifo": res.fifo(PE * ob, depth, family),
-             "ctl": res.Resources(ff=ctl_bits + 3, lut4=ctl_bits + 6, carry=ctl_bits / 2)}
+    ctl_bits = counter_bits(K) + counter_bits(NB)
+    parts = output_stage.parts(PE * ob, pipeline_depth(p), family, p.kind == "avg")
+    parts["ctl"] = res.Resources(ff=ctl_bits + 1, lut4=ctl_bits + 2, carry=ctl_bits / 2)
     if p.kind == "max":
         parts["run"] = (res.compare(ib, family) + res.mux(ib, family)) * PE \
             + res.Resources(ff=2 * PE * ib)
@@ -287,10 +287,6 @@ def timing(p: PoolParams, in_first: int, in_last: int) -> tuple[int, int]:
     return in_first + p.kernel - 1 + d, max(in_last, in_first + steps - 1) + d
 
 
-def _fifo_depth(p: PoolParams) -> int:
-    return pipeline_depth(p) + 3
-
-
 # ---------------------------------------------------------------------------- hardware
 
 class Pool(wiring.Component):
@@ -310,8 +306,8 @@ class Pool(wiring.Component):
         ib, ob = p.in_type.bits, p.out_type.bits
 
         # --- output FIFO and credits ---------------------------------------------------
-        depth = _fifo_depth(p)
-        out = OutputCredits(m, self.o, PE * ob, depth)
+        out = output_stage.OutputStage(m, self.o, PE * ob, pipeline_depth(p),
+                                       registered=p.kind == "avg")
 
         # --- issue stage ---------------------------------------------------------------
         k = Signal(range(max(K, 2)))

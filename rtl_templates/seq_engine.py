@@ -44,13 +44,15 @@ Hardware
     After a layer's last step the engine waits for its last write, then starts the next
     layer: the descriptor of each layer is a constant selected by the layer number and
     registered, in one cycle (SETUP) before the layer's first step. Results and input words
-    are written a cycle late from registers; the output leaves through a credit-counted FIFO.
+    are written a cycle late from registers; the output leaves through the output stage
+    (:mod:`output_stage`: the buffer's read word into its write register, then a
+    credit-counted FIFO).
 
 Cost
-    ``cycles = I + sum_l (steps_l + DRAIN) + O + 4`` per frame (``I``, ``O``: input and
-    output elements; ``steps_l`` = outputs × taps of layer ``l``; ``DRAIN`` = the setup
-    cycle + the datapath's stages + the requantizer's), one product per cycle. Memory: two
-    buffers, the weights, the bias and multiplier words.
+    ``cycles = I + sum_l (steps_l + DRAIN) + O + EMIT_DELAY - 1`` per frame (``I``, ``O``:
+    input and output elements; ``steps_l`` = outputs × taps of layer ``l``; ``DRAIN`` = the
+    setup cycle + the datapath's stages + the requantizer's; :data:`EMIT_DELAY` = 6), one
+    product per cycle. Memory: two buffers, the weights, the bias and multiplier words.
 """
 from __future__ import annotations
 
@@ -63,10 +65,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, Port, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.gap import GAPParams
 from hwgen.rtl_templates.gap import golden as gap_golden
 from hwgen.rtl_templates.memory import rom
@@ -87,11 +89,14 @@ from hwgen.rtl_templates.xnor_mvau import is_bipolar
 MAC_STAGES = 5
 #: SPRAM tiles of the UltraPlus
 SPRAM_TILES = 4
-#: beats of the output FIFO (the output leaves one beat per cycle from it)
-EMIT_FIFO = 4
-#: cycles from the last layer's last write to the first output transfer: the setup cycle,
-#: the first read's, the word's, and the output FIFO's two
-EMIT_DELAY = 5
+#: cycles from an output read issuing to its beat's earliest output transfer: the buffer's
+#: read, then the output stage's (the read word is written: the write register comes first);
+#: the output FIFO's depth follows (:func:`output_stage.fifo_depth`), one beat per cycle
+EMIT_DEPTH = 1 + output_stage.latency()
+#: cycles from the last layer's last write (its result's cycle; the late write lands in the
+#: next, the setup cycle) to the first output transfer: one to the setup cycle, the setup
+#: cycle, then the first read's :data:`EMIT_DEPTH`
+EMIT_DELAY = 2 + EMIT_DEPTH
 #: the loop nest, innermost first (the geometry's bounds)
 LOOPS = ("ICT", "KW", "KH", "OC", "OW", "OH")
 #: the largest feature-map buffer kept in block RAM beside weights in SPRAM (4 of the
@@ -420,13 +425,13 @@ def resource_parts(p: SeqEngineParams, family: str) -> dict[str, res.Resources]:
                                spacing=p.spacing)
     parts.update(rq)
     # the late write (enable, buffer, address, word), the output's read address and count,
-    # its FIFO and credits, the loop's end flags and the issue flag, the runtime clamp's stage
+    # the loop's end flags and the issue flag, the runtime clamp's stage; the output stage
     ob = p.out_type.bits
     rq_v = p.acc_bits + p.requant.mult_bits - p.shift + abs(p.requant.zero_point).bit_length() + 3
-    parts["out"] = (res.Resources(lut4=p.buffer_bits + 2 * aw,
-                                  ff=2 + 2 * aw + p.buffer_bits + _counter(p.out_elements)
-                                  + len(LOOPS) + 2 + rq_v + 2)
-                    + res.fifo(ob, EMIT_FIFO, family))
+    parts["out"] = res.Resources(lut4=p.buffer_bits + 2 * aw,
+                                 ff=2 + 2 * aw + p.buffer_bits + _counter(p.out_elements)
+                                 + len(LOOPS) + 2 + rq_v + 2)
+    parts.update(output_stage.parts(ob, EMIT_DEPTH, family))
     return parts
 
 
@@ -742,9 +747,9 @@ class SeqEngine(wiring.Component):
         in_val = (self.i.payload.as_signed() if p.in_type.signed else self.i.payload)
         last_layer = layer == L - 1
 
-        # the output: the last layer's buffer read in order into an output FIFO, as credits
+        # the output: the last layer's buffer read in order into the output stage, as credits
         # allow (the read address is a register; o.valid never depends on o.ready)
-        out = OutputCredits(m, self.o, p.out_type.bits, EMIT_FIFO)
+        out = output_stage.OutputStage(m, self.o, p.out_type.bits, EMIT_DEPTH)
         ereq = Signal(name="ereq")
         m.d.comb += ereq.eq(emitting & out.room & (eaddr != p.out_elements))
         out.spend(ereq)

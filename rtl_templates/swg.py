@@ -67,8 +67,9 @@ Line buffer memory
 Pipeline (a beat issued in cycle t)
     t: row/column/kernel counters → input row and column, pad flag, buffer slot
     t+1: read address = slot*W*CB + w*CB + cb, registered     t+2: memory read
-    t+3: data registered          t+4: data (or pad_value) → output FIFO
-    t+6: earliest output transfer (the FIFO's latency is 2): :data:`PIPELINE_DEPTH` = 6.
+    t+3: data registered          t+4: data (or pad_value) → output stage
+    t+5: the output stage's write register (:mod:`output_stage`), then its FIFO
+    t+7: earliest output transfer: :data:`PIPELINE_DEPTH` = 7.
     The bounds the issue and input conditions compare with (``F + R``, ``need``) are
     registers updated together with the row base they derive from, and so are the sums of
     that base the next bounds are clamped from. The input's ready (``wrel < F + R``) and the
@@ -97,7 +98,8 @@ Cost model
     it equals ``max(in_beats, out_beats)`` exactly — no per-row or per-frame overhead; should
     that be unreachable within the row cap the model still gives the exact (larger) period.
     ``latency`` and :func:`timing` come from the same recurrence for one frame.
-    ``memory_bits = R*W*C*bits`` (line buffer) ``+ FIFO_DEPTH*SIMD*bits`` (output FIFO);
+    ``memory_bits = R*W*C*bits`` (line buffer) ``+ D*SIMD*bits`` (output FIFO of
+    ``D = output_stage.fifo_depth(PIPELINE_DEPTH)`` beats);
     ``registers``: the counters, the two pipeline stages and one beat (an estimate); no
     multipliers (the address ``slot*W*CB + w*CB`` multiplies by constants).
 """
@@ -112,21 +114,21 @@ from amaranth.hdl import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import DISTRIBUTED, choose_style, ram
 from hwgen.rtl_templates.pipeline import counter_bits, delay, reg
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import pack_word
 
-#: cycles from issuing a beat to its earliest output transfer
-PIPELINE_DEPTH = 6
 #: cycles from issuing a beat to the line buffer read of its word (the address is registered)
 READ_DELAY = 2
-#: output FIFO depth: a credit returns PIPELINE_DEPTH + 1 cycles after its beat issued
-FIFO_DEPTH = PIPELINE_DEPTH + 2
+#: cycles from issuing a beat to its earliest output transfer: to the line buffer's read, its
+#: data, the data's register (then the padding's multiplexer, so the output stage's write
+#: register comes first), then the output stage's
+PIPELINE_DEPTH = READ_DELAY + 2 + output_stage.latency()
 
 
 @dataclass(frozen=True)
@@ -390,7 +392,8 @@ def cost(p: SWGParams) -> Cost:
     return Cost(
         cycles=p.steady_cycles,
         latency=timing(p, 0, p.in_beats - 1)[1] + 1,
-        memory_bits=depth * p.simd * bits + FIFO_DEPTH * p.simd * bits,
+        memory_bits=depth * p.simd * bits
+        + output_stage.fifo_depth(PIPELINE_DEPTH) * p.simd * bits,
         registers=max(r.ff for r in by_family.values()), by_family=by_family, parts=parts,
         multiplies=muls,
     )
@@ -415,19 +418,19 @@ def address_multiplies(p: SWGParams) -> dict[res.Mul, int]:
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
 RESOURCE_FIT: res.Fit = {
     "ecp5": {
-        "lut4": {"buf": 1.092, "ctl": 1.222, "data": 1.081, "fifo": 1.04, "1": 0.004},
-        "carry": {"ctl": 0.666, "fifo": 0.86, "1": 0},
+        "lut4": {"buf": 1.13, "ctl": 1.128, "data": 0.854, "fifo": 1.053, "1": 0.004},
+        "carry": {"ctl": 0.544, "fifo": 0.6, "1": 0.0},
     },
     "ice40": {
-        "lut4": {"buf": 1.01, "ctl": 1.337, "data": 1.118, "fifo": 1.077, "1": 0.005},
-        "carry": {"ctl": 1.11, "fifo": 1.023, "1": 0.003},
+        "lut4": {"buf": 1.007, "ctl": 1.131, "data": 0.923, "fifo": 1.166, "1": 0.003},
+        "carry": {"ctl": 1.412, "fifo": 1.103, "mul_logic": 1.056, "1": 0.01},
     },
 }
 
 
 def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
     """The generator's hardware in the resource model's parts (see
-    :mod:`rtl_templates.resources`): the line buffer, the output FIFO, the reader's and
+    :mod:`rtl_templates.resources`): the line buffer, the output stage, the reader's and
     writer's counters and bounds, the address and data pipeline."""
     R = p.buffer_rows
     H, W, _ = p.in_shape
@@ -443,14 +446,14 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
     writer = cb(depth) + cb(W * p.cb) + cb(2 * H + R + 5)
     pipe = cb(R) + cb(W) + cb(p.cb) + cb(depth) + 8
     # ... and the input's ready register
-    ctl_ff = loops + bases + writer + pipe + cb(FIFO_DEPTH + 1) + 1
+    ctl_ff = loops + bases + writer + pipe + 1
     if bounds_registered(p):
         ctl_ff += cb(H + R + 1) + cb(H)
     if late_write(p):       # the late write's data, address and enable
         ctl_ff += width + cb(depth) + 1
     return {
         "buf": res.memory(width, depth, family, rom=False, rw=buffer_rw(p)),
-        "fifo": res.fifo(width, FIFO_DEPTH, family),
+        **output_stage.parts(width, PIPELINE_DEPTH, family),
         "ctl": res.Resources(ff=ctl_ff, lut4=ctl_ff, carry=ctl_ff / 2),
         "data": res.mux(width, family) + res.Resources(ff=width),
     }
@@ -563,8 +566,8 @@ class SWG(wiring.Component):
         wr, rd = ram(m, "linebuf", width=SIMD * bits, depth=max(depth, 2),
                      rw=buffer_rw(p), style=buffer_style(p))
 
-        # --- output FIFO and credits ---------------------------------------------------
-        out = OutputCredits(m, self.o, SIMD * bits, FIFO_DEPTH)
+        # --- output stage: FIFO, credits, write register ---------------------------------
+        out = output_stage.OutputStage(m, self.o, SIMD * bits, PIPELINE_DEPTH)
 
         # --- reader state -----------------------------------------------------------------
         oh, ow = _counter(OH), _counter(OW)
@@ -657,7 +660,7 @@ class SWG(wiring.Component):
         m.d.comb += rd.addr.eq(addr2)
         v2, pad2 = delay(m, v1, 1, "v1"), delay(m, pad1, 1, "pad1")
 
-        # --- stage 3: the memory's data registered; stage 4: data or padding → FIFO ----------
+        # --- stage 3: the memory's data registered; stage 4: data or padding → output -----
         data4 = reg(m, rd.data, unsigned(SIMD * bits), "data4")
         v4, pad4 = delay(m, v2, 2, "v2"), delay(m, pad2, 2, "pad2")
         pad_word = pack_word([p.pad_value] * SIMD, bits)

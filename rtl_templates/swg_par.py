@@ -51,7 +51,7 @@ Pipeline (a beat issued in cycle t)
     t: beat index → the beat's ``P`` elements (a ``B``-way multiplexer of the window
     register), registered; t+1: → output FIFO; t+3: earliest output transfer
     (:data:`PIPELINE_DEPTH`). A credit counter lets a beat issue only while the output FIFO
-    is sure to have room (:mod:`rtl_templates.credits`; a beat taken returns its credit a
+    is sure to have room (:mod:`rtl_templates.output_stage`; a beat taken returns its credit a
     cycle late, through a register, and the FIFO is a beat deeper for it); the pipeline
     never stalls.
 
@@ -73,26 +73,25 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage, streams, swg
 from hwgen.rtl_templates import resources as res
-from hwgen.rtl_templates import swg
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import fifo_slices, ram
 from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import pack_word
 
-#: cycles from issuing a beat to its earliest output transfer
-PIPELINE_DEPTH = 3
+#: cycles from issuing a beat to its earliest output transfer: the beat's word is a register
+#: (the output stage's write register is left out)
+PIPELINE_DEPTH = 1 + output_stage.latency(registered=True)
 #: a beat taken on ``o`` returns its credit a cycle late, through a register
-#: (:class:`~hwgen.rtl_templates.credits.OutputCredits`' ``late_return``): the reader's
+#: (:class:`~hwgen.rtl_templates.output_stage.OutputStage`' ``late_return``): the reader's
 #: ready (a wide FIFO's first slice's ``w_rdy``) reaches that one flip-flop, not the credit
 #: logic of every copy of the control (the digits CNN's path at seed 1: 8.4 ns)
 LATE_RETURN = 1
-#: output FIFO depth: a credit returns PIPELINE_DEPTH + 1 + LATE_RETURN cycles after its beat
-#: issued
-FIFO_DEPTH = PIPELINE_DEPTH + 2 + LATE_RETURN
+#: output FIFO depth (:func:`output_stage.fifo_depth`)
+FIFO_DEPTH = output_stage.fifo_depth(PIPELINE_DEPTH, LATE_RETURN)
 
 
 #: most bits of the window shift register one copy of the step control enables
@@ -112,7 +111,7 @@ class SWGParParams:
     dilation: tuple[int, int] = (1, 1)
     depthwise_pe: int = 0              # > 0: depthwise order, blocks of this many channels
     #: the FIFO reading this block has the slices of its output FIFO: each slice pair hands
-    #: over on ports of its own (``o_valid_slices``, ``o_ready_slices``; the ``slice_output``
+    #: over on ports of its own (``o.valid_slices``, ``o.ready_slices``; the ``slice_ports``
     #: face), not through ``o.valid`` and ``o.ready``
     out_slice_ports: bool = field(default=False, metadata={"digest": "omit_default"})
 
@@ -298,8 +297,8 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
     cb = counter_bits
     line = (res.memory(pix, N, family, rom=False, rw="dont_care") if N > 1
             else res.Resources(ff=2 * pix))
-    # 5: flags, ready; the late credit return's registers
-    ctl = cb(Hp) + cb(Wp) + 2 * cb(N) + cb(p.beats_per_window) + 5 + LATE_RETURN
+    # 3: flags, ready (the credits and their late return: the output stage's part)
+    ctl = cb(Hp) + cb(Wp) + 2 * cb(N) + cb(p.beats_per_window) + 3
     # the shift register's copies of the step control: held, inside and room flags, a beat
     # index
     copies = (len(shift_slices(p)) + len(output_slices(p)) - 2) * (3 + cb(p.beats_per_window))
@@ -314,7 +313,8 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
                  if shift_out(p) else
                  res.mux(width, family, p.beats_per_window) + res.Resources(ff=width + 1))
         + res.mux(pix, family),
-        "fifo": res.fifo(width, FIFO_DEPTH, family),
+        **output_stage.parts(width, PIPELINE_DEPTH, family, registered=True,
+                             late_return=LATE_RETURN),
         "ctl": res.Resources(ff=ctl, lut4=ctl + Hp // 4 + Wp // 4, carry=ctl / 2),
     }
 
@@ -413,14 +413,12 @@ class SWGPar(wiring.Component):
 
     def __init__(self, p: SWGParParams):
         self.p = p
-        members = {
+        n = len(out_fifo_slices(p)) if p.out_slice_ports else 0
+        super().__init__({
             "i": In(stream.Signature(unsigned(p.simd * p.qtype.bits))),
-            "o": Out(stream.Signature(unsigned(p.window_par * p.qtype.bits))),
-        }
-        if p.out_slice_ports:
-            n = len(out_fifo_slices(p))
-            members.update(o_valid_slices=Out(n), o_ready_slices=In(n))
-        super().__init__(members)
+            # with out_slice_ports, a sliced stream: a valid and a ready per FIFO slice
+            "o": Out(streams.signature(p.window_par * p.qtype.bits, n)),
+        })
 
     def elaborate(self, platform):
         p = self.p
@@ -433,12 +431,11 @@ class SWGPar(wiring.Component):
         rin, cin, rwin, cwin = p.masks()
 
         wide = len(out_fifo_slices(p)) > 1
-        out = OutputCredits(m, self.o, P * bits, FIFO_DEPTH, LATE_RETURN,
-                            slice_ports=p.out_slice_ports,
-                            w_slice_ports=wide)
+        out = output_stage.OutputStage(m, self.o, P * bits, PIPELINE_DEPTH, registered=True,
+                                       late_return=LATE_RETURN, slice_ports=p.out_slice_ports)
         if p.out_slice_ports:
-            m.d.comb += [out.fifo.r_en_slices.eq(self.o_ready_slices),
-                         self.o_valid_slices.eq(out.fifo.r_rdy_slices)]
+            m.d.comb += [out.fifo.r_en_slices.eq(self.o.ready_slices),
+                         self.o.valid_slices.eq(out.fifo.r_rdy_slices)]
 
         # --- position and its flags (registered one step ahead) -------------------------
         y, x = Signal(range(max(Hp, 2))), Signal(range(max(Wp, 2)))
@@ -606,10 +603,10 @@ def fold_space(p: SWGParParams) -> FoldSpace:
                      lambda pe, simd: frame_cycles(dataclasses.replace(p, window_par=simd)))
 
 
-def slice_output(p: SWGParParams, widths: list[int]) -> SWGParParams | None:
+def slice_ports(p: SWGParParams, port: str, widths: list[int]) -> SWGParParams | None:
     """The same block handing its output over slice by slice to a FIFO whose slices are
-    ``widths``, when its output FIFO has those slices (more than one)."""
-    if len(widths) < 2 or list(widths) != out_fifo_slices(p):
+    ``widths``, when its output FIFO has those slices (more than one); never its input."""
+    if port != "o" or len(widths) < 2 or list(widths) != out_fifo_slices(p):
         return None
     return dataclasses.replace(p, out_slice_ports=True)
 
@@ -636,5 +633,5 @@ def examples() -> list[Example]:
 
 register_block("swg_par", params=SWGParParams, component=SWGPar, golden=golden, cost=cost,
                timing=timing, manifest=manifest, fold_space=fold_space,
-               slice_output=slice_output,
+               slice_ports=slice_ports,
                examples=examples)

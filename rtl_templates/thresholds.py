@@ -16,11 +16,11 @@ Semantics (per element ``x`` of channel ``c``, ``N`` thresholds ``T[c, 0..N-1]``
 
 Hardware
     A ROM of ``channels/pe`` words holds each lane's ``N`` thresholds and direction bit. An
-    input beat is taken at cycle t while a credit is left (``credits.OutputCredits``); at
-    t+1 the beat and the ROM word are registered; at t+2 the ``N`` comparisons of each lane
-    (a carry chain each) are registered; their count, its direction and the offset enter the
-    output FIFO, from which the beat can leave at t + :data:`LATENCY`. One beat per cycle;
-    ``valid`` never waits for ``ready``.
+    input beat is taken at cycle t while a credit is left; at t+1 the beat and the ROM word
+    are registered; at t+2 the ``N`` comparisons of each lane (a carry chain each) are
+    registered; their count, its direction and the offset enter the output stage
+    (:mod:`output_stage`: its write register, then the FIFO), from which the beat can leave
+    at t + :data:`LATENCY`. One beat per cycle; ``valid`` never waits for ``ready``.
 """
 from __future__ import annotations
 
@@ -31,20 +31,20 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.memory import rom
 from hwgen.rtl_templates.pipeline import counter_bits, reg
 from hwgen.rtl_templates.quant import QType, signed_width
 from hwgen.rtl_templates.words import lanes, pack_word
 from hwgen.rtl_templates.xnor_mvau import is_bipolar
 
-#: cycles from an input transfer to the output transfer of that beat (output ready)
-LATENCY = 4
-#: output FIFO beats: the pipeline's depth and room to keep one beat per cycle
-FIFO_DEPTH = LATENCY + 2
+#: cycles from an input transfer to the output transfer of that beat (output ready): two to
+#: the comparisons, then the output stage's (the level is a sum and a multiplexer of them:
+#: the write register comes first)
+LATENCY = 2 + output_stage.latency()
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,7 +132,8 @@ def cost(p: ThresholdsParams) -> Cost:
     width = p.pe * (p.n * p.t_bits + 1)
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
     return Cost(cycles=p.beats, latency=timing(p, 0, p.beats - 1)[1] + 1,
-                memory_bits=(p.channels // p.pe) * width + FIFO_DEPTH * p.pe * p.out_type.bits,
+                memory_bits=(p.channels // p.pe) * width
+                + output_stage.fifo_depth(LATENCY) * p.pe * p.out_type.bits,
                 registers=max(r.ff for r in by_family.values()), by_family=by_family,
                 parts=parts)
 
@@ -140,12 +141,13 @@ def cost(p: ThresholdsParams) -> Cost:
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
 RESOURCE_FIT: res.Fit = {
     "ecp5": {
-        "lut4": {"cmp": 1.567, "count": 1.088, "ctl": 0.962, "fifo": 0.953, "rom": 0.983, "1": 0.0},
-        "carry": {"cmp": 0.44, "count": 0.094, "ctl": 0.891, "fifo": 0.608, "1": 0.0},
+        "lut4": {"cmp": 1.853, "count": 1.105, "ctl": 0.945, "fifo": 0.666, "rom": 1.055, "1": 0.0},
+        "carry": {"cmp": 0.605, "count": 0.0, "ctl": 0.924, "fifo": 0.171, "1": 0.0},
     },
     "ice40": {
-        "lut4": {"cmp": 0.11, "count": 0.213, "ctl": 1.04, "fifo": 1.022, "rom": 1.211, "1": 0.005},
-        "carry": {"cmp": 0.485, "count": 0.271, "ctl": 0.982, "fifo": 0.709, "1": 0.0},
+        "lut4": {"cmp": 0.106, "count": 0.187, "ctl": 1.049, "fifo": 1.062,
+                  "rom": 1.394, "1": 0.007},
+        "carry": {"cmp": 0.715, "count": 0.0, "ctl": 1.035, "fifo": 0.201, "1": 0.0},
     },
 }
 
@@ -153,11 +155,11 @@ RESOURCE_FIT: res.Fit = {
 def resource_parts(p: ThresholdsParams, family: str) -> dict[str, res.Resources]:
     """The block's hardware in the resource model's parts (see
     :mod:`rtl_templates.resources`): the threshold ROM, the comparisons, the level count,
-    the output FIFO and the control."""
+    the output stage and the control."""
     tb, ob = p.t_bits, p.out_type.bits
     width = p.n * tb + 1
     nf = p.channels // p.pe
-    cb = counter_bits(FIFO_DEPTH + 1) + counter_bits(nf)
+    cb = counter_bits(nf)
     const = nf == 1
     cmp = res.compare(tb, family, constant=const) * (p.n * p.pe)
     count = res.add(max(1, p.n.bit_length()), family) * (p.pe * max(0, p.n - 1)) \
@@ -167,8 +169,8 @@ def resource_parts(p: ThresholdsParams, family: str) -> dict[str, res.Resources]
     ff = p.pe * (p.in_type.bits + p.n) + 3
     return {"rom": res.rom(_words(p), p.pe * width, family),
             "cmp": cmp, "count": count + res.Resources(ff=ff),
-            "fifo": res.fifo(p.pe * ob, FIFO_DEPTH, family),
-            "ctl": res.Resources(ff=cb + 1, lut4=cb + 2, carry=cb / 2)}
+            **output_stage.parts(p.pe * ob, LATENCY, family),
+            "ctl": res.Resources(ff=cb, lut4=cb, carry=cb / 2)}
 
 
 def manifest(p: ThresholdsParams) -> dict:
@@ -195,7 +197,7 @@ class Thresholds(wiring.Component):
         tb, n, ob = p.t_bits, p.n, p.out_type.bits
         width = n * tb + 1
         nf = p.channels // p.pe
-        out = OutputCredits(m, self.o, p.pe * ob, FIFO_DEPTH)
+        out = output_stage.OutputStage(m, self.o, p.pe * ob, LATENCY)
         take = Signal()
         m.d.comb += [self.i.ready.eq(out.room), take.eq(self.i.valid & self.i.ready)]
         out.spend(take)

@@ -10,9 +10,9 @@ Hardware
     A RAM holds one input row (``width · channels / pe`` words). The block alternates two
     phases per input row: *load* (``i.ready`` high) until the row's last beat is written,
     then *emit*: one word read per cycle while a credit for the output FIFO is left (read at
-    t, FIFO write at t+1, the earliest output transfer at t+3), the row ``fh`` times, each
-    pixel ``fw`` times within it. Cycles per frame: ``height · width · channels / pe ·
-    (1 + fh·fw)``.
+    t, the word into the output stage's write register at t+1 (:mod:`output_stage`), the
+    earliest output transfer at t+4), the row ``fh`` times, each pixel ``fw`` times within
+    it. Cycles per frame: ``height · width · channels / pe · (1 + fh·fw)``.
 """
 from __future__ import annotations
 
@@ -23,19 +23,18 @@ from amaranth.hdl import Module, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.load_phase import load_phase
 from hwgen.rtl_templates.memory import ram
 from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType
 
-#: cycles from an emit read to the output transfer of that beat
-LATENCY = 3
-#: output FIFO beats
-FIFO_DEPTH = LATENCY + 2
+#: cycles from an emit read to the output transfer of that beat: the read, then the output
+#: stage's (the RAM's read data is written: the write register comes first)
+LATENCY = 1 + output_stage.latency()
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ def cost(p: UpsampleParams) -> Cost:
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT)
     return Cost(cycles=p.in_beats + p.out_beats, latency=timing(p, 0, p.in_beats - 1)[1] + 1,
                 memory_bits=p.width * p.channels * p.qtype.bits
-                + FIFO_DEPTH * p.pe * p.qtype.bits,
+                + output_stage.fifo_depth(LATENCY) * p.pe * p.qtype.bits,
                 registers=max(r.ff for r in by_family.values()), by_family=by_family,
                 parts=parts)
 
@@ -96,25 +95,25 @@ def cost(p: UpsampleParams) -> Cost:
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
 RESOURCE_FIT: res.Fit = {
     "ecp5": {
-        "lut4": {"ctl": 0.867, "fifo": 1.133, "row": 0.77, "1": 0.013},
-        "carry": {"ctl": 0.122, "fifo": 0.463, "1": 0.0},
+        "lut4": {"ctl": 0.883, "fifo": 1.605, "row": 0.646, "1": 0.04},
+        "carry": {"ctl": 0.188, "fifo": 0.032, "1": 0.0},
     },
     "ice40": {
-        "lut4": {"ctl": 0.78, "fifo": 0.975, "row": 1.011, "1": 0.0},
-        "carry": {"ctl": 0.281, "fifo": 0.521, "1": 0.0},
+        "lut4": {"ctl": 0.824, "fifo": 0.848, "row": 1.042, "1": 0.007},
+        "carry": {"ctl": 0.308, "fifo": 0.228, "1": 0.0},
     },
 }
 
 
 def resource_parts(p: UpsampleParams, family: str) -> dict[str, res.Resources]:
-    """The row RAM, the counters and the output FIFO."""
+    """The row RAM, the counters and the output stage."""
     w = p.pe * p.qtype.bits
     vb = p.channels // p.pe
     cb = (3 * counter_bits(p.row_beats) + counter_bits(vb) + counter_bits(p.fw)
-          + counter_bits(p.fh) + counter_bits(FIFO_DEPTH + 1))
+          + counter_bits(p.fh))
     return {"row": res.memory(w, p.row_beats, family, rom=False, rw="dont_care"),
-            "ctl": res.Resources(ff=cb + 2, lut4=2 * cb + 6, carry=cb),
-            "fifo": res.fifo(w, FIFO_DEPTH, family)}
+            "ctl": res.Resources(ff=cb + 2, lut4=2 * cb + 2, carry=cb),
+            **output_stage.parts(w, LATENCY, family)}
 
 
 class Upsample(wiring.Component):
@@ -130,7 +129,7 @@ class Upsample(wiring.Component):
         p = self.p
         m = Module()
         RB, VB = p.row_beats, p.channels // p.pe
-        out = OutputCredits(m, self.o, p.pe * p.qtype.bits, FIFO_DEPTH)
+        out = output_stage.OutputStage(m, self.o, p.pe * p.qtype.bits, LATENCY)
         wr, rd = ram(m, "row", width=p.pe * p.qtype.bits, depth=RB, rw="dont_care")
         # (written only while loading, read only after: never both in one cycle)
 

@@ -56,10 +56,10 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hwgen.rtl_templates import output_stage
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.credits import OutputCredits
 from hwgen.rtl_templates.lutmul import (
     const_lanes,
     lane_constants,
@@ -100,9 +100,9 @@ from hwgen.rtl_templates.resources import (
 from hwgen.rtl_templates.words import lanes, pack_word
 
 #: cycles from issuing the last step of an output beat to that beat's output transfer
-#: cycles to the requantizer's input plus the output FIFO's two (the requantizer's own
+#: cycles to the requantizer's input plus the output stage's (the requantizer's own
 #: stages come on top: :func:`pipeline_depth`)
-BASE_DEPTH = 9
+BASE_DEPTH = 7 + output_stage.latency(registered=True)
 #: registers from the operands to a lane's product register (a tile's operand registers
 #: and product; a product in logic is as deep for weights of at most 8 bits)
 LUT_PROD_STAGES = 2
@@ -296,7 +296,7 @@ def cost(p: VVAUParams) -> Cost:
         multiplies=muls,
         memory_bits=p.nb * p.kernel * L * p.w_bits
         + p.nb * L * (p.acc_bits + p.requant.mult_bits)
-        + _fifo_depth(p) * L * p.out_type.bits,
+        + output_stage.fifo_depth(pipeline_depth(p)) * L * p.out_type.bits,
         registers=max(r.ff for r in by_family.values()),
         by_family=by_family, parts=parts,
     )
@@ -335,7 +335,6 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
     requantizers."""
     PE, NB, K, L, S = p.pe, p.nb, p.kernel_beats, p.lanes, p.simd
     ib, wb, A, ob = p.in_type.bits, p.w_bits, p.acc_bits, p.out_type.bits
-    depth = _fifo_depth(p)
     cbb = counter_bits(NB)
     w = p.weight_rows()
     whole = rom_live(w, wb)
@@ -357,13 +356,13 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
         (bias_live(np.asarray(p.bias, dtype=np.int64).reshape(shape), A),
          np.asarray(p.mult_per_channel(), dtype=np.int64).reshape(shape), p.requant.mult_bits,
          RequantPipeline.sequential(p.requant, A, K)) if late else None)
-    ctl_bits = counter_bits(K) + cbb + counter_bits(NB * K) + counter_bits(depth + 1)
+    ctl_bits = counter_bits(K) + cbb + counter_bits(NB * K)
     # pipeline.rom_counter's copies: one per weight ROM slice
     ctl_bits += len(slices) * counter_bits(NB * K) if NB * K > 1 else 0
     parts = {
         "rom_w" if p.rom_logic else "mem_w": wmem, "mem_p": pmem,
-        "fifo": res.fifo(L * ob, depth, family),
-        "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * 6 + 1, lut4=ctl_bits + 8,
+        **output_stage.parts(L * ob, pipeline_depth(p), family, registered=True),
+        "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * 6 - 1, lut4=ctl_bits + 4,
                              carry=ctl_bits / 2),
         # the operand registers of lanes reading one input lane are one (merged)
         "terms": res.Resources(ff=3 * PE * S * ib + 2 * w_reg
@@ -403,10 +402,6 @@ def timing(p: VVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
     return out_first, out_last
 
 
-def _fifo_depth(p: VVAUParams) -> int:
-    return pipeline_depth(p) + 3
-
-
 # ---------------------------------------------------------------------------- hardware
 
 class VVAU(wiring.Component):
@@ -438,8 +433,7 @@ class VVAU(wiring.Component):
 
 
         # --- output FIFO and credits ---------------------------------------------------
-        depth = _fifo_depth(p)
-        out = OutputCredits(m, self.o, L * ob, depth)
+        out = output_stage.OutputStage(m, self.o, L * ob, pipeline_depth(p), registered=True)
 
         # --- issue stage ---------------------------------------------------------------
         k = Signal(range(max(K, 2)))

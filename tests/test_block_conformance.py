@@ -18,7 +18,12 @@ sink of its own:
     inclusive, equals ``cost(p).latency``;
   - every interval between the last output transfers of consecutive frames equals
     ``cost(p).cycles``, and so does the fold space's cycles at the instance's folding
-    (``Example.folding``).
+    (``Example.folding``);
+
+* **estimate vs Yosys** (marked ``synth``): the ``cost`` face's DSP and block RAM tiles equal
+  what ``synth_ecp5`` makes of the block alone; its LUT4 and flip-flops are within 15 % (or
+  16 cells, for the smallest blocks), but for the misses listed in
+  :data:`KNOWN_ESTIMATE_MISSES`, whose numbers are demanded exactly.
 
 A kind without an ``examples`` face fails. A kind whose hardware departs from its model for a
 reason the model cannot simply follow is listed in :data:`KNOWN_INEXACT` with the numbers the
@@ -34,10 +39,12 @@ import zlib
 
 import numpy as np
 import pytest
+from amaranth.back import verilog
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 import hwgen.rtl_templates as rtl
+from hwgen.boards.synth import synthesize
 from hwgen.rtl_templates.block import Example, block_spec, registered_kinds
 from hwgen.sim.packing import beats_to_frames, frames_to_beats
 
@@ -260,3 +267,41 @@ def test_timing_exact_amaranth(kind: str, ex: Example):
         f"the folding PE={pe} SIMD={simd} is not in the fold space {fs.pe} × {fs.simd}"
     assert fs.cycles(pe, simd) == c.cycles, \
         f"fold space gives {fs.cycles(pe, simd)} cycles at PE={pe} SIMD={simd}, cost {c.cycles}"
+
+
+#: the resource model's promise on a block alone (docs/architecture.md): DSP and block RAM
+#: tiles exact; LUT4 and flip-flops within 15 %, or within this many cells of a small block
+#: (a handful of control cells decide a block of fifty)
+EST_SHARE, EST_CELLS = 0.15, 16
+#: (kind, example name) → {resource: (estimate, Yosys)}: where the model misses by more, the
+#: numbers it shows, demanded exactly (so any change in either is seen), and why
+KNOWN_ESTIMATE_MISSES: dict[tuple[str, str], dict[str, tuple[int, int]]] = {
+    # LUT4 overestimates (underestimate for argmax) not yet traced to a part of the model;
+    # these blocks' flip-flops, DSP and block RAM tiles are within bounds
+    ("argmax", "c12-pe4-last"): {"lut4": (95, 117)},
+    ("seq_engine", "pw"): {"lut4": (598, 389)},
+    ("swg", "4x4x4-k2x2-s2x2-simd4-dw"): {"lut4": (165, 128)},
+    ("swg_par", "4x4x4-k3x3-s1x1-P6-dw2"): {"lut4": (521, 428)},
+    ("vvau", "c3-m1-k4-pe3-simd4-px2"): {"lut4": (585, 485)},
+}
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("kind,ex", CASES)
+def test_estimate_against_yosys(kind: str, ex: Example):
+    """The kind's ``cost`` face against what Yosys (``synth_ecp5``) makes of the block alone."""
+    spec = block_spec(kind)
+    est = spec.cost(ex.params).resources("ecp5")
+    got = synthesize(verilog.convert(spec.component(ex.params), name="top", emit_src=False),
+                     "top", "ecp5")
+    assert (est.dsp, est.bram) == (got.dsp, got.bram), \
+        f"DSP/BRAM: estimated {est.dsp}/{est.bram}, Yosys {got.dsp}/{got.bram}"
+    known = KNOWN_ESTIMATE_MISSES.get((kind, ex.name), {})
+    for what, e, g in (("lut4", est.lut4, got.lut4), ("ff", est.ff, got.ff)):
+        close = abs(e - g) <= max(EST_SHARE * g, EST_CELLS)
+        if what in known:
+            assert not close, f"{kind}/{ex.name}: {what} now within bounds; drop it from " \
+                              f"KNOWN_ESTIMATE_MISSES"
+            assert (e, g) == known[what], f"{what}: estimated {e}, Yosys {g}, known {known}"
+        else:
+            assert close, f"{what}: estimated {e}, Yosys {g}"

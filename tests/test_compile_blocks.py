@@ -146,9 +146,9 @@ def test_unknown_assembly_refused(tmp_path):
 
 @pytest.fixture(scope="module")
 def cnn_verilog(tmp_path_factory) -> str:
-    """The digits CNN's Verilog at the default folding."""
+    """The digits CNN's Verilog at its ULX3S-85F folding."""
     res = api.compile(EXAMPLES / "digits_cnn_qdq.onnx", tmp_path_factory.mktemp("cnn") / "cnn",
-                      jobs=1, cache=False)
+                      jobs=1, cache=False, board="ulx3s-85f")
     return res.verilog.read_text()
 
 
@@ -175,9 +175,9 @@ def test_wide_fifo_reads_on_copies_of_its_readers_ready(cnn_verilog):
         return _instance_ports(text, inst)
 
     fifo, unit = ports("fifo_Relu_1_output_0_QuantizeLinear_Output_win"), ports("conv2_Conv")
-    assert fifo["o_ready_slices"] == unit["i_ready_slices"]
-    assert fifo["o_valid_slices"] == unit["i_valid_slices"]
-    assert re.search(rf"wire \[17:0\] {re.escape(unit['i_ready_slices'])};", text)
+    assert fifo["o__ready_slices"] == unit["i__ready_slices"]
+    assert fifo["o__valid_slices"] == unit["i__valid_slices"]
+    assert re.search(rf"wire \[17:0\] {re.escape(unit['i__ready_slices'])};", text)
     mod = re.search(r"^\s+(hwgen_mvau_\w+) conv2_Conv \(", text, re.M).group(1)
     body = text[text.index(f"module {mod}("):]
     body = body[:body.index("endmodule")]
@@ -194,9 +194,9 @@ def test_sliced_fifos_hand_over_slice_by_slice(cnn_verilog):
     copy of the step control beside the slice's bits (the first slice: the main control's)."""
     swg, fifo = (_instance_ports(cnn_verilog, n) for n in
                  ("conv2_Conv_swg", "fifo_Relu_1_output_0_QuantizeLinear_Output_win"))
-    assert swg["o_valid_slices"] == fifo["i_valid_slices"]
-    assert swg["o_ready_slices"] == fifo["i_ready_slices"]
-    assert re.search(rf"wire \[17:0\] {re.escape(fifo['i_ready_slices'])};", cnn_verilog)
+    assert swg["o__valid_slices"] == fifo["i__valid_slices"]
+    assert swg["o__ready_slices"] == fifo["i__ready_slices"]
+    assert re.search(rf"wire \[17:0\] {re.escape(fifo['i__ready_slices'])};", cnn_verilog)
     body = _module_body(cnn_verilog, "conv2_Conv_swg")
     valids = re.findall(r"reg (sh_\d+_\d+_valid) ", body)
     assert len(valids) == len(set(valids)) == 17

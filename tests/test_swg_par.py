@@ -303,14 +303,14 @@ class _SlicedOut(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.g = g = SWGPar(self.p)
-        n = len(g.o_ready_slices)
+        n = len(g.o.ready_slices)
         seen, now = Signal(), Signal()
-        m.d.comb += [now.eq(seen | (g.o_valid_slices != g.o.valid.replicate(n))),
+        m.d.comb += [now.eq(seen | (g.o.valid_slices != g.o.valid.replicate(n))),
                      g.i.payload.eq(self.i.payload), g.i.valid.eq(self.i.valid),
                      self.i.ready.eq(g.i.ready),
                      self.o.payload.eq(g.o.payload ^ now.replicate(len(g.o.payload))),
                      self.o.valid.eq(g.o.valid), g.o.ready.eq(self.o.ready),
-                     g.o_ready_slices.eq(self.o.ready.replicate(n))]
+                     g.o.ready_slices.eq(self.o.ready.replicate(n))]
         m.d.sync += seen.eq(now)
         return m
 
@@ -323,7 +323,7 @@ def test_sliced_output_hands_over_per_slice():
     for c in (PAR_GRID[1], PAR_GRID[0]):
         p = dataclasses.replace(_params(c), out_slice_ports=True)
         assert len(swg_par.out_fifo_slices(p)) > 1
-        assert swg_par.slice_output(_params(c), swg_par.out_fifo_slices(p)) == p
+        assert swg_par.slice_ports(_params(c), "o", swg_par.out_fifo_slices(p)) == p
         x = _frames(p.in_shape, p.qtype, 3, seed=5)
         beats, last = frames_to_beats(x.reshape(len(x), -1), p.qtype, p.simd)
         job = StreamJob(axis_width(p.simd * p.qtype.bits),
