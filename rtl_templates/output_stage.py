@@ -3,9 +3,9 @@
 ::
 
     pipeline ──(data, en)──▶ write register ──▶ output FIFO ──▶ o
-       ▲                                              │
+       ▲                     (a kept enable           │
        └── issue while ``room`` ◀── credits ◀─────────┘ a beat leaves: its credit returns
-                                                         (``late_return`` cycles later)
+                                 per FIFO slice)         (``late_return`` cycles later)
 
 A block's pipeline never stalls: it issues a step that will write an output beat only while
 a credit is left (:class:`~hwgen.rtl_templates.credits.Credits`: ``room`` is a register, so
@@ -20,6 +20,9 @@ every block:
   (:data:`WRITE_STAGES` cycle), so no block's last logic (a compare chain, a multiplexer, a
   memory's read data) reaches the FIFO's storage in the same period; a block whose data is
   already a plain register says so (``registered=True``) and skips it;
+- **a kept write enable per FIFO slice**: a wide FIFO is cut into slices
+  (:func:`~hwgen.rtl_templates.memory.fifo_slices`), and each slice is written on a copy of
+  the enable of its own (kept apart by the tools), not one flip-flop reaching every slice;
 - **late credit return** (``late_return``): ``o.ready``, the reader's flag, reaches one
   register, not the credit logic;
 - **the FIFO depth** from the block's pipeline depth (:func:`fifo_depth`), and the stage's
@@ -35,6 +38,7 @@ from amaranth.hdl import Cat, Module, Signal
 
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.credits import Credits
+from hwgen.rtl_templates.kept import kept_copies
 from hwgen.rtl_templates.memory import BufferedFIFO, fifo_slices
 from hwgen.rtl_templates.pipeline import counter_bits
 
@@ -63,13 +67,14 @@ def parts(width: int, depth: int, family: str, registered: bool = False,
           late_return: int = 0) -> dict[str, res.Resources]:
     """The stage's resources (:mod:`rtl_templates.resources`): ``fifo`` (the FIFO of
     :func:`fifo_depth` (``depth``, ``late_return``) beats and its credit counter) and
-    ``out_reg`` (the write register; empty when ``registered``)."""
+    ``out_reg`` (the write register and each slice's enable copy; empty when
+    ``registered``)."""
     beats = fifo_depth(depth, late_return)
     cb = counter_bits(beats + 1)
     credits = res.Resources(ff=cb + 2 + late_return, lut4=cb + 4, carry=cb / 2)
     out = {"fifo": res.fifo(width, beats, family) + credits}
     if not registered:
-        out["out_reg"] = res.Resources(ff=width + 1)
+        out["out_reg"] = res.Resources(ff=width + len(fifo_slices(width, beats)))
     return out
 
 
@@ -95,8 +100,9 @@ class OutputStage(Credits):
         self.width, self.registered = width, registered
         self.depth = fifo_depth(depth, late_return)
         self.n_slices = len(fifo_slices(width, self.depth))
-        m.submodules.ofifo = self.fifo = BufferedFIFO(width=width, depth=self.depth,
-                                                      slice_ports=slice_ports)
+        m.submodules.ofifo = self.fifo = BufferedFIFO(
+            width=width, depth=self.depth, slice_ports=slice_ports,
+            w_slice_ports=not registered and self.n_slices > 1)
         m.d.comb += [o.payload.eq(self.fifo.r_data), o.valid.eq(self.fifo.r_rdy),
                      self.fifo.r_en.eq(o.ready)]
         taken = o.valid & o.ready
@@ -120,9 +126,13 @@ class OutputStage(Credits):
         w_data = Signal(self.width, name="out_data", reset_less=True)
         m.d.sync += w_data.eq(data)
         m.d.comb += self.fifo.w_data.eq(w_data)
-        w_en = Signal(name="out_en")
-        m.d.sync += w_en.eq(en)
-        m.d.comb += self.fifo.w_en.eq(w_en)
+        if self.n_slices == 1:
+            w_en = Signal(name="out_en")
+            m.d.sync += w_en.eq(en)
+            m.d.comb += self.fifo.w_en.eq(w_en)
+        else:
+            m.d.comb += self.fifo.w_en_slices.eq(
+                Cat(*kept_copies(m, en, self.n_slices, "out_en", reset=True)))
 
     def write_slices(self, data, ens):
         """As :meth:`write` for a ``registered`` stage whose block keeps a write enable per

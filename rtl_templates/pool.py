@@ -391,10 +391,12 @@ def fold_space(p: PoolParams) -> FoldSpace:
 
 def examples() -> list[Example]:
     """Small instances for the conformance test: max and average (every window full, and
-    windows of two sizes), one lane and several."""
+    windows of two sizes), one lane and several, and a max-pool whose 64-bit output FIFO is
+    two slices (the output stage's write register and a kept enable per slice)."""
     i8, u8 = QType(8, True), QType(8, False)
     out = []
     for kind, c, k, px, pe, t, o, counts in (("max", 4, 4, 3, 2, i8, i8, None),
+                                             ("max", 16, 4, 2, 8, i8, i8, None),
                                              ("avg", 3, 9, 2, 1, u8, u8, None),
                                              ("avg", 4, 6, 3, 4, i8, i8, (4, 6, 4))):
         rq, zin = None, 0
