@@ -8,7 +8,8 @@
 ``qonnx-cnn-4bit``, …) or an ``.onnx`` file under ``examples/``
 (``mlperf_tiny/dscnn_qdq.onnx``); ``FOLD`` is empty (``--target-cycles 1024``), ``t64`` or any
 ``tN`` (``--target-cycles N``), or ``dev``: folded for the board (``--board``, default the
-default board; ``--logic-lanes`` lets that search build products of logic cells).
+smallest board the model fits, as ``hwgen compile`` chooses it; ``--logic-lanes`` lets that
+search build products of logic cells).
 ``--lut-lanes N`` builds the last ``N`` products of each chosen matrix or vector unit of logic
 cells (``Folding.lut_lanes``), whatever the folding chose; ``--weight-bits B`` cuts the chosen
 blocks' weights to ``B`` bits (an arithmetic shift right: the same block with narrower

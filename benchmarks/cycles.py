@@ -1,6 +1,6 @@
 """Measured vs estimated cycles for every example model, and simulator throughput.
 
-    python benchmarks/cycles.py [--count N] [--simulator verilator|amaranth]
+    python benchmarks/cycles.py [--count N] [--simulator verilator|amaranth] [--board B]
 
 Prints, per model: the bottleneck estimate (cycles per frame) and the measured steady-state
 interval, the estimated and measured latency, their ratios, and the simulated cycles per
@@ -28,12 +28,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=50)
     ap.add_argument("--simulator", default="verilator")
+    ap.add_argument("--board", default="ulx3s-85f",
+                    help="fold for this board (default ulx3s-85f; 'auto': the smallest each "
+                         "model fits)")
     args = ap.parse_args()
     print(f"{'model':34} {'est II':>7} {'meas II':>8} {'ratio':>6} {'est lat':>8} "
           f"{'meas lat':>9} {'ratio':>6} {'mult':>5} {'mem bits':>9} {'kcyc/s':>7}")
     for model, data in MODELS:
         with tempfile.TemporaryDirectory() as tmp:
-            comp = hwgen.compile(EX / model, Path(tmp) / "d")
+            comp = hwgen.compile(EX / model, Path(tmp) / "d", board=args.board)
             x = np.load(EX / data)["input"][:args.count]
             t0 = time.perf_counter()
             sim = hwgen.simulate(Path(tmp) / "d", x, simulator=args.simulator)

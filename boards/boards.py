@@ -69,9 +69,8 @@ BOARDS: tuple[Board, ...] = (
           programmer="orangeCrab", sram=False),
 )
 
-#: the board ``hwgen compile`` folds for when told none
-DEFAULT_BOARD = "ulx3s-85f"
-#: ``--board auto``: the smallest board the model fits (``boards.fold.AutoBoard``)
+#: ``--board auto``, also what hwgen folds for when told neither a board nor a device: the
+#: smallest board the model fits (``boards.fold.AutoBoard``)
 AUTO_BOARD = "auto"
 
 

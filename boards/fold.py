@@ -51,10 +51,11 @@ slowest op at its most parallel folding).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from hwgen.boards.boards import AUTO_BOARD, BOARDS, DEFAULT_BOARD, Board, board_by_name
+from hwgen.boards.boards import AUTO_BOARD, BOARDS, Board, board_by_name
 from hwgen.boards.devices import DEVICES, SPRAM, Device, by_name, check_memory
 from hwgen.boards.lut_lanes import spill
 from hwgen.boards.rom_logic import spill as spill_roms
@@ -131,28 +132,34 @@ class AutoBoard:
 
 
 def fold_auto(auto: AutoBoard, fold_on) -> tuple:
-    """``fold_on(target)`` (→ (dataflow graph, :class:`FitReport`)) on each of ``auto``'s
-    boards, smallest first, until the model fits one: that board's result, its report's
-    :attr:`FitReport.choice` saying which and why (and how much faster the largest board
-    would be). Where it fits none, the largest board's result (or its refusal)."""
+    """``fold_on(target, graph)`` (→ (dataflow graph, :class:`FitReport`); ``graph`` false:
+    the graph may be None where the model does not fit, :func:`fold_for_device`) on each of
+    ``auto``'s boards, smallest first, until the model fits one: that board's result, its
+    report's :attr:`FitReport.choice` saying which and why (and how much faster the largest
+    board would be). Where it fits none, the largest board's result (or its refusal). A
+    board whose device an earlier board carries is not tried again (it folds the same)."""
     boards = auto.boards()
     got = None
+    tried = set()
     for b in boards[:-1]:
+        if b.device_id in tried:
+            continue
+        tried.add(b.device_id)
         try:
-            got = fold_on(auto.target(b))
+            got = fold_on(auto.target(b), False)
         except HwgenError:
             continue
         if got[1].fits:
             break
     else:
-        dfg, fit = fold_on(auto.target(boards[-1]))
+        dfg, fit = fold_on(auto.target(boards[-1]), True)
         fit.choice = ("auto: the largest board; the model fits none" if not fit.fits else
                       "auto: the smallest board that fits")
         return dfg, fit
     dfg, fit = got
     big = boards[-1]
     try:
-        _, top = fold_on(auto.target(big))
+        _, top = fold_on(auto.target(big), False)
     except HwgenError:
         top = None
     more = ""
@@ -169,13 +176,15 @@ def _pct(x: float) -> str:
 def resolve_target(board: str | None = None, device: str | None = None,
                    budget: float | None = None, logic_lanes: str | bool | None = None,
                    uart: bool = False) -> Target | AutoBoard:
-    """The target of ``--board``/``--device``/``--budget``/``--logic-lanes``/``--dsp-only``;
-    the default board without either; an :class:`AutoBoard` for ``--board auto``."""
+    """The target of ``--board``/``--device``/``--budget``/``--logic-lanes``/``--dsp-only``:
+    an :class:`AutoBoard` for ``--board auto`` and without either (the default: the smallest
+    board the model fits); ``uart``: auto chooses among boards with a USB-serial UART."""
     if budget is None:
         budget = DEFAULT_BUDGET
     if not (isinstance(budget, (int, float)) and 0 < budget <= 1):
         raise HwgenError(f"--budget must be a fraction in (0, 1] (got {budget})")
-    if board is not None and board.strip().lower() == AUTO_BOARD:
+    if (board is None and device is None) or (
+            board is not None and board.strip().lower() == AUTO_BOARD):
         if device:
             raise HwgenError("--board auto chooses a board: give it or --device, not both")
         Target(DEVICES[0], None, float(budget), logic_lanes)   # checks logic_lanes
@@ -185,8 +194,6 @@ def resolve_target(board: str | None = None, device: str | None = None,
     if b and d and d.id != b.device_id:
         raise HwgenError(f"--board {b.id} carries {b.device_id}, not --device {d.id} "
                          f"(give one of them)")
-    if b is None and d is None:
-        b = board_by_name(DEFAULT_BOARD)
     return Target(d or b.device, b, float(budget), logic_lanes)
 
 
@@ -317,13 +324,30 @@ class DoesNotFit(HwgenError):
     """The model cannot fit the target at any folding."""
 
 
+@dataclass
+class SearchMemo:
+    """What device searches of one integer graph (with one ``partial``/``sources``) share
+    across targets; none of it depends on the device, and a block computes its cost once:
+    the blocks each op lowers to at each folding (``blocks``), each op's fold space
+    (``spaces``), each target's result (``results``, :func:`fold_for_device`), and the graph
+    at the folding of callers that fold independently of the device (``lowered``)."""
+    blocks: dict = field(default_factory=dict)
+    spaces: dict = field(default_factory=dict)
+    results: dict = field(default_factory=dict)
+    lowered: DataflowGraph | None = None
+
+
 class FoldSearch:
     """The per-op costs of ``ig``'s ops on ``target`` (cached per folding) and the search.
 
-    ``skip``: ops left at Folding() and not priced (an op that cannot be lowered)."""
+    ``skip``: ops left at Folding() and not priced (an op that cannot be lowered).
+    ``memo``: the ops' fold spaces and lowered blocks per folding, shared with searches of
+    ``ig`` for other targets (:class:`SearchMemo`)."""
 
-    def __init__(self, ig: IntGraph, target: Target):
+    def __init__(self, ig: IntGraph, target: Target, memo: SearchMemo | None = None):
         self.ig, self.target = ig, target
+        self.memo = memo = SearchMemo() if memo is None else memo
+        self._blocks = memo.blocks
         self.device = target.device
         self.limit = self.device.limits(target.budget)
         self.ops = []
@@ -331,10 +355,12 @@ class FoldSearch:
         self.skip: set[str] = set()
         self._cache: dict[tuple[str, int, int], OpUse | None] = {}
         for op in ig.ops:
-            sp = op.fold_space(ig)
-            opts = sorted(((pe, simd) for pe in sp.pe for simd in sp.simd),
-                          key=lambda o: (o[0] * o[1], o[0]))
-            self.space[op.name] = [(o, int(sp.cycles(*o))) for o in opts]
+            if op.name not in memo.spaces:
+                sp = op.fold_space(ig)
+                opts = sorted(((pe, simd) for pe in sp.pe for simd in sp.simd),
+                              key=lambda o: (o[0] * o[1], o[0]))
+                memo.spaces[op.name] = [(o, int(sp.cycles(*o))) for o in opts]
+            self.space[op.name] = memo.spaces[op.name]
             self.ops.append(op)
         self.macs = sum(op_macs(ig, op) for op in ig.ops)
         lanes = self.device.multiplier_lanes
@@ -349,9 +375,13 @@ class FoldSearch:
         f = Folding(*o, spram=spram, rom_logic=rom_logic)
         key = (op.name, f.pe, f.simd, f.lut_lanes, spram, rom_logic)
         if key not in self._cache:
-            try:
-                blocks = lower_op(self.ig, op, f)
-            except (HwgenError, ValueError):
+            if key not in self._blocks:
+                try:
+                    self._blocks[key] = lower_op(self.ig, op, f)
+                except (HwgenError, ValueError):
+                    self._blocks[key] = None
+            blocks = self._blocks[key]
+            if blocks is None:
                 self._cache[key] = None
             else:
                 fam = self.device.family
@@ -481,9 +511,10 @@ def _layer_use(dfg: DataflowGraph, device: Device) -> dict[str, dict[str, int]]:
 
 
 def report(dfg: DataflowGraph, ig: IntGraph, target: Target, method: str,
-           candidates: int = 0) -> FitReport:
-    """The fit of the lowered ``dfg`` on ``target``."""
-    search = FoldSearch(ig, target)
+           candidates: int = 0, memo: SearchMemo | None = None) -> FitReport:
+    """The fit of the lowered ``dfg`` on ``target`` (``memo``: what it shares with other
+    reports and searches of ``ig``, :class:`SearchMemo`)."""
+    search = FoldSearch(ig, target, memo)
     est = dfg.estimate()
     layers = _layer_use(dfg, target.device)
     largest = {}
@@ -503,13 +534,51 @@ def report(dfg: DataflowGraph, ig: IntGraph, target: Target, method: str,
 
 def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
                     sources: dict[str, str] | None = None, refuse: bool = True,
-                    what: str = "model") -> tuple[dict[str, Folding], DataflowGraph,
-                                                  FitReport]:
+                    what: str = "model", memo: SearchMemo | None = None,
+                    graph: bool = True
+                    ) -> tuple[dict[str, Folding], DataflowGraph | None, FitReport]:
     """The folding of every op of ``ig`` for ``target`` (see the module documentation), the
     graph lowered at it (``partial``/``sources`` as :func:`dataflow.lower.lower`) and its
     report. A model that fits at no folding raises :class:`DoesNotFit` (``refuse``), or is
-    returned at its cheapest folding."""
-    s = FoldSearch(ig, target)
+    returned at its cheapest folding. ``memo``: what searches of ``ig`` (with the same
+    ``partial`` and ``sources``) for other targets share (:class:`SearchMemo`); a device
+    searched before at the same budget and logic lanes gives its result again.
+
+    Without ``graph`` (for a caller that needs only the report where the model does not
+    fit), a model whose layers alone exceed the budget at their cheapest folding comes
+    back with no graph and the report of its layers (:func:`_layers_report`), the whole
+    graph never lowered."""
+    memo = SearchMemo() if memo is None else memo
+    key = (target.device.id, target.budget, target.logic_lanes, partial, refuse)
+    if key not in memo.results:
+        memo.results[key] = _fold_for_device(ig, target, partial, sources, refuse, what, memo,
+                                             graph)
+    fold, dfg, fit = memo.results[key]
+    if dfg is None and graph:
+        dfg = lower(ig, fold, partial=partial, sources=sources)
+        fit = report(dfg, ig, target, fit.method, fit.candidates, memo)
+        memo.results[key] = fold, dfg, fit
+    return fold, dfg, dataclasses.replace(fit, target=target, choice="")
+
+
+def _layers_report(s: FoldSearch, fold: dict[str, Folding], uses: dict[str, OpUse],
+                   candidates: int) -> FitReport:
+    """The fit of ``s``'s ops alone at ``fold`` (``uses``: each op's), without the FIFOs,
+    forks and width converters between them: what a model that does not fit even so uses
+    at least."""
+    ig, t = s.ig, s.target
+    slowest = max(uses.items(), key=lambda nu: (nu[1].cycles, nu[0]), default=None)
+    layer_macs = {op.name: (op_macs(ig, op), op_lanes(op, fold[op.name])) for op in ig.ops
+                  if op.name in uses and op_macs(ig, op)}
+    return FitReport(t, "device search", slowest[1].cycles if slowest else 0,
+                     slowest[0] if slowest else None, s.total_use(uses), dict(s.limit),
+                     t.device.capacity(), s.macs, s.floor(), candidates, s.largest(uses),
+                     layer_macs)
+
+
+def _fold_for_device(ig, target, partial, sources, refuse, what, memo: SearchMemo,
+                     graph: bool = True):
+    s = FoldSearch(ig, target, memo)
     cands = s.candidates()
     evaluated = 0
 
@@ -521,7 +590,7 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
 
     if not cands:       # no ops
         dfg = lower(ig, {}, partial=partial, sources=sources)
-        return {}, dfg, report(dfg, ig, target, "device search", 0)
+        return {}, dfg, report(dfg, ig, target, "device search", 0, memo)
     ok, got = feasible(cands[-1])
     if not ok:
         if got is None:
@@ -530,14 +599,16 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
                                                           for u in got[1].values()))
         if engine is not None:
             fold, dfg = engine
-            return fold, dfg, report(dfg, ig, target, ENGINE_METHOD, evaluated)
+            return fold, dfg, report(dfg, ig, target, ENGINE_METHOD, evaluated, memo)
         if refuse:
             # more memory than any device holds: say so first
             check_memory(sum(u.memory_bits for u in got[1].values()), f"{what}: model")
             raise _refusal(s, got[1], s.total_use(got[1]), target, what)
         fold = got[0]
+        if not graph:
+            return fold, None, _layers_report(s, fold, got[1], evaluated)
         dfg = lower(ig, fold, partial=partial, sources=sources)
-        return fold, dfg, report(dfg, ig, target, "device search", evaluated)
+        return fold, dfg, report(dfg, ig, target, "device search", evaluated, memo)
     lo, hi = 0, len(cands) - 1          # cands[hi] is feasible
     while lo < hi:
         mid = (lo + hi) // 2
@@ -565,7 +636,7 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
         dfg = lower(ig, fold, partial=partial, sources=sources)
         use = _dfg_use(dfg, target.device)
         if s.fits(use):
-            return fold, dfg, report(dfg, ig, target, "device search", evaluated)
+            return fold, dfg, report(dfg, ig, target, "device search", evaluated, memo)
         over = max(use[k] / max(s.limit[k], 1) for k in s.device.kinds)
         if best is None or over < best[0]:
             best = (over, fold, dfg, use)
@@ -573,7 +644,7 @@ def fold_for_device(ig: IntGraph, target: Target, *, partial: bool = False,
     if refuse:
         raise _refusal(s, None, use, target, what, _layer_use(dfg, target.device),
                        "at any folding (the FIFOs between its layers included)")
-    return fold, dfg, report(dfg, ig, target, "device search", evaluated)
+    return fold, dfg, report(dfg, ig, target, "device search", evaluated, memo)
 
 
 #: the fit report's method when the layer-sequential engine holds the model

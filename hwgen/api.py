@@ -14,11 +14,12 @@ import numpy as np
 
 from hwgen import design
 from hwgen.assemble import ASSEMBLIES, to_verilog, whole_verilog
-from hwgen.boards.boards import AUTO_BOARD, DEFAULT_BOARD
+from hwgen.boards.boards import AUTO_BOARD
 from hwgen.boards.devices import check_memory
 from hwgen.boards.fold import (
     AutoBoard,
     FitReport,
+    SearchMemo,
     fold_auto,
     fold_for_device,
     report,
@@ -173,10 +174,14 @@ def compile(model, out_dir, fold=None, name: str | None = None,
     ``force`` it may hold other files, which are left alone (only hwgen's three files are
     replaced). The model's own folder, the current folder and their parents are refused.
 
-    Folding: for the device of ``board`` or ``device`` (default: the board
-    ``boards.boards.DEFAULT_BOARD``) at ``budget`` (a fraction of each resource, default
-    0.85), every layer's PE/SIMD chosen for the shortest interval that fits
+    Folding: for the device of ``board`` or ``device`` at ``budget`` (a fraction of each
+    resource, default 0.85), every layer's PE/SIMD chosen for the shortest interval that fits
     (:func:`hwgen.boards.fold.fold_for_device`); a model that fits at no folding is refused.
+    Without ``board`` and ``device`` (or with ``board="auto"``) the board is chosen: the
+    smallest listed board the model fits, at the shortest interval it fits there
+    (:func:`hwgen.boards.fold.fold_auto`; ``result.fit.choice`` and the manifest's
+    ``target.board_choice`` say which and why); a model that fits none is refused for the
+    largest.
     ``logic_lanes``: where the search may build products of logic cells once the DSP tiles
     are spent (:data:`hwgen.boards.fold.LOGIC_LANES`): by default for targets down to the
     device's bound (the model's MACs ÷ its DSP lanes), "all" below it (such designs fill most of the
@@ -184,7 +189,8 @@ def compile(model, out_dir, fold=None, name: str | None = None,
     ``fold`` (a FOLD.json path or {layer: Folding}) or ``target_cycles`` overrides that: the
     layers ``fold`` fixes take it, the others the smallest PE/SIMD reaching ``target_cycles``
     per frame (default ``dataflow.lower.DEFAULT_TARGET_CYCLES``), and the fit on the device
-    is only reported (the manifest's ``target``).
+    is only reported (the manifest's ``target``; chosen automatically, the board is the
+    smallest that design fits).
 
     A float model needs ``calibration`` (.npy/.npz path or array, batch axis first): it is
     quantized with onnxruntime first (:func:`hwgen.quantize.quantize`, with
@@ -215,18 +221,25 @@ def compile(model, out_dir, fold=None, name: str | None = None,
 
 
 def fold_design(ig, model_name: str, fold, folding, target_cycles, target, *,
-                partial: bool = False, sources=None):
+                partial: bool = False, sources=None, memo: SearchMemo | None = None,
+                graph: bool = True):
     """The dataflow graph of ``ig`` and its :class:`~hwgen.boards.fold.FitReport` on
     ``target``: searched for the device unless ``folding``/``target_cycles`` are given (then
     only reported). A model that fits at no folding is refused (not with ``partial``).
-    ``target`` an :class:`~hwgen.boards.fold.AutoBoard` (``--board auto``): the smallest
-    board the design fits (:func:`~hwgen.boards.fold.fold_auto`)."""
+    ``target`` an :class:`~hwgen.boards.fold.AutoBoard` (``--board auto``, the default): the
+    smallest board the design fits (:func:`~hwgen.boards.fold.fold_auto`). ``memo``: what
+    calls for other targets (same graph and options) share
+    (:class:`~hwgen.boards.fold.SearchMemo`); without ``graph`` a search the model does not
+    fit may give no graph, only the report (:func:`~hwgen.boards.fold.fold_for_device`)."""
     if isinstance(target, AutoBoard):
-        return fold_auto(target, lambda t: fold_design(
-            ig, model_name, fold, folding, target_cycles, t, partial=partial, sources=sources))
+        memo = SearchMemo() if memo is None else memo
+        return fold_auto(target, lambda t, graph: fold_design(
+            ig, model_name, fold, folding, target_cycles, t, partial=partial, sources=sources,
+            memo=memo, graph=graph))
     if folding is None and target_cycles is None:
         _, dfg, fit = fold_for_device(ig, target, partial=partial, sources=sources,
-                                      refuse=not partial, what=model_name)
+                                      refuse=not partial, what=model_name, memo=memo,
+                                      graph=graph)
         return dfg, fit
     if target_cycles is not None and target_cycles < 1:
         raise HwgenError(f"target cycles must be at least 1 (got {target_cycles})")
@@ -235,10 +248,16 @@ def fold_design(ig, model_name: str, fold, folding, target_cycles, target, *,
         raise HwgenError(f"{fold}: layer {spram[0]}: \"spram\": true needs a device with SPRAM "
                          f"(ice40-up5k), not {target.device.id}")
     cycles = DEFAULT_TARGET_CYCLES if target_cycles is None else target_cycles
-    try:
-        dfg = lower(ig, folding, cycles, partial=partial, sources=sources)
-    except HwgenError as e:
-        raise HwgenError(f"{fold}: {e}" if isinstance(fold, (str, Path)) else str(e)) from None
+    if memo is not None and memo.lowered is not None:
+        dfg = memo.lowered              # the same folding, lowered for an earlier target
+    else:
+        try:
+            dfg = lower(ig, folding, cycles, partial=partial, sources=sources)
+        except HwgenError as e:
+            raise HwgenError(f"{fold}: {e}" if isinstance(fold, (str, Path))
+                             else str(e)) from None
+        if memo is not None:
+            memo.lowered = dfg
     loaded = {b.layer for b in loaders(dfg)}
     if [n for n in spram if n not in loaded]:
         raise HwgenError(f"{fold}: layer {next(n for n in spram if n not in loaded)}: "
@@ -248,7 +267,7 @@ def fold_design(ig, model_name: str, fold, folding, target_cycles, target, *,
               else "fold" if folding else "")
     if folding is None or set(folding) != {op.name for op in ig.ops}:
         method = (method + ", " if method else "") + f"target cycles {cycles}"
-    return dfg, report(dfg, ig, target, method)
+    return dfg, report(dfg, ig, target, method, memo=memo)
 
 
 def _verilog(dfg, name: str, jobs, cache: bool, assembly: str = "blocks"):
@@ -530,9 +549,10 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
     ``layers``: every layer output is also compared with onnxruntime's value of the ONNX
     tensor holding it (``report.layers``, :func:`hwgen.reference.layer_agreement`), and
     ``report.dfg`` keeps the dataflow graph (for :mod:`hwgen.report`). ``link``: the board
-    top ``hwgen build`` makes for ``board`` (default ``boards.boards.DEFAULT_BOARD``) is also
-    simulated whole, the frames sent and the outputs read through its UART as ``hwgen run``
-    does with a board (:func:`hwgen.link_verify.verify_link`, ``report.link``).
+    top ``hwgen build`` makes for the board folded for (``board``, or the one chosen
+    without it) is also simulated whole, the frames sent and the outputs read through its
+    UART as ``hwgen run`` does with a board (:func:`hwgen.link_verify.verify_link`,
+    ``report.link``).
 
     With ``calibration`` the float ``model`` is quantized first (see :func:`compile`); the
     RTL is compared with onnxruntime on the quantized model (what the hardware implements),
@@ -638,11 +658,12 @@ def verify(model, x, count: int | None = None, simulator: str = "verilator", fol
             reference=ref_name, host_tail=tail, label_accuracy=acc[0],
             reference_label_accuracy=acc[1])
         if link:
+            linked = comp.fit.target.board
+            if not linked.uart:
+                raise HwgenError(f"--link simulates the UART host link, which {linked.id} "
+                                 f"has not: give --board with one ('hwgen boards')")
             with progress.step("simulating the board top through its UART"):
-                rep.link = verify_link(out_dir, loaded, sim.inputs_int, gold,
-                                       comp.fit.target.label if comp.fit is not None
-                                       and comp.fit.target.board else
-                                       board or DEFAULT_BOARD)
+                rep.link = verify_link(out_dir, loaded, sim.inputs_int, gold, linked.id)
         if layers:
             with progress.step("comparing the layers with onnxruntime"):
                 rep.layers = _layers(model, ig, values, x)

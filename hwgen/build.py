@@ -4,7 +4,9 @@ Steps, each shown on the progress line and timed in ``build.json``:
 
 1. **compile** (a model): folded for the board's device as ``hwgen compile --board`` does;
    a compiled folder is taken as it is (its manifest names the board it was folded for; a
-   different ``--board`` is refused).
+   different ``--board`` is refused). Without ``--board`` (or with ``--board auto``) the
+   board is the smallest with a USB-serial UART the model fits, or a compiled folder's own
+   (:func:`choose_board`).
 2. **board top** (``boards/board_top.py``): the board's oscillator through a PLL to the
    target clock, a reset synchronizer, the status LED and the UART host link
    (``rtl_templates/host_link.py``, its frame protocol documented there) around the core;
@@ -136,22 +138,22 @@ def _resources(synth: SynthResult, pnr: PnrResult, manifest: dict, family: str,
 ROUTERS = ("router1", "router2")
 
 
-def build(source, out_dir, board: str, freq_mhz: float | None = None, seed: int = 1, *,
-          seeds: int = 1, strict_timing: bool = False, force: bool = False,
+def build(source, out_dir, board: str | None = None, freq_mhz: float | None = None,
+          seed: int = 1, *, seeds: int = 1, strict_timing: bool = False, force: bool = False,
           baud: int | None = None, router: str = "router1", progress: Progress = QUIET,
           timeout: float | None = None, **compile_opts) -> BuildResult:
     """:mod:`hwgen.build` (see there) of ``source`` (an ONNX model or a compiled folder) for
-    ``board`` into ``out_dir``; ``router``: nextpnr's (:data:`ROUTERS`); ``seeds``: place and
-    route with seeds ``seed``, ``seed + 1``, … up to that many until one meets the clock
-    (the bitstream of the first that does, else of the fastest); ``compile_opts`` go to
-    :func:`hwgen.api.compile`."""
+    ``board`` (None or "auto": chosen by :func:`choose_board`) into ``out_dir``; ``router``:
+    nextpnr's (:data:`ROUTERS`); ``seeds``: place and route with seeds ``seed``,
+    ``seed + 1``, … up to that many until one meets the clock (the bitstream of the first
+    that does, else of the fastest); ``compile_opts`` go to :func:`hwgen.api.compile`."""
     source = Path(source)
     if router not in ROUTERS:
         raise HwgenError(f"--router must be one of {', '.join(ROUTERS)} (got {router!r})")
     if seeds < 1:
         raise HwgenError(f"--seeds must be at least 1 (got {seeds})")
     choice = ""
-    if board.strip().lower() == AUTO_BOARD:
+    if board is None or board.strip().lower() == AUTO_BOARD:
         board, choice = choose_board(source, compile_opts)
     b = board_by_name(board)
     if not b.uart:
@@ -279,7 +281,8 @@ def choose_board(source: Path, compile_opts: dict) -> tuple[str, str]:
         return folded, "auto: the board the folder was compiled for"
     if not source.exists():
         raise HwgenError(f"{source}: no such file or folder")
-    opts = {k: compile_opts.get(k) for k in ("fold", "target_cycles", "budget")}
+    opts = {k: compile_opts.get(k) for k in ("fold", "target_cycles", "budget",
+                                             "logic_lanes")}
     return api.auto_board(source, uart=True, **opts)
 
 

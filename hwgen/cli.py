@@ -29,7 +29,7 @@ from hwgen import (
 )
 from hwgen.board_run import run_board
 from hwgen.boards.board_top import DEFAULT_BAUD
-from hwgen.boards.boards import DEFAULT_BOARD, boards_table
+from hwgen.boards.boards import boards_table
 from hwgen.boards.fold import DEFAULT_BUDGET
 from hwgen.errors import HwgenError, HwgenWarning
 from hwgen.io import check_writable_file, write_atomic
@@ -93,18 +93,20 @@ def _parser() -> argparse.ArgumentParser:
                    help="also write one self-contained HTML page: the comparison, each layer "
                         "against onnxruntime, the cycle budget and the dataflow graph")
     v.add_argument("--link", action="store_true",
-                   help="also simulate the board top of 'hwgen build' for --board (PLL left "
-                        "out) and send the frames through its UART as 'hwgen run' does, "
-                        "comparing those outputs with the golden model too")
+                   help="also simulate the board top of 'hwgen build' for --board (or the "
+                        "board chosen without it; PLL left out) and send the frames through "
+                        "its UART as 'hwgen run' does, comparing those outputs with the "
+                        "golden model too")
     _quant_args(v)
 
     b = sub.add_parser("build", help="a model (or a compiled folder) to a bitstream for a "
                                      "board: Yosys, nextpnr, ecppack/icepack")
     b.add_argument("model", metavar="MODEL|DIR",
                    help="quantized ONNX model, or a folder 'hwgen compile' wrote")
-    b.add_argument("--board", required=True, metavar="B",
+    b.add_argument("--board", default="auto", metavar="B",
                    help="the board ('hwgen boards' lists them; one with a USB-serial UART), "
-                        "or 'auto': the smallest such board the model fits")
+                        "or 'auto' (the default): the smallest such board the model fits, "
+                        "or for a compiled folder the board it was compiled for")
     b.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     b.add_argument("--freq", type=float, metavar="MHZ",
                    help="the design's clock, made by the PLL from the board's oscillator "
@@ -284,9 +286,9 @@ def _fold_args(p):
                         "1024)")
     t = p.add_mutually_exclusive_group()
     t.add_argument("--board", metavar="B",
-                   help=f"fold for this board's device (default: {DEFAULT_BOARD}; "
-                        f"'hwgen boards' lists them; 'auto': the smallest board the model "
-                        f"fits)")
+                   help="fold for this board's device ('hwgen boards' lists them); 'auto', "
+                        "the default without --device: the smallest board the model fits, "
+                        "named in the output with the reason")
     t.add_argument("--device", metavar="D", help="fold for this device (e.g. ice40-up5k)")
     p.add_argument("--budget", type=float, metavar="F",
                    help=f"share of each resource of the device a design may take "

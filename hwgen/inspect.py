@@ -2,7 +2,9 @@
 
 For every ONNX node: whether it maps and why not, the layer and blocks it becomes, their
 folding, estimated cycles per frame, multipliers and memory bits; then every problem (not
-only the first), the totals and the devices that could hold the design. Nothing is
+only the first), the totals and the devices that could hold the design, each device
+judged at its own folding (the shortest interval that fits it, as ``hwgen compile
+--device`` would fold; with ``--fold``/``--target-cycles`` at that folding). Nothing is
 generated, so this is fast also for ImageNet-scale models.
 
 ``inspect`` is the import walk of ``hwgen compile`` (:mod:`dataflow.importer`) with the
@@ -26,8 +28,17 @@ from pathlib import Path
 
 from hwgen import __version__
 from hwgen.api import fold_design, read_folding
+from hwgen.boards.boards import BOARDS
 from hwgen.boards.devices import DEVICES, Device, fmt_bits
-from hwgen.boards.fold import FitReport, resolve_target
+from hwgen.boards.fold import (
+    ENGINE_METHOD,
+    FitReport,
+    SearchMemo,
+    Target,
+    fold_for_device,
+    report,
+    resolve_target,
+)
 from hwgen.dataflow.estimate import Estimate, estimate
 from hwgen.dataflow.importer import (
     COLLECT,
@@ -82,6 +93,9 @@ class InspectReport:
     estimate: Estimate
     seconds: float = 0.0
     fit: FitReport | None = None
+    #: each device of ``boards.devices.DEVICES`` at its own folding (searched for it, or
+    #: the one ``fold``/``target_cycles`` give): how the design would sit there
+    device_fits: list[FitReport] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -116,18 +130,19 @@ class InspectReport:
         return add_muls(*(b.cost.multiplies for b in self.estimate.blocks))
 
     def devices(self) -> list[tuple[Device, list[str]]]:
-        """Every supported device and why the design would not fit it (empty: it fits)."""
-        muls = self.multiplies()
-        return [(d, d.shortfalls(self.estimate.totals, muls)) for d in DEVICES]
+        """Every supported device and why the design would not fit it at its own folding
+        (within the budget; empty: it fits)."""
+        return [(f.device, f.shortfalls()) for f in self.device_fits]
 
 
 def inspect(model, fold=None, target_cycles: int | None = None, board: str | None = None,
             device: str | None = None, budget: float | None = None,
             logic_lanes: str | bool | None = None) -> InspectReport:
     """Inspect the ONNX model at ``model`` (see the module documentation). The folding is
-    ``hwgen compile``'s: searched for the device of ``board``/``device`` (default board:
-    ``boards.DEFAULT_BOARD``) at ``budget``, unless ``fold`` or ``target_cycles`` is given;
-    a model that fits no folding is reported at its cheapest one, not refused."""
+    ``hwgen compile``'s: searched for the device of ``board``/``device`` at ``budget``
+    (neither: the smallest board the model fits, ``report.fit.choice`` saying why), unless
+    ``fold`` or ``target_cycles`` is given; a model that fits no folding is reported at its
+    cheapest one, not refused. ``report.device_fits``: every device at its own folding."""
     t0 = time.perf_counter()
     model = Path(model)
     if target_cycles is not None and target_cycles < 1:
@@ -155,8 +170,10 @@ def inspect(model, fold=None, target_cycles: int | None = None, board: str | Non
     if unknown:
         notes.append(f"folding ignored for {', '.join(unknown)}: not a mapped layer")
     fixed = None if search else {k: v for k, v in folding.items() if k in names}
+    memo = SearchMemo()     # the board's search and the devices' share their work
     dfg, fit = fold_design(ig, model.name, fold, fixed, target, dev_target, partial=True,
-                           sources=rep.stand_ins)
+                           sources=rep.stand_ins, memo=memo)
+    device_fits = _device_fits(ig, dfg, fit, search, memo, rep.stand_ins)
     est = estimate(ig, dfg=dfg)
     rows, problems = _rows(rep, est)
     pos = {r.node: k for k, r in enumerate(rows)}
@@ -165,7 +182,24 @@ def inspect(model, fold=None, target_cycles: int | None = None, board: str | Non
         notes.append("nodes marked * come after an unsupported node: they were analysed with a "
                      "stand-in for its output")
     return InspectReport(model.name, assumed, target, rows, problems, notes, est,
-                         time.perf_counter() - t0, fit)
+                         time.perf_counter() - t0, fit, device_fits)
+
+
+def _device_fits(ig, dfg, fit: FitReport, search: bool, memo: SearchMemo,
+                 sources) -> list[FitReport]:
+    """Every device at the budget and logic lanes of ``fit``'s target: searched for each
+    (``search``; the searches share ``memo`` with the one that made ``fit``), or the one
+    folding ``dfg`` reported on each."""
+    t = fit.target
+    out = []
+    for d in DEVICES:
+        dt = Target(d, None, t.budget, t.logic_lanes)
+        if search:
+            out.append(fold_for_device(ig, dt, partial=True, sources=sources, refuse=False,
+                                       memo=memo, graph=False)[2])
+        else:
+            out.append(report(dfg, ig, dt, fit.method, memo=memo))
+    return out
 
 
 def _rows(rep: ImportReport, est: Estimate) -> tuple[list[NodeRow], list[Problem]]:
@@ -350,14 +384,36 @@ def format_text(rep: InspectReport, family: str = DEFAULT_FAMILY) -> str:
                          f"interval")
         lines.append("  " + ("fits: " if f.fits else "DOES NOT FIT: ")
                      + ", ".join(f.use_text(k) for k in f.use))
-    devs = rep.devices()
-    fit = [d.name for d, why in devs if not why]
-    lines.append("devices that could hold it: " + (", ".join(fit) if fit else "none"))
-    for d, why in devs:
-        if why:
-            lines.append(f"  {d.name}: {'; '.join(why)}")
+    lines.extend(_device_lines(rep))
     lines.append(f"inspected in {rep.seconds:.2f} s")
     return "\n".join(lines)
+
+
+def _device_lines(rep: InspectReport) -> list[str]:
+    """The devices that could hold the design, each at its own folding, and why not."""
+    fits = rep.device_fits
+    if not fits:
+        return []
+    held = [f.device.name for f in fits if f.fits]
+    budget = f"{100 * fits[0].target.budget:g} %"
+    lines = ["devices that could hold it: " + (", ".join(held) if held else "none"),
+             f"  each folded for itself (its shortest interval within the {budget} budget):"
+             if rep.target_cycles is None else
+             f"  at this folding (--fold/--target-cycles), within the {budget} budget:"]
+    boards = {d.id: [b.id for b in BOARDS if b.device_id == d.id] for d in DEVICES}
+    width = max(len(f.device.name) for f in fits)
+    for f in fits:
+        on = boards.get(f.device.id)
+        on = f" ({', '.join(on)})" if on else ""
+        if f.fits:
+            what = f"{f.interval:,} cycles per frame"
+            if f.method == ENGINE_METHOD:
+                what += " on the layer-sequential engine"
+        else:
+            what = (("does not fit at any folding: " if rep.target_cycles is None
+                     else "does not fit: ") + "; ".join(f.shortfalls()))
+        lines.append(f"  {f.device.name:<{width}}  {what}{on}")
+    return lines
 
 
 # ------------------------------------------------------------------------------ JSON
@@ -423,7 +479,10 @@ def to_json(rep: InspectReport) -> dict:
                       "message": str(p)} for p in rep.problems],
         "notes": rep.notes,
         "totals": totals,
-        "devices": [{"name": d.name, "part": d.part, "memory_bits": d.memory_bits,
-                     "fits": not why, "shortfalls": why} for d, why in rep.devices()],
+        "devices": [{"name": f.device.name, "id": f.device.id, "part": f.device.part,
+                     "memory_bits": f.device.memory_bits, "fits": f.fits,
+                     "interval_cycles": f.interval, "folding": f.method,
+                     "use": dict(f.use), "limit": dict(f.limit),
+                     "shortfalls": f.shortfalls()} for f in rep.device_fits],
         "seconds": round(rep.seconds, 3),
     }

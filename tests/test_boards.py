@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 from conftest import run_hwgen
 
-from hwgen.boards.boards import BOARDS, DEFAULT_BOARD, board_by_name, boards_table
+from hwgen.boards.boards import BOARDS, board_by_name, boards_table
 from hwgen.boards.devices import DEVICES, KINDS, by_name
-from hwgen.boards.fold import DEFAULT_BUDGET, resolve_target
+from hwgen.boards.fold import DEFAULT_BUDGET, AutoBoard, resolve_target
 from hwgen.errors import HwgenError
 
 IDS = ("ice40-up5k", "ice40-hx8k", "ecp5-25f", "ecp5-45f", "ecp5-85f")
@@ -68,8 +68,9 @@ def test_boards():
 
 
 def test_resolve_target():
-    t = resolve_target()
-    assert t.board.id == DEFAULT_BOARD and t.budget == DEFAULT_BUDGET
+    # neither a board nor a device: the smallest board the model fits, chosen once read
+    assert resolve_target() == AutoBoard(DEFAULT_BUDGET) == resolve_target(" Auto ")
+    assert resolve_target(budget=0.5, uart=True) == AutoBoard(0.5, None, True)
     t = resolve_target(device="ICE40-UP5K", budget=0.7)
     assert t.board is None and t.device.id == "ice40-up5k" and t.budget == 0.7
     assert resolve_target("icebreaker", "ice40-up5k").board.id == "icebreaker"

@@ -415,7 +415,7 @@ def test_atomic_dir_removes_partial_output_on_failure(tmp_path):
 @pytest.fixture(scope="module")
 def design(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("design") / "digits"
-    p = hwgen("compile", QDQ_MODEL, "-o", d)
+    p = hwgen("compile", QDQ_MODEL, "-o", d, "--board", "ulx3s-85f")
     assert p.returncode == 0, p.stderr
     return d
 

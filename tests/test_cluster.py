@@ -68,7 +68,7 @@ def _dies_once(marker: str, verilog: str, top: str, job):
 
 
 def test_verify_on_the_cluster_equals_the_local_run(scheduler):
-    opts = dict(count=90, chunk=20, stall=0.3, seed=5)
+    opts = dict(count=90, chunk=20, stall=0.3, seed=5, board="ulx3s-85f")
     local = api.verify(MODEL, INPUTS, jobs=1, **opts)
     remote = api.verify(MODEL, INPUTS, scheduler=scheduler, **opts)
     assert local.ok and remote.ok
@@ -82,7 +82,7 @@ def test_verify_on_the_cluster_equals_the_local_run(scheduler):
 
 def test_simulate_command_on_the_cluster_writes_the_same_bytes(scheduler, tmp_path, capsys):
     design = tmp_path / "d"
-    api.compile(MODEL, design)
+    api.compile(MODEL, design, board="ulx3s-85f")
     args = ["simulate", str(design), "--input", str(INPUTS), "--count", "40", "--chunk", "15",
             "--stall", "0.2"]
     assert main(args + ["-o", str(tmp_path / "a.npy"), "-j", "1"]) == 0
@@ -94,7 +94,7 @@ def test_simulate_command_on_the_cluster_writes_the_same_bytes(scheduler, tmp_pa
 def test_a_killed_workers_chunk_is_recomputed(scheduler, tmp_path, monkeypatch):
     marker = tmp_path / "killed"
     design = tmp_path / "d"
-    api.compile(MODEL, design)
+    api.compile(MODEL, design, board="ulx3s-85f")
     x = np.load(INPUTS)["input"][:60]
     local = api.simulate(design, x, chunk=10, stall=0.25, seed=2, jobs=1)
     monkeypatch.setattr(cluster, "native_chunk", functools.partial(_dies_once, str(marker)))
@@ -110,14 +110,14 @@ def test_without_dask_scheduler_is_one_line(monkeypatch, capsys):
     with pytest.raises(HwgenError, match=r"pip install 'hwgen\[cluster\]'"):
         cluster.distributed()
     code = main(["verify", str(MODEL), "--input", str(INPUTS), "--count", "2",
-                 "--scheduler", "tcp://127.0.0.1:1"])
+                 "--board", "ulx3s-85f", "--scheduler", "tcp://127.0.0.1:1"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "hwgen[cluster]" in err
 
 
 def test_an_unreachable_scheduler_is_one_line(capsys, tmp_path):
     design = tmp_path / "d"
-    api.compile(MODEL, design)
+    api.compile(MODEL, design, board="ulx3s-85f")
     cluster.CONNECT_TIMEOUT, old = 2, cluster.CONNECT_TIMEOUT
     try:
         code = main(["simulate", str(design), "--input", str(INPUTS), "--count", "2", "-o",

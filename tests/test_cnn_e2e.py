@@ -25,10 +25,11 @@ MODELS = [f"digits_{net}_{fmt}.onnx" for net in ("cnn", "resnet")
 
 @pytest.mark.parametrize("model", MODELS)
 def test_verify_200_images(model):
-    """Each format of both networks on 200 images; the per-tensor QDQ ones at the default
-    board's folding (as the README runs them), the other formats of the same networks folded
-    for the ULX3S-25F (a quicker simulator build; the format is what they test)."""
-    board = None if model.endswith("_qdq.onnx") else "ulx3s-25f"
+    """Each format of both networks on 200 images; the per-tensor QDQ ones folded for the
+    ULX3S-85F (the most parallel folding), the other formats of the same networks folded for
+    the ULX3S-25F (what the default, the smallest board they fit, picks; a quicker simulator
+    build; the format is what they test)."""
+    board = "ulx3s-85f" if model.endswith("_qdq.onnx") else "ulx3s-25f"
     rep = hwgen.verify(EX / model, IMAGES, count=200, simulator="verilator", board=board)
     assert rep.samples == 200
     assert rep.rtl_equals_golden and rep.golden_mismatched_samples == 0
@@ -44,7 +45,7 @@ def test_verify_200_images(model):
 
 def test_resnet_100_frames_under_stalls(tmp_path):
     out = tmp_path / "resnet"
-    comp = hwgen.compile(EX / "digits_resnet_qdq.onnx", out)
+    comp = hwgen.compile(EX / "digits_resnet_qdq.onnx", out, board="ulx3s-85f")
     kinds = [layer["block"] for layer in comp.manifest["layers"]]
     assert "fork" in kinds and "add" in kinds        # a real fork/join
     x = np.load(IMAGES)["input"][:100]

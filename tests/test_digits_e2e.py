@@ -59,7 +59,8 @@ def verify_folded(tmp_path, model: str, fold: dict, count: int = 50):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_verify_200_images_verilator(model):
-    rep = hwgen.verify(EX / model, TEST_SET, count=200, simulator="verilator")
+    rep = hwgen.verify(EX / model, TEST_SET, count=200, simulator="verilator",
+                       board="ulx3s-85f")
     _check(rep, 200)
 
 
@@ -86,7 +87,7 @@ def test_stalls_lose_nothing(tmp_path):
 
 def test_simulate_writes_onnx_style_outputs(tmp_path):
     out = tmp_path / "d"
-    res = hwgen.compile(EX / MODELS[0], out)
+    res = hwgen.compile(EX / MODELS[0], out, board="ulx3s-85f")
     m = json.loads((out / "manifest.json").read_text())
     assert m == res.manifest
     x = np.load(TEST_SET)["input"][:3]
@@ -108,6 +109,6 @@ def test_unnamed_nodes_compile_and_verify(tmp_path):
         n.name = ""
     path = tmp_path / "unnamed.onnx"
     onnx.save(m, path)
-    rep = hwgen.verify(path, TEST_SET, count=3, simulator="amaranth")
+    rep = hwgen.verify(path, TEST_SET, count=3, simulator="amaranth", board="ulx3s-85f")
     assert rep.rtl_equals_golden and rep.ort_identical_fraction == 1.0
     assert rep.compiled.manifest["estimate"]["bottleneck"].startswith("#")

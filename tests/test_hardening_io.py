@@ -212,7 +212,7 @@ def test_verify_output_follows_the_same_rules(tmp_path):
 def test_verify_force_keeps_other_files(tmp_path):
     d = user_folder(tmp_path)
     p = hwgen("verify", QDQ_MODEL, "--input", TEST_NPZ, "--count", "1", "--simulator",
-              "amaranth", "-o", d, "--force", cwd=tmp_path)
+              "amaranth", "-o", d, "--force", "--board", "ulx3s-85f", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert (d / "precious.txt").read_text() == "years of work\n"
     assert listing(d) == sorted(HWGEN_FILES + ["precious.txt", "subdir"])

@@ -94,10 +94,10 @@ def test_examples_map_completely_with_the_manifest_estimates(name, tmp_path):
     """Every node of the example models maps, and the estimates are the compiled
     manifest's: the totals, every block's cost and the folding."""
     model = EXAMPLES / name
-    rep = inspect(model)
+    rep = inspect(model, board="ulx3s-85f")
     assert rep.problems == [] and rep.estimate.complete
     assert {r.status for r in rep.rows} <= STATUSES - {"unsupported", "blocked"}
-    man = api.compile(model, tmp_path / "out").manifest
+    man = api.compile(model, tmp_path / "out", board="ulx3s-85f").manifest
     assert rep.estimate.totals == man["estimate"]
     assert {b.name: b.cost.as_dict() for b in rep.estimate.blocks} == \
         {layer["name"]: layer["estimate"] for layer in man["layers"]}
@@ -113,7 +113,7 @@ def test_examples_map_completely_with_the_manifest_estimates(name, tmp_path):
 def test_examples_with_folding_and_target(name, tmp_path):
     """--fold and --target-cycles give the same estimates as compile with them."""
     model = EXAMPLES / name
-    rep0 = inspect(model)
+    rep0 = inspect(model, board="ulx3s-85f")
     layer = next(iter(rep0.estimate.folding))
     fold = tmp_path / "fold.json"
     fold.write_text(json.dumps({layer: {"pe": 1, "simd": 1}, "not_a_layer": {"pe": 1,

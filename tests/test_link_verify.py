@@ -30,7 +30,7 @@ DIGITS = EX / "digits_test.npz"
 def mlp(tmp_path_factory):
     """The digits MLP compiled for the ULX3S-85F, with a build.json-like link record."""
     out = tmp_path_factory.mktemp("mlp") / "design"
-    api.compile(MLP, out)
+    api.compile(MLP, out, board="ulx3s-85f")
     loaded = design.load(out)
     manifest, ig, _ = loaded
     xq = api.quantized_inputs(manifest, ig, DIGITS, 20)
@@ -169,3 +169,27 @@ def test_run_cli_errors(mlp, tmp_path):
     r = run_hwgen("run", str(out), "--port", "loop://", *args, "-o", str(tmp_path / "y.npy"))
     assert r.returncode == 2 and "not a reply of hwgen's link" in r.stderr
     assert not (tmp_path / "y.npy").exists()
+
+
+@pytest.mark.sim
+def test_verify_link_without_board_takes_the_board_chosen(monkeypatch):
+    """``verify --link`` told no board simulates the top of the board the model was folded
+    for (the smallest it fits, the iCEBreaker for the digits MLP); told a device, it asks for
+    a board. (The board top's own run is ``test_verify_link_20_frames``; here its stand-in
+    records the board.)"""
+    seen = []
+
+    def link(out_dir, loaded, xq, gold, board):
+        seen.append(board)
+        return _Ok()
+
+    monkeypatch.setattr(api, "verify_link", link)
+    x = np.load(DIGITS)["input"][:2]
+    rep = api.verify(MLP, x, simulator="amaranth", link=True)
+    assert seen == ["icebreaker"] == [rep.compiled.fit.target.board.id] and rep.ok
+    with pytest.raises(HwgenError, match="--link .*give --board"):
+        api.verify(MLP, x, simulator="amaranth", link=True, device="ice40-up5k")
+
+
+class _Ok:
+    ok = True

@@ -161,7 +161,7 @@ def test_manifest_multipliers_are_narrow(tmp_path):
     for name in MODELS:
         path = tmp_path / f"{name.replace('-', '_')}.onnx"
         onnx.save(_model(name).model, path)
-        man[name] = api.compile(path, tmp_path / name).manifest
+        man[name] = api.compile(path, tmp_path / name, board="ulx3s-85f").manifest
 
     def dot_widths(b):  # the dot-product multipliers' operand widths (input, weight)
         t = b["types"]
@@ -215,7 +215,7 @@ def test_verilator_through_the_api(tmp_path):
     qm = _model("bipolar-mlp")
     path = tmp_path / "bipolar_mlp.onnx"
     onnx.save(qm.model, path)
-    api.compile(path, tmp_path / "out")
+    api.compile(path, tmp_path / "out", board="ulx3s-85f")
     x = inputs(qm.batch, qm.in_shape, seed=13)
     sim = api.simulate(tmp_path / "out", x, simulator="verilator", stall=0.1, seed=1)
     ig = _ig(qm.model)
@@ -234,7 +234,8 @@ def test_verify_uses_qonnx_as_the_reference(tmp_path):
     qm = bipolar_mlp(batch=4)
     path = tmp_path / "bipolar_mlp.onnx"
     onnx.save(qm.model, path)
-    rep = api.verify(path, inputs(4, qm.in_shape, seed=3), simulator="amaranth")
+    rep = api.verify(path, inputs(4, qm.in_shape, seed=3), simulator="amaranth",
+                     board="ulx3s-85f")
     assert rep.ok and rep.golden_mismatched_samples == 0
     assert rep.ort_identical_fraction == 1.0 and rep.ort_max_step_diff == 0
 

@@ -97,7 +97,8 @@ def png_pixels(data: bytes) -> np.ndarray:
 def verified(tmp_path_factory):
     """The digits MLP verified on a few frames with ``layers``, and its page."""
     where = tmp_path_factory.mktemp("report")
-    rep = api.verify(MODEL, DATA, count=6, jobs=1, layers=True, out_dir=where / "design")
+    rep = api.verify(MODEL, DATA, count=6, jobs=1, layers=True, out_dir=where / "design",
+                     board="ulx3s-85f")
     page = where / "report.html"
     report.write(rep, page)
     return rep, page
@@ -157,7 +158,7 @@ def test_report_contents_verilator(verified):
 
 def test_report_bytes_are_deterministic_verilator(verified, tmp_path):
     rep, page = verified
-    again = api.verify(MODEL, DATA, count=6, jobs=1, layers=True)
+    again = api.verify(MODEL, DATA, count=6, jobs=1, layers=True, board="ulx3s-85f")
     out = tmp_path / "again.html"
     report.write(again, out)
     assert out.read_bytes() == page.read_bytes()
@@ -264,7 +265,7 @@ def resnet_page(tmp_path_factory):
     """The residual CNN's page: long block names, a fork and a join, 30 blocks."""
     page = tmp_path_factory.mktemp("resnet") / "report.html"
     rep = api.verify(EXAMPLES / "digits_resnet_qdq.onnx", EXAMPLES / "digits_images_test.npz",
-                     count=2, jobs=1, layers=True)
+                     count=2, jobs=1, layers=True, board="ulx3s-85f")
     report.write(rep, page)
     return rep, page
 

@@ -28,7 +28,7 @@ DATA = EXAMPLES / "digits_test.npz"
 @pytest.fixture(scope="module")
 def mlp(tmp_path_factory):
     out = tmp_path_factory.mktemp("mlp") / "d"
-    hwgen.compile(MLP, out)
+    hwgen.compile(MLP, out, board="ulx3s-85f")
     return out
 
 
@@ -113,7 +113,8 @@ def test_progress_line_only_on_a_terminal():
 def traced(tmp_path_factory, x):
     tmp = tmp_path_factory.mktemp("traced")
     wave = WaveRequest(tmp / "w.vcd", "vcd", 1, 3)
-    rep = api.verify(MLP, x[:6], trace=True, wave=wave, chunk=4, jobs=2, stall=0.2)
+    rep = api.verify(MLP, x[:6], trace=True, wave=wave, chunk=4, jobs=2, stall=0.2,
+                     board="ulx3s-85f")
     return rep, wave.path
 
 
@@ -144,7 +145,7 @@ def test_trace_names_the_block_whose_golden_face_is_wrong(monkeypatch, tmp_path,
     the first diverging stream is its output, at the corrupted frame and element."""
     corrupt_fc1_golden(monkeypatch)
     rep = api.verify(MLP, x[:6], trace=True, wave=WaveRequest(tmp_path / "w.vcd", "vcd", 1, 3),
-                     chunk=4, jobs=2, stall=0.2)
+                     chunk=4, jobs=2, stall=0.2, board="ulx3s-85f")
     # the +1 on one hidden element is lost by the output layer: only the trace sees it, and
     # it fails the verification
     assert rep.rtl_equals_golden and not rep.trace.ok and not rep.ok
@@ -219,7 +220,7 @@ def test_trace_of_a_stopped_design_counts_each_streams_elements(monkeypatch, tmp
     vcd = tmp_path / "w.vcd"
     with pytest.raises(hwgen.HwgenError) as e:
         api.verify(MLP, x[:6], trace=True, wave=WaveRequest(vcd, "vcd", 1, 3), chunk=4,
-                   jobs=2, stall=0.2)
+                   jobs=2, stall=0.2, board="ulx3s-85f")
     msg = str(e.value)
     assert "output beats arrived within 100 cycles" in msg
     assert "elements each stream transferred of the chunk's: input " in msg

@@ -27,7 +27,8 @@ def x():
 
 def test_amaranth_trace_names_the_block_whose_golden_face_is_wrong(monkeypatch, x):
     corrupt_fc1_golden(monkeypatch)
-    rep = api.verify(MLP, x, simulator="amaranth", trace=True, chunk=2, jobs=1, stall=0.2)
+    rep = api.verify(MLP, x, simulator="amaranth", trace=True, chunk=2, jobs=1, stall=0.2,
+                     board="ulx3s-85f")
     assert rep.rtl_equals_golden and not rep.trace.ok and not rep.ok
     first = rep.trace.first
     assert rep.trace.first_block == "fc1" and first.kind == "mvau"
@@ -42,7 +43,7 @@ def test_amaranth_trace_names_the_block_whose_golden_face_is_wrong(monkeypatch, 
 def test_amaranth_trace_of_a_correct_design_and_its_vcd(tmp_path, x):
     vcd = tmp_path / "w.vcd"
     rep = api.verify(MLP, x, simulator="amaranth", trace=True, chunk=2, jobs=1, stall=0.2,
-                     wave=WaveRequest(vcd, "vcd", 0, 2))
+                     wave=WaveRequest(vcd, "vcd", 0, 2), board="ulx3s-85f")
     manifest = rep.compiled.manifest
     assert rep.ok and rep.trace.ok
     assert {c.stream for c in rep.trace.streams} == set(manifest["streams"])
@@ -56,7 +57,7 @@ def test_amaranth_trace_of_a_correct_design_and_its_vcd(tmp_path, x):
 
 
 def test_taps_without_building_the_observed_design(tmp_path):
-    hwgen.compile(MLP, tmp_path / "d")
+    hwgen.compile(MLP, tmp_path / "d", board="ulx3s-85f")
     _, ig, folding = design.load(tmp_path / "d")
     dfg = lower(ig, folding)
     obs = build_observed(dfg)
@@ -66,7 +67,7 @@ def test_taps_without_building_the_observed_design(tmp_path):
 
 def test_amaranth_waveforms_are_vcd_and_cocotb_has_no_taps(tmp_path):
     d = tmp_path / "d"
-    hwgen.compile(MLP, d)
+    hwgen.compile(MLP, d, board="ulx3s-85f")
     r = run_hwgen("simulate", d, "--input", DATA, "--count", 1, "--simulator", "amaranth",
                   "--fst", tmp_path / "w.fst", "-o", tmp_path / "y.npy")
     assert r.returncode == 2 and r.stderr.startswith("hwgen: error: --fst: Amaranth")
