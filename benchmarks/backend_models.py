@@ -11,7 +11,7 @@ Where the agreement with onnxruntime is below 99.9 %, the model is verified a se
 quantized with symmetric int8 activations (zero point 0): a lone AveragePool gets its
 input's scale and zero point from onnxruntime, and with an even divisor many exact results
 are rounding ties that onnxruntime's QLinearAveragePool rounds with the zero point added
-(hwgen rounds half to even, see tests/test_pool.py); with zero point 0 both agree.
+(hwgen rounds half to even, see tests/blocks/test_pool.py); with zero point 0 both agree.
 
     python benchmarks/backend_models.py [--simulator amaranth|verilator] [--count N]
                                         [--calibration N] [--target-cycles N] [--only TEXT]

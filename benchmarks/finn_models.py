@@ -9,7 +9,7 @@ own execution (``qonnx.core.onnx_exec``) on the first ``--count`` of its 100 tes
 design builds quickly and a frame still takes few seconds to simulate).
 
 The CNV networks take a minute or more in qonnx (its execution runs node by node); the
-tests (``tests/test_finn_models.py``) run the TFC networks.
+tests (``tests/e2e/test_finn_models.py``) run the TFC networks.
 
 Measured on a shared two-core machine (``hwgen verify`` in Verilator, 100 test inputs each;
 golden == qonnx and RTL == golden on every sample, RTL == qonnx on 100 % of the elements):

@@ -6,7 +6,7 @@ block and per design, next to what ``synth_ecp5`` and ``synth_ice40 -dsp`` make 
                                    [--kinds mvau,vvau,...] [--only PATTERN] [--json OUT]
                                    [--timeout S]
 
-Blocks: the test grids of every block kind (``tests/test_<block>.py``: small shapes, every
+Blocks: the test grids of every block kind (``tests/blocks/test_<block>.py``: small shapes, every
 corner of the parameters) and every distinct block of the example designs at their foldings
 (realistic sizes), and the elementwise operators' blocks at the tests' and realistic sizes;
 each block alone is converted to Verilog and synthesized. ``--quick`` takes a few of each
@@ -22,8 +22,8 @@ the table.
 
 The table gives per row the estimate and Yosys's count; the summary per block kind and
 family the mean and worst ratio (estimate / Yosys) of LUT4 and flip-flops and the rows whose
-DSP or block RAM tiles differ. Acceptance (``tests/test_resources.py`` checks a design of each
-family): DSP and block RAM tiles exact, LUT4 and flip-flops within ±15 % per design.
+DSP or block RAM tiles differ. Acceptance (``tests/blocks/test_resources.py`` checks a design
+of each family): DSP and block RAM tiles exact, LUT4 and flip-flops within ±15 % per design.
 Synthesis results are cached by content (``$HWGEN_CACHE/synth``), so a second run prints at
 once.
 """
@@ -65,7 +65,7 @@ from hwgen.rtl_templates.quant import INT8, UINT8
 from hwgen.rtl_templates.upsample import UpsampleParams
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT / "tests" / d) for d in ("", "blocks", "dataflow")]  # test grids
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from silicon import BOARDS, lanes_of, model_path  # noqa: E402
@@ -174,8 +174,8 @@ def _test_grid(quick: bool) -> list[Item]:
 
 
 def _frame_grid(quick: bool) -> list[Item]:
-    """The elementwise operators' blocks: the tests' grids (``tests/test_frame_blocks.py``,
-    ``tests/test_argmax.py``) and realistic sizes (tens of channels, PE up to 16)."""
+    """The elementwise operators' blocks: the tests' grids (``tests/blocks/test_frame_blocks.py``,
+    ``tests/dataflow/test_argmax.py``) and realistic sizes (tens of channels, PE up to 16)."""
     import test_argmax
     import test_frame_blocks as tf
 

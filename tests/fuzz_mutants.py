@@ -1,5 +1,5 @@
 """Seeded mutants of the example models, for the fuzzer (``benchmarks/fuzz.py``) and its
-fixed seed set in the tests (``tests/test_fuzz.py``).
+fixed seed set in the tests (``tests/e2e/test_fuzz.py``).
 
 ``mutant(seed, index)`` is a pure function of its two numbers: the same pair gives the same
 bytes on every machine. A mutant is one of the small example models changed one to three

@@ -25,7 +25,7 @@ same torch / onnxscript / onnx / onnxruntime versions a rerun writes byte-identi
     nice -n 10 python examples/ops/export_ops.py            # every model
     nice -n 10 python examples/ops/export_ops.py acts       # one
 
-``tests/test_op_models.py`` checks the committed files (it needs neither torch nor this
+``tests/e2e/test_op_models.py`` checks the committed files (it needs neither torch nor this
 script).
 """
 from __future__ import annotations
@@ -142,7 +142,7 @@ class Joins(nn.Module):
 
 class Seq1d(nn.Module):
     """1-D convolution and pooling: Conv1d, MaxPool1d, a dilated Conv1d, AvgPool1d (kernel 3:
-    an odd divisor, see tests/test_op_models.py)."""
+    an odd divisor, see tests/e2e/test_op_models.py)."""
 
     def __init__(self):
         super().__init__()
