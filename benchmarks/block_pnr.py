@@ -3,6 +3,7 @@
     python benchmarks/block_pnr.py DESIGN [BLOCK ...] [--family ecp5|ice40] [--freq MHz]
                                    [--router router1|router2] [--seed N] [--list] [--path]
                                    [--lut-lanes N] [--logic-lanes] [--board NAME]
+    python benchmarks/block_pnr.py --kinds [--path] [--json OUT]
 
 ``DESIGN`` is ``MODEL@FOLD``: ``MODEL`` a ``benchmarks/silicon.py`` model (``cnn``, ``mlp``,
 ``qonnx-cnn-4bit``, …) or an ``.onnx`` file under ``examples/``
@@ -22,6 +23,11 @@ LFE5U-85F speed 6 at 125 MHz (``--family ice40``: the iCE40 UP5K at 48 MHz) with
 router2. Results are cached by content like ``silicon.py``'s. ``--path`` prints the critical
 path's segments: cells, delays and the source lines they come from.
 
+``--kinds``: every registered block kind once, its largest instance (estimated LUT4 and
+flip-flops) in the designs of :data:`KIND_DESIGNS` folded for the ULX3S-85F, or its largest
+conformance example (``examples`` face) for a kind none of them uses; then a table of kind,
+source, fmax and critical path.
+
 A design's fmax is at most its slowest block's; the blocks placed alone route shorter than
 inside the whole design, so a block a little over the target may still fail there.
 """
@@ -33,6 +39,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from amaranth.back import verilog
@@ -49,6 +56,10 @@ from silicon import FOLDINGS, MODELS, TARGETS, model_path  # noqa: E402
 
 #: blocks that only move data (placed with the compute blocks they serve)
 PLUMBING = ("fifo", "fork")
+#: ``--kinds``: the designs whose blocks stand for their kinds (folded for the ULX3S-85F)
+KIND_DESIGNS = ("cnn@dev", "resnet@dev", "mlperf_tiny/resnet8_qdq.onnx@dev",
+                "mlperf_tiny/dscnn_qdq.onnx@dev", "mlperf_tiny/mobilenet_v1_025_qdq.onnx@dev",
+                "mlperf_tiny/autoencoder_qdq.onnx@dev", "timing/digits_cnn_wide_qdq.onnx@dev")
 
 
 def lowered(name: str, board: str | None = None, logic_lanes: str | None = None):
@@ -113,8 +124,37 @@ def print_path(report: str) -> None:
               f"{seg['to'].get('cell', '')[:60]}.{seg['to'].get('port', '')}  {src[:90]}")
 
 
+def size(kind: str, params) -> int:
+    """Estimated LUT4 + flip-flops of a block on the ECP5 (to pick a kind's largest)."""
+    r = block_spec(kind).cost(params).resources("ecp5")
+    return r.lut4 + r.ff
+
+
+def largest_per_kind(board: str) -> list[tuple[str, object]]:
+    """(source, block) for every registered kind: its largest instance in
+    :data:`KIND_DESIGNS`, else its largest conformance example."""
+    from hwgen.rtl_templates.block import registered_kinds
+
+    best: dict[str, tuple[int, str, object]] = {}
+    for design in KIND_DESIGNS:
+        for b in lowered(design, board).blocks:
+            n = size(b.kind, b.params)
+            if b.kind not in best or n > best[b.kind][0]:
+                best[b.kind] = (n, design.removesuffix("@dev"), b)
+    for kind in registered_kinds():
+        if kind in best:
+            continue
+        spec = block_spec(kind)
+        exs = spec.examples() if spec.examples else []
+        if exs:
+            ex = max(exs, key=lambda e: size(kind, e.params))
+            best[kind] = (0, "example", SimpleNamespace(name=ex.name, kind=kind,
+                                                        params=ex.params))
+    return [(best[k][1], best[k][2]) for k in sorted(best)]
+
+
 def run_block(b, family: str, freq: float, seed: int, options: tuple[str, ...],
-              path: bool) -> None:
+              path: bool) -> dict:
     text = verilog.convert(block_spec(b.kind).component(b.params), name="blk",
                            emit_src=True)
     wrapped, wtop = timing_wrapper(text, "blk")
@@ -128,11 +168,30 @@ def run_block(b, family: str, freq: float, seed: int, options: tuple[str, ...],
           f"  {describe(b)}", flush=True)
     if path:
         print_path(p.report)
+    return {"kind": b.kind, "block": b.name, "lut4": s.lut4, "ff": s.ff, "dsp": s.dsp,
+            "bram": s.bram, "fmax_mhz": p.fmax_mhz, "met": p.met,
+            "path": (f"{cp.start} -> {cp.end} ({cp.delay_ns:.2f} ns, {cp.logic_levels} "
+                     f"levels, {cp.routing_ns:.1f} ns route)") if cp else "-"}
+
+
+def run_kinds(args) -> None:
+    """``--kinds``: each kind's largest block placed and routed alone, then the table."""
+    rows = []
+    freq = args.freq or TARGETS[args.family][1]
+    for source, b in largest_per_kind(args.board or "ulx3s-85f"):
+        r = run_block(b, args.family, freq, args.seed, ("--router", args.router), args.path)
+        rows.append({"source": source, **r})
+    print(f"\n{'kind':11} {'fmax':>6}  {'source':34} {'block':30} critical path")
+    for r in rows:
+        fm = f"{r['fmax_mhz']:6.1f}" if r["fmax_mhz"] else "     -"
+        print(f"{r['kind']:11} {fm}  {r['source'][:34]:34} {r['block'][:30]:30} {r['path']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("design")
+    ap.add_argument("design", nargs="?")
     ap.add_argument("blocks", nargs="*")
     ap.add_argument("--family", choices=tuple(TARGETS), default="ecp5")
     ap.add_argument("--freq", type=float, help="target MHz (default: the family's)")
@@ -148,7 +207,15 @@ def main(argv=None) -> None:
                     help="products in logic cells beyond the device's bound (as hwgen "
                          "compile --logic-lanes; by default down to it)")
     ap.add_argument("--board", help="@dev: the board to fold for")
+    ap.add_argument("--kinds", action="store_true",
+                    help="every block kind: its largest instance in the example designs")
+    ap.add_argument("--json", metavar="OUT", help="--kinds: write the rows to this file")
     args = ap.parse_args(argv)
+    if args.kinds:
+        run_kinds(args)
+        return
+    if not args.design:
+        ap.error("a DESIGN (or --kinds)")
     dfg = lowered(args.design, args.board, args.logic_lanes)
     if args.list:
         for b in dfg.blocks:

@@ -49,10 +49,12 @@ from hwgen.errors import HwgenError
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.fifo import FIFOParams
 from hwgen.rtl_templates.mvau import MVAUParams
+from hwgen.rtl_templates.mvau import frame_steps as mvau_steps
 from hwgen.rtl_templates.quant import Requant
 from hwgen.rtl_templates.swg import SWGParams
 from hwgen.rtl_templates.swg_par import SWGParParams, frame_cycles, longest_gap
 from hwgen.rtl_templates.vvau import VVAUParams
+from hwgen.rtl_templates.vvau import frame_steps as vvau_steps
 
 
 @int_op
@@ -97,14 +99,14 @@ class Conv:
         k = self.window.kernel[0] * self.window.kernel[1]
         if self.depthwise:
             def dw_cycles(pe, simd):
-                vvau = px * (k // simd) * (c // pe)
+                vvau = vvau_steps(c, k, px, pe, simd)
                 return vvau if simd == 1 else \
                     max(vvau, frame_cycles(self.window_par(ig, simd * pe, pe)))
             return FoldSpace(divisors(c), divisors(k), dw_cycles)
         oc = self.weights.shape[0]
 
         def cycles(pe, simd):
-            mvau = px * (oc // pe) * (k * c // simd)
+            mvau = mvau_steps(oc, k * c, pe, simd, px)
             return mvau if c % simd == 0 else max(mvau, frame_cycles(self.window_par(ig, simd)))
         return FoldSpace(divisors(oc), divisors(k * c), cycles)
 

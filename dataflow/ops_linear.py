@@ -29,7 +29,7 @@ from hwgen.dataflow.ops_qdq import clamp_bounds, closed_nodes
 from hwgen.dataflow.values import Const, Deq, DeqConst, FloatInput, Int, Pending, channel_last_order
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.block import FoldSpace, divisors
-from hwgen.rtl_templates.mvau import MVAUParams
+from hwgen.rtl_templates.mvau import MVAUParams, frame_steps
 from hwgen.rtl_templates.quant import Requant, compact, dot_range, make_requant, range_type
 
 
@@ -128,7 +128,8 @@ class MatVec:
 
     def fold_space(self, ig: IntGraph) -> FoldSpace:
         mh, mw = self.weights.shape
-        return FoldSpace(divisors(mh), divisors(mw), lambda pe, simd: (mh // pe) * (mw // simd))
+        return FoldSpace(divisors(mh), divisors(mw),
+                         lambda pe, simd: frame_steps(mh, mw, pe, simd))
 
     def in_per_beat(self, f: Folding) -> int:
         return f.simd

@@ -42,6 +42,7 @@ from hwgen.dataflow.values import Int, Padded, Pending, channel_last_order
 from hwgen.rtl_templates.block import FoldSpace, divisors
 from hwgen.rtl_templates.gap import GAPParams
 from hwgen.rtl_templates.pool import PoolParams
+from hwgen.rtl_templates.pool import frame_steps as pool_steps
 from hwgen.rtl_templates.quant import Requant, make_requant
 
 
@@ -66,7 +67,7 @@ class Pool:
         c = self.window.in_shape[0]
         px = int(np.prod(self.window.out_hw))
         k = self.window.kernel[0] * self.window.kernel[1]
-        return FoldSpace(divisors(c), (1,), lambda pe, simd: px * k * (c // pe))
+        return FoldSpace(divisors(c), (1,), lambda pe, simd: pool_steps(c, k, px, pe))
 
     def in_per_beat(self, f: Folding) -> int:
         return f.pe

@@ -136,41 +136,94 @@ PROD_STAGES = 2
 IBUF_SLICE_BITS = 32
 
 
+@dataclass(frozen=True)
+class MVAUPlan:
+    """The unit's structure, computed once from its parameters (:func:`plan`):
+    :meth:`MVAU.elaborate` builds it, and :func:`resource_parts`, :func:`timing` and
+    :func:`cost` count it, so a stage, a copy or a slice is decided in one place."""
+    #: an operand register beside block RAM weights (0 or 1)
+    bram: int
+    #: 1 where an input lane's operand goes to the hard multiplier tiles of several PEs (a
+    #: multiplier datapath, PE > 1, lanes in tiles): each tile's operand then comes through
+    #: a kept register of its own (``xp_*``) before the tile's, so the route from the one
+    #: lane register to tiles scattered over the die is split in two (in the digits CNN, 8 ns
+    #: of route to the tiles of a lane's 4 PEs); the weights and the lanes in logic's
+    #: products a register later alike. Else 0.
+    spread: int
+    #: stages a product in logic takes beyond a hard multiplier lane's (0 up to 8-bit
+    #: weights): every lane is delayed by as many
+    lut_extra: int
+    #: registers between the memories and the dot products' register: the operands (and
+    #: :attr:`bram`, :attr:`spread`), the products (:data:`PROD_STAGES` + 2 with
+    #: multipliers, :attr:`lut_extra` more with lanes in logic), the adder tree's stages
+    operand: int
+    #: cycles from issuing the last step of an output beat to that beat's output transfer
+    depth: int
+    #: cycles the output's credits come back late (:class:`~output_stage.OutputStage`): one
+    #: (the input ready's next value then waits on no other block's ready), two with copies
+    #: of the ready (each copy's credits take the returned credit from a register of its
+    #: own), none with weights in SPRAM
+    late_return: int
+    #: the output FIFO's beats (:func:`output_stage.fifo_depth`)
+    fifo_depth: int
+    #: the weight memory's read ports, each addressed by a kept copy of the step counter
+    #: (:func:`~rtl_templates.pipeline.rom_counter`)
+    rom_copies: int
+    #: the input word's slices of at most :data:`IBUF_SLICE_BITS`: with NF > 1 each slice is
+    #: selected (stream or buffer) by a kept copy of ``use_stream1`` (all but the first) and,
+    #: SF = 1, written into the one-word buffer on a kept copy of the write enable
+    in_slices: tuple[tuple[int, int], ...]
+    #: copies of the issue control, one per slice of the sliced input stream
+    ready_copies: int
+
+    @property
+    def sel_copies(self) -> int:
+        """Kept copies of ``use_stream1`` (one per input slice but the first, NF > 1)."""
+        return len(self.in_slices) - 1 if self.in_slices else 0
+
+
+def plan(p: MVAUParams) -> MVAUPlan:
+    """The unit's :class:`MVAUPlan` (cached on ``p``: :attr:`MVAUParams.plan`)."""
+    bram = 1 if p.weights_in_bram else 0
+    lut_extra = max(0, lut_mul_stages(p.w_bits) - PROD_STAGES) if p.lut_lanes else 0
+    spread = int(p.datapath == "mul" and p.pe > 1 and p.pe * p.simd > p.lut_lanes)
+    if p.datapath == "mul":
+        operand = 2 + bram + spread + PROD_STAGES + lut_extra + tree_stages(p.simd)
+    else:
+        operand = 2 + bram + tree_stages(p.simd)
+    depth = (BASE_DEPTH + operand
+             + RequantPipeline.depth(p.requant, p.acc_bits, is_bipolar(p.out_type), p.sf,
+                                     p.identity))
+    late_return = 0 if p.spram else 2 if p.ready_copies else 1
+    width = p.simd * p.in_type.bits
+    in_slices = tuple((lo, min(lo + IBUF_SLICE_BITS, width))
+                      for lo in range(0, width, IBUF_SLICE_BITS)) if p.nf > 1 else ()
+    return MVAUPlan(bram=bram, spread=spread, lut_extra=lut_extra, operand=operand,
+                    depth=depth, late_return=late_return,
+                    fifo_depth=output_stage.fifo_depth(depth, late_return),
+                    rom_copies=1 if p.spram else len(p.weight_slices),
+                    in_slices=in_slices, ready_copies=p.ready_copies)
+
+
 def lut_extra_stages(p: MVAUParams) -> int:
-    """Stages a product in logic takes beyond a hard multiplier lane's (0 up to 8-bit
-    weights): every lane is delayed by as many."""
-    if not p.lut_lanes:
-        return 0
-    return max(0, lut_mul_stages(p.w_bits) - PROD_STAGES)
+    """:attr:`MVAUPlan.lut_extra`."""
+    return p.plan.lut_extra
 
 
 def spread_stages(p: MVAUParams) -> int:
-    """1 where an input lane's operand goes to the hard multiplier tiles of several PEs (a
-    multiplier datapath, PE > 1, lanes in tiles): each tile's operand then comes through a
-    kept register of its own (``xp_*``) before the tile's, so the route from the one lane
-    register to tiles scattered over the die is split in two (in the digits CNN, 8 ns of
-    route to the tiles of a lane's 4 PEs); the weights and the lanes in logic's products
-    a register later alike. Else 0."""
-    return int(p.datapath == "mul" and p.pe > 1 and p.pe * p.simd > p.lut_lanes)
+    """:attr:`MVAUPlan.spread`."""
+    return p.plan.spread
 
 
 def operand_stages(p: MVAUParams) -> int:
-    """Registers between the memories and the dot products' register: the operands (one
-    more where the weights are in block RAM: :attr:`MVAUParams.weights_in_bram`, and
-    :func:`spread_stages`), the products (:data:`PROD_STAGES` + 2 with multipliers,
-    :func:`lut_extra_stages` more with lanes in logic), the adder tree's inner stages."""
-    bram = 1 if p.weights_in_bram else 0
-    if p.datapath == "mul":
-        return (2 + bram + spread_stages(p) + PROD_STAGES + lut_extra_stages(p)
-                + tree_stages(p.simd))
-    return 2 + bram + tree_stages(p.simd)
+    """:attr:`MVAUPlan.operand`."""
+    return p.plan.operand
 
 
 def pipeline_depth(p: MVAUParams) -> int:
-    """Cycles from issuing the last step of an output beat to that beat's output transfer."""
-    return (BASE_DEPTH + operand_stages(p)
-            + RequantPipeline.depth(p.requant, p.acc_bits, is_bipolar(p.out_type), p.sf,
-                                    p.identity))
+    """:attr:`MVAUPlan.depth`: cycles from issuing the last step of an output beat to that
+    beat's output transfer."""
+    return p.plan.depth
 
 
 @dataclass(frozen=True, eq=False)
@@ -232,6 +285,11 @@ class MVAUParams:
     @property
     def sf(self) -> int:
         return self.mw // self.simd
+
+    @functools.cached_property
+    def plan(self) -> MVAUPlan:
+        """The unit's structure (:func:`plan`)."""
+        return plan(self)
 
     @functools.cached_property
     def datapath(self) -> str:
@@ -389,6 +447,13 @@ class MVAUParams:
 _FOLDING_MEMO: dict[tuple, tuple] = {}
 
 
+def frame_steps(mh: int, mw: int, pe: int, simd: int, vectors: int = 1) -> int:
+    """Cycles of a frame of ``vectors`` vectors through an ``mh``×``mw`` unit folded by
+    ``pe``×``simd`` (NF = MH/PE neuron folds of SF = MW/SIMD steps each, one step a cycle):
+    the unit's one cycle formula, which the convolution and linear ops' fold spaces use."""
+    return vectors * (mh // pe) * (mw // simd)
+
+
 def _per_folding(p: MVAUParams, what: str, compute):
     key = (id(p.weights), p.pe, p.simd, what)
     hit = _FOLDING_MEMO.get(key)
@@ -429,7 +494,7 @@ def cost(p: MVAUParams) -> Cost:
     soft = add_muls({dot: live}, unsigned_muls(rq_tiles) if p.param_columns[2] else {})
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls, soft)
     return Cost(
-        cycles=steps * p.vectors,
+        cycles=frame_steps(p.mh, p.mw, p.pe, p.simd, p.vectors),
         latency=timing(p, 0, p.sf - 1)[1] + 1,
         multipliers=n_dot + len(rq_tiles),
         multiplier_widths=[(p.in_type.bits, p.w_bits)] * n_dot + rq_tiles,
@@ -437,7 +502,7 @@ def cost(p: MVAUParams) -> Cost:
         memory_bits=steps * p.pe * p.simd * p.w_bits
         + (p.sf * p.simd * p.in_type.bits if p.nf > 1 else 0)
         + p.nf * p.pe * (p.acc_bits + p.requant.mult_bits)
-        + _fifo_depth(p) * p.pe * p.out_type.bits,
+        + p.plan.fifo_depth * p.pe * p.out_type.bits,
         registers=max(r.ff for r in by_family.values()),
         by_family=by_family, parts=parts,
     )
@@ -450,23 +515,10 @@ def timing(p: MVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
     first one is taken to arrive as a burst); every fold then takes SF cycles."""
     vectors = p.vectors
     first_in_done = in_last if vectors == 1 else in_first + p.sf - 1
-    d = pipeline_depth(p)
+    d = p.plan.depth
     out_first = max(first_in_done, in_first + p.sf - 1) + d
     out_last = max(in_last + (p.nf - 1) * p.sf, in_first + vectors * p.nf * p.sf - 1) + d
     return out_first, out_last
-
-
-def _late_return(p: MVAUParams) -> int:
-    """Cycles the output's credits come back late (:class:`~output_stage.OutputStage`):
-    one (the input ready's next value then waits on no other block's ready), two with copies
-    of the ready (each copy's credits take the returned credit from a register of its own), none
-    with weights in SPRAM."""
-    return 0 if p.spram else 2 if p.ready_copies else 1
-
-
-def _fifo_depth(p: MVAUParams) -> int:
-    """The output FIFO's beats (:func:`output_stage.fifo_depth`)."""
-    return output_stage.fifo_depth(pipeline_depth(p), _late_return(p))
 
 
 def slice_ports(p: MVAUParams, port: str, widths: list[int]) -> MVAUParams | None:
@@ -648,7 +700,7 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     accumulators and the requantizers."""
     PE, SIMD, NF, SF = p.pe, p.simd, p.nf, p.sf
     ib, wb, A, ob = p.in_type.bits, p.w_bits, p.acc_bits, p.out_type.bits
-    depth = _fifo_depth(p)
+    pl = p.plan
     nfb = counter_bits(NF)
     p_live, p_distinct, m_live = p.param_columns
     wmem, w_reg = res.Resources(), 0
@@ -666,27 +718,26 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
                              carry=count)
         w_reg = PE * SIMD * wb
     parts = {"rom_w" if p.rom_logic else "mem_w": wmem, "mem_p": pmem,
-             **output_stage.parts(PE * ob, pipeline_depth(p), family, registered=True,
-                                  late_return=_late_return(p))}
+             **output_stage.parts(PE * ob, pl.depth, family, registered=True,
+                                  late_return=pl.late_return)}
     if NF > 1:
         parts["mem_i"] = res.memory(SIMD * ib, SF, family, rom=False, rw="dont_care") \
             + res.mux(SIMD * ib, family)
         if SF > 1:      # the late write's registers
             parts["mem_i"] = parts["mem_i"] + res.Resources(ff=SIMD * ib + counter_bits(SF) + 1)
+        else:           # the one word's kept write enables, one per slice
+            parts["mem_i"] = parts["mem_i"] + res.Resources(ff=len(pl.in_slices))
     ctl_bits = counter_bits(SF) + nfb + counter_bits(NF * SF)
-    # the weight ROM's addresses: kept copies of its counter (pipeline.rom_counter), one per
-    # slice (or one for SPRAM)
-    copies = 1 if p.spram else len(p.weight_slices)
-    ctl_bits += copies * counter_bits(NF * SF) if NF * SF > 1 else 0
-    # the kept copies of use_stream1, one per slice of the input word but the first
-    sel_copies = -(-SIMD * ib // IBUF_SLICE_BITS) - 1 if NF > 1 else 0
-    parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + operand_stages(p))
-                                 - _late_return(p) + sel_copies,
+    # the weight memory's addresses: a kept copy of its counter per read port
+    ctl_bits += pl.rom_copies * counter_bits(NF * SF) if NF * SF > 1 else 0
+    # the valid, flags and fold delayed along the operand stages; the select's kept copies
+    parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + pl.operand)
+                                 - pl.late_return + pl.sel_copies,
                                  lut4=ctl_bits + 4, carry=ctl_bits / 2)
-    if p.ready_copies:  # each copy of the issue control: its counters, flags and credits
-        bits = counter_bits(SF) + nfb + counter_bits(depth + 1)
+    if pl.ready_copies:  # each copy of the issue control: its counters, flags and credits
+        bits = counter_bits(SF) + nfb + counter_bits(pl.fifo_depth + 1)
         parts["ctl"] = parts["ctl"] + res.Resources(ff=bits + 6, lut4=bits + 8,
-                                                    carry=bits / 2) * p.ready_copies
+                                                    carry=bits / 2) * pl.ready_copies
     # operands, products or ±1 terms, adder trees
     ff = (2 * SIMD * ib + w_reg) * (2 if p.weights_in_bram else 1)
     kept = None     # (PE, SIMD): the lanes whose products are left (None: all)
@@ -699,11 +750,11 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         # the sums it enters, nor (zero in every row) the input lane's registers
         hard = PE * SIMD - p.lut_lanes
         lanes = hard - (zero if res.dsp_tiles(dot, family) == 0 else 0)
-        extra = lut_extra_stages(p)
+        extra = pl.lut_extra
         # the tiles' operands: one register per input lane (the tools merge the PE copies),
         # or, beside lanes in logic, a copy per tile (lutmul.tile_operand)
         ff += (hard if p.lut_lanes else SIMD) * ib + w_reg + (2 + extra) * lanes * tw
-        if spread_stages(p):    # each tile's operands a register earlier
+        if pl.spread:    # each tile's operands a register earlier
             ff += hard * (ib + wb)
         if zero and res.dsp_tiles(dot, family) == 0 and not p.lut_lanes:
             kept = _zero_products(p) == 0
@@ -717,7 +768,7 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
                         ff=(SIMD - dead) * ib + counter_bits(SF) + 1)
         terms = res.Resources()
         if p.lut_lanes:     # the lanes in logic, each delayed to the tiles' term stage
-            pad = PROD_STAGES + extra + spread_stages(p) - lut_mul_stages(wb)
+            pad = PROD_STAGES + extra + pl.spread - lut_mul_stages(wb)
             v = np.asarray(p.weights).reshape(NF, PE, SF, SIMD)
             l_zero, l_const = const_lanes(v.min(axis=(0, 2)), v.max(axis=(0, 2)), p.lut_lanes)
             live = p.lut_lanes - l_zero - l_const
@@ -821,6 +872,7 @@ class MVAU(wiring.Component):
     def elaborate(self, platform):
         p = self.p
         m = Module()
+        pl = p.plan
         PE, SIMD, NF, SF = p.pe, p.simd, p.nf, p.sf
         ib, wb, ob = p.in_type.bits, p.w_bits, p.out_type.bits
         acc_w = p.acc_bits
@@ -844,8 +896,8 @@ class MVAU(wiring.Component):
             ib_wr, ib_rd = ram(m, "ibuf", width=SIMD * ib, depth=SF, rw="dont_care")
 
         # --- output FIFO and credits -------------------------------------------------
-        out = output_stage.OutputStage(m, self.o, PE * ob, pipeline_depth(p), registered=True,
-                                       late_return=_late_return(p))
+        out = output_stage.OutputStage(m, self.o, PE * ob, pl.depth, registered=True,
+                                       late_return=pl.late_return)
         depth = out.depth
 
         # --- issue stage ---------------------------------------------------------------
@@ -853,7 +905,7 @@ class MVAU(wiring.Component):
         sf, nf, last_sf, first_nf, can_issue = (ctl.sf, ctl.nf, ctl.last_sf, ctl.first_nf,
                                                 ctl.can_issue)
         m.d.comb += self.i.ready.eq(ctl.take)
-        for k in range(p.ready_copies):
+        for k in range(pl.ready_copies):
             # a copy of the control beside slice k of the FIFO before the unit, fed that
             # slice's valid and the returned credits from a register of its own: the same
             # state as ctl, its take equal to ctl's
@@ -861,7 +913,8 @@ class MVAU(wiring.Component):
             copy = IssueControl(m, SF, NF, Credits(m, depth, taken, f"_c{k}"),
                                 self.i.valid_slices[k], suffix=f"_c{k}")
             m.d.comb += self.i.ready_slices[k].eq(copy.take)
-        _, waddrs = rom_counter(m, NF * SF, can_issue, "widx", copies=len(w_addr))
+        assert len(w_addr) == pl.rom_copies
+        _, waddrs = rom_counter(m, NF * SF, can_issue, "widx", copies=pl.rom_copies)
         m.d.comb += [a.eq(w) for a, w in zip(w_addr, waddrs)]
         if NF > 1 and SF > 1:
             m.d.comb += ib_rd.addr.eq(sf)
@@ -885,11 +938,10 @@ class MVAU(wiring.Component):
         ]
         if NF > 1 and SF == 1:
             # one word, kept from x_reg a cycle after its beat is taken (fold 1 reads it a
-            # cycle later still); each slice of IBUF_SLICE_BITS has a copy of the write enable
-            # of its own: one would drive hundreds of flip-flops across the die
+            # cycle later still); each slice has a copy of the write enable of its own: one
+            # would drive hundreds of flip-flops across the die
             ib_word = Signal(SIMD * ib, name="ibuf_word")
-            for lo in range(0, SIMD * ib, IBUF_SLICE_BITS):
-                hi = min(lo + IBUF_SLICE_BITS, SIMD * ib)
+            for lo, hi in pl.in_slices:
                 we = kept_copy(m, self.i.valid & self.i.ready, f"ibuf_we_{lo}", reset=True)
                 with m.If(we):
                     m.d.sync += ib_word[lo:hi].eq(x_reg[lo:hi])
@@ -898,8 +950,7 @@ class MVAU(wiring.Component):
             # of its own (one flip-flop selecting hundreds of bits: 12 ns of route seen)
             buffered = ib_word if SF == 1 else ib_rd.data
             parts = []
-            for lo in range(0, SIMD * ib, IBUF_SLICE_BITS):
-                hi = min(lo + IBUF_SLICE_BITS, SIMD * ib)
+            for lo, hi in pl.in_slices:
                 sel = use_stream1
                 if lo:
                     sel = kept_copy(m, first_nf, f"use_stream1_{lo}", reset=True)
@@ -938,7 +989,7 @@ class MVAU(wiring.Component):
                                        f"{pe}_{s}") for s in range(SIMD)]
             terms = [reg(m, t, t.shape(), f"term_{pe}_{s}") for s, t in enumerate(terms)]
             dots.append(tree_sum(m, terms, f"dot_{pe}"))
-        extra = operand_stages(p)
+        extra = pl.operand
         v1, first1, last1, nf1 = (delay(m, x, extra, f"{n}_x") for x, n in
                                   ((v1, "v1"), (first1, "first1"), (last1, "last1"), (nf1, "nf1")))
 
@@ -975,14 +1026,15 @@ class MVAU(wiring.Component):
         ``lut_lanes`` lanes (:func:`~rtl_templates.lutmul.lut_mul`); both delayed to
         :data:`PROD_STAGES` + :func:`lut_extra_stages` registers after the operands."""
         p = self.p
-        extra = lut_extra_stages(p)
+        pl = p.plan
+        extra = pl.lut_extra
         tw = signed(p.in_type.bits + p.w_bits + 1)
         if lane >= p.pe * p.simd - p.lut_lanes:
             prod = lut_mul(m, x, w, f"lmul_{name}", self._wconst[lane])[:tw.width].as_signed()
-            return delay(m, prod, PROD_STAGES + extra + spread_stages(p)
+            return delay(m, prod, PROD_STAGES + extra + pl.spread
                          - lut_mul_stages(p.w_bits), f"lmul_{name}_d")
         apart = bool(p.lut_lanes)
-        if spread_stages(p):
+        if pl.spread:
             x = kept_copy(m, x, f"xp_{name}")
             w = reg(m, w, w.shape(), f"wp_{name}")
         prod = reg(m, tile_operand(m, x, f"xt_{name}", apart) *
@@ -1005,7 +1057,7 @@ def manifest(p: MVAUParams) -> dict:
 
 def fold_space(p: MVAUParams) -> FoldSpace:
     return FoldSpace(divisors(p.mh), divisors(p.mw),
-                     lambda pe, simd: p.vectors * (p.mh // pe) * (p.mw // simd))
+                     lambda pe, simd: frame_steps(p.mh, p.mw, pe, simd, p.vectors))
 
 
 

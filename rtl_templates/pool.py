@@ -207,9 +207,15 @@ def golden(p: PoolParams, x: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- cost
 
+def frame_steps(channels: int, kernel: int, pixels: int, pe: int) -> int:
+    """Cycles of a frame: per output pixel, C/PE channel blocks of K window beats (the block's
+    one cycle formula, which the pooling op's fold space uses)."""
+    return pixels * kernel * (channels // pe)
+
+
 def cost(p: PoolParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
-    steps = p.pixels * p.kernel * p.nb
+    steps = frame_steps(p.channels, p.kernel, p.pixels, p.pe)
     fifo_bits = output_stage.fifo_depth(pipeline_depth(p)) * p.pe * p.out_type.bits
     rq_tiles = [] if p.kind == "max" else \
         RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=p.kernel)
@@ -282,7 +288,7 @@ def timing(p: PoolParams, in_first: int, in_last: int) -> tuple[int, int]:
     beats were taken at ``in_first`` and ``in_last`` (output never stalled). The first output
     beat needs K input beats (assumed to arrive one per cycle); the last follows the last
     input beat."""
-    steps = p.pixels * p.kernel * p.nb
+    steps = frame_steps(p.channels, p.kernel, p.pixels, p.pe)
     d = pipeline_depth(p)
     return in_first + p.kernel - 1 + d, max(in_last, in_first + steps - 1) + d
 
@@ -385,7 +391,7 @@ def manifest(p: PoolParams) -> dict:
 
 def fold_space(p: PoolParams) -> FoldSpace:
     return FoldSpace(divisors(p.channels), (1,),
-                     lambda pe, simd: p.pixels * p.kernel * (p.channels // pe))
+                     lambda pe, simd: frame_steps(p.channels, p.kernel, p.pixels, pe))
 
 
 

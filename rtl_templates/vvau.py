@@ -278,9 +278,15 @@ def golden(p: VVAUParams, x: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- cost
 
+def frame_steps(channels: int, kernel: int, pixels: int, pe: int, simd: int) -> int:
+    """Cycles of a frame: per output pixel, C/PE channel blocks of K/SIMD beats (the unit's
+    one cycle formula, which the depthwise convolution's fold space uses)."""
+    return pixels * (kernel // simd) * (channels // pe)
+
+
 def cost(p: VVAUParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
-    steps = p.pixels * p.kernel_beats * p.nb
+    steps = frame_steps(p.channels, p.kernel, p.pixels, p.pe, p.simd)
     L = p.lanes
     rq_tiles = RequantPipeline.multiplies(p.requant, p.acc_bits, L, spacing=p.kernel_beats)
     dot = Mul(p.in_type.bits, p.in_type.signed, p.w_bits, True,
@@ -537,7 +543,7 @@ def manifest(p: VVAUParams) -> dict:
 def fold_space(p: VVAUParams) -> FoldSpace:
     """PE divides the channels, SIMD the kernel positions."""
     return FoldSpace(divisors(p.channels), divisors(p.kernel),
-                     lambda pe, simd: p.pixels * (p.kernel // simd) * (p.channels // pe))
+                     lambda pe, simd: frame_steps(p.channels, p.kernel, p.pixels, pe, simd))
 
 
 
