@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Module, Mux, Signal
 
+from hwgen.rtl_templates.kept import kept_follower
 from hwgen.rtl_templates.pipeline import up_down
 
 
@@ -55,6 +56,5 @@ class Credits:
         """A register always equal to ``room`` with a feedback of its own (so the tools keep
         it apart from ``room``): for a copy of the issue control, whose fan-out would
         otherwise all hang on ``room``'s one flip-flop. Only after :meth:`spend`."""
-        r = Signal(init=self.room.init, name=name)
-        self._m.d.sync += r.eq(self.taken | (r & ~self._last))
-        return r
+        return kept_follower(self._m, self.room.init, lambda r: self.taken | (r & ~self._last),
+                             name)

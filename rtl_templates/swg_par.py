@@ -408,6 +408,17 @@ def _bits(flags: list[bool]) -> Const:
     return Const(sum(1 << k for k, f in enumerate(flags) if f), max(len(flags), 1))
 
 
+@dataclass(frozen=True)
+class StepControl:
+    """The generator's step control, or one of its copies (each beside the bits it drives)."""
+    step: Signal        # a step (the next input position) goes this cycle
+    emit: Signal        # a beat of the held window is emitted this cycle
+    last_beat: Signal   # the beat emitted is the window's last
+    bi: Signal          # the beat index
+    pend_new: Signal    # the next values of ``pend`` (a window held) and ``bi``
+    bi_new: Signal
+
+
 class SWGPar(wiring.Component):
     """The window-parallel sliding-window generator (see the module documentation)."""
 
@@ -460,12 +471,11 @@ class SWGPar(wiring.Component):
             """No window held, or its last beat is emitted now: the next step may go."""
             return ~pend | (pend & room & (bi == B - 1))
 
-        def control(name: str):
-            """(step, emit, last beat, beat index, next values of ``pend`` and ``bi``): a
-            window is held (``pend``) while its beats are emitted; the next step waits for the
-            last beat. A copy (``name``) has its own ``inside`` flag and its own copy of the
-            output credits' ``room`` too, so no term of its step is shared with the others
-            but the input's valid."""
+        def control(name: str) -> StepControl:
+            """The step control (:class:`StepControl`): a window is held (``pend``) while its
+            beats are emitted; the next step waits for the last beat. A copy (``name``) has
+            its own ``inside`` flag and its own copy of the output credits' ``room`` too, so
+            no term of its step is shared with the others but the input's valid."""
             ins, room = inside, out.room
             if name:
                 ins = Signal(init=inside.init, name=f"{name}inside")
@@ -486,9 +496,10 @@ class SWGPar(wiring.Component):
             m.d.comb += [bi_new.eq(Mux(emit, Mux(last_beat, 0, bi + 1), bi)),
                          pend_new.eq(Mux(step, ends, Mux(emit & last_beat, 0, pend)))]
             m.d.sync += [bi.eq(bi_new), pend.eq(pend_new)]
-            return step, emit, last_beat, bi, pend_new, bi_new
+            return StepControl(step, emit, last_beat, bi, pend_new, bi_new)
 
-        step, emit, last_beat, bi, pend_new, bi_new = control("")
+        ctl = control("")
+        step, emit = ctl.step, ctl.emit
         # The input's ready is ``step & inside`` = ``i.valid & inside & free``: the part
         # without ``i.valid`` is a register of its own (``take``, kept equal to ``inside &
         # free`` from their next values, below), so only the AND with the input's valid (the
@@ -500,7 +511,7 @@ class SWGPar(wiring.Component):
         inside_new = Signal(name="inside_new")
         m.d.comb += inside_new.eq(Mux(step, inside_next, inside))
         m.d.sync += [inside.eq(inside_new),
-                     take.eq(inside_new & free_of(pend_new, bi_new, out.room_next))]
+                     take.eq(inside_new & free_of(ctl.pend_new, ctl.bi_new, out.room_next))]
         with m.If(step):
             m.d.sync += [x.eq(nx), y.eq(ny),
                          inside_next.eq(_bits(rin).bit_select(nny, 1)
@@ -531,9 +542,9 @@ class SWGPar(wiring.Component):
         sh = [Signal(KH * pix, name=f"sh{s}", reset_less=True) for s in range(EW)]
         emits = {}      # the copies' emits, for the output FIFO's write valids
         for s, lo, hi in shift_slices(p):
-            step_g, emits[("sh", s, lo)] = (step, emit) if (s, lo) == (0, 0) else \
-                control(f"sh{s}_{lo}_")[:2]
-            with m.If(step_g):
+            c = ctl if (s, lo) == (0, 0) else control(f"sh{s}_{lo}_")
+            emits[("sh", s, lo)] = c.emit
+            with m.If(c.step):
                 m.d.sync += sh[s][lo:hi].eq(Cat(*col)[lo:hi] if s == 0 else sh[s - 1][lo:hi])
 
         window = Cat(*(sh[s][lo:hi] for s, lo, hi in window_segments(p)))
@@ -551,7 +562,8 @@ class SWGPar(wiring.Component):
             return window[b * P * bits + lo:b * P * bits + hi]
 
         for k, (lo, hi) in enumerate(output_slices(p)):
-            c_emit, c_bi = (emit, bi) if k == 0 else control(f"o{lo}_")[1:4:2]
+            c = ctl if k == 0 else control(f"o{lo}_")
+            c_emit, c_bi = c.emit, c.bi
             emits[("o", lo)] = c_emit
             if not shift_out(p):
                 with m.Switch(c_bi):
