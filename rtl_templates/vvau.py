@@ -293,7 +293,12 @@ def cost(p: VVAUParams) -> Cost:
               y_bits=min(p.in_type.bits + p.w_bits, p.acc_bits))
     muls = add_muls({dot: L * p.simd - p.lut_lanes},
                     unsigned_muls(rq_tiles))
-    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
+    # a requantizer's products by a constant multiplier (the same in every word of the
+    # parameter memory: per tensor, or one word) fold where they are logic: the slices of
+    # a 1-bit chunk of the magnitude are no gates at all (as the MVAU's)
+    soft = add_muls({dot: L * p.simd - p.lut_lanes},
+                    unsigned_muls(rq_tiles) if param_columns(p)[2] else {})
+    by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls, soft)
     return Cost(
         cycles=steps,
         latency=timing(p, 0, steps - 1)[1] + 1,
@@ -335,6 +340,15 @@ RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
 })
 
 
+def param_columns(p: VVAUParams) -> tuple[int, int, float]:
+    """(non-constant, distinct non-constant) bit columns of the bias and multiplier memory,
+    and the non-constant multiplier bits per lane."""
+    shape = (p.nb, p.lanes)
+    return param_live(np.asarray(p.bias, dtype=np.int64).reshape(shape),
+                      np.asarray(p.mult_per_channel(), dtype=np.int64).reshape(shape),
+                      p.acc_bits, p.requant.mult_bits)
+
+
 def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
     """The unit's hardware in the resource model's parts (see :mod:`rtl_templates.resources`):
     memories, output FIFO, control, operand and product registers, accumulators and the
@@ -346,10 +360,7 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
     whole = rom_live(w, wb)
     slices = p.weight_slices(whole[0])
     shape = (NB, L)
-    p_live, p_distinct, m_live = param_live(
-        np.asarray(p.bias, dtype=np.int64).reshape(shape),
-        np.asarray(p.mult_per_channel(), dtype=np.int64).reshape(shape), A,
-        p.requant.mult_bits)
+    p_live, p_distinct, m_live = param_columns(p)
     wmem, w_reg = res.Resources(), 0
     for lo, hi in slices:
         live, distinct = whole if len(slices) == 1 else rom_live(w[:, lo // wb:hi // wb], wb)
