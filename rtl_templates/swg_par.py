@@ -305,10 +305,14 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
     # the copies of the output FIFO write's valid
     copies += len(set(write_valids(p)) - {None})
     ctl += copies
+    # shift_out: the output word is the first beat or the shift register's low beat (a
+    # multiplexer per bit), the shift register loads beats 1..B-1 or shifts (a multiplexer
+    # per bit) but for its top beat, which loads beat B-1 or the zero shifted in: the
+    # flip-flops' synchronous reset, no LUT
     return {
         "line": line * (KH - 1),
         "win": res.Resources(ff=EW * KH * pix),
-        "data": (res.mux(width, family) + res.mux((p.beats_per_window - 1) * width, family)
+        "data": (res.mux(width, family) + res.mux((p.beats_per_window - 2) * width, family)
                  + res.Resources(ff=p.beats_per_window * width + 1)
                  if shift_out(p) else
                  res.mux(width, family, p.beats_per_window) + res.Resources(ff=width + 1))

@@ -281,7 +281,6 @@ KNOWN_ESTIMATE_MISSES: dict[tuple[str, str], dict[str, tuple[int, int]]] = {
     ("argmax", "c12-pe4-last"): {"lut4": (95, 117)},
     ("seq_engine", "pw"): {"lut4": (598, 389)},
     ("swg", "4x4x4-k2x2-s2x2-simd4-dw"): {"lut4": (165, 128)},
-    ("swg_par", "4x4x4-k3x3-s1x1-P6-dw2"): {"lut4": (521, 428)},
 }
 
 
