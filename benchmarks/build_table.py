@@ -2,6 +2,7 @@
 
     python benchmarks/build_table.py [--designs NAME@BOARD,...] [--mlperf] [--seed N]
                                      [--freq MHZ] [--router R] [--json OUT] [--keep DIR]
+                                     [--markdown OUT] [--rows JSON,...]
 
 Default designs: the digits MLP, CNN and ResNet (QDQ) for the ULX3S-85F and the digits MLP
 for the iCEBreaker; ``--mlperf`` adds the four MLPerf Tiny networks (QDQ per-tensor) for the
@@ -15,8 +16,10 @@ gives the clock target and the clock nextpnr reached, whether timing is met, the
 and the synthesized LUT4 and flip-flops (the core's estimate plus the link's), DSP and block
 RAM tiles, inferences per second at the target clock and the wall time of synthesis and of
 place and route; then each design's critical path (start and end cell, delay, logic levels).
-Results are cached by content (``$HWGEN_CACHE/synth``), so a second run prints at once; wall
-times are those of the run that filled the cache (``build.json``'s ``steps_seconds`` of a
+``--markdown OUT`` writes the table and the paths as Markdown (``docs/build_results.md``);
+``--rows A.json,B.json`` prints (and writes) the rows of earlier ``--json`` runs instead of
+building. Results are cached by content (``$HWGEN_CACHE/synth``), so a second run prints at
+once; wall times are those of the run that filled the cache (``build.json``'s ``steps_seconds`` of a
 cached step are 0).
 """
 from __future__ import annotations
@@ -75,10 +78,17 @@ def main() -> None:
                          "router1 for the others)")
     ap.add_argument("--json", metavar="OUT", help="write the rows to this JSON file")
     ap.add_argument("--keep", metavar="DIR", help="keep each build's folder under DIR")
+    ap.add_argument("--markdown", metavar="OUT", help="write the table as Markdown")
+    ap.add_argument("--rows", metavar="JSON", help="comma-separated --json files: their rows "
+                                                   "instead of building")
     args = ap.parse_args()
     names = args.designs.split(",") if args.designs else DEFAULT + (MLPERF if args.mlperf
                                                                     else [])
     rows = []
+    if args.rows:
+        names = []
+        for f in args.rows.split(","):
+            rows += json.loads(Path(f).read_text())
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(args.keep) if args.keep else Path(tmp)
         for name in names:
@@ -106,6 +116,29 @@ def main() -> None:
         print(f"  {r['design']:24s} {r['path']}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(rows, args.seed))
+
+
+def markdown(rows: list[dict], seed: int) -> str:
+    """The table and the critical paths as a Markdown page."""
+    out = ["# Board builds", "",
+           "Written by `python benchmarks/build_table.py --markdown docs/build_results.md` "
+           f"(`hwgen build`, default options, placement seed {seed}). LUT4 and flip-flops: "
+           "the estimate and what Yosys made of the design (core and link).", "",
+           "| design | target MHz | fmax MHz | met | LUT4 est / syn | FF est / syn | DSP | "
+           "BRAM | cycles per frame | inferences/s | router |",
+           "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        fm = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] is not None else "-"
+        out.append(f"| {r['design']} | {r['target_mhz']:g} | {fm} | "
+                   f"{'yes' if r['met'] else 'no'} | {r['lut4_est']:,} / {r['lut4_syn']:,} | "
+                   f"{r['ff_est']:,} / {r['ff_syn']:,} | {r['dsp_syn']} | {r['bram_syn']} | "
+                   f"{r['cycles_per_frame']:,} | {r['inferences_per_second']:,.0f} | "
+                   f"{r['router']} |")
+    out += ["", "Critical paths (start → end, delay, logic levels):", ""]
+    out += [f"- {r['design']}: `{r['path']}`" for r in rows]
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":
