@@ -1,7 +1,31 @@
-"""Shared fixtures and the test markers.
+"""Shared fixtures and helpers; the folder map and the test markers.
 
-Markers (select with ``-m``; ``pytest -m "not slow and not verilator and not sim"`` is the fast
-set, about a minute on two cores):
+Folders, one per layer of the project (modules import each other by name: ``pyproject.toml``
+puts ``tests/`` and every folder on ``sys.path``, so a module's basename is unique):
+
+``dataflow/``
+    ONNX import, the integer graph, layout, lowering, the golden model, quantization
+    formats (QDQ, QOperator, QONNX) and the operators' paths to RTL;
+``blocks/``
+    the block library (``rtl_templates/``): each unit against its golden and cost model,
+    memory, FIFOs, the output stage, conformance of every block kind, resources;
+``sim/``
+    the simulation back ends: Verilator (cocotb and native benches), batches, traces,
+    the link bench, exported testbenches;
+``boards/``
+    devices, boards, device folding, synthesis, the board top, UART, host link, flash;
+``hwgen/``
+    the public API and command line: build, cache, inspect, report, cluster, progress,
+    IP-XACT, errors and interrupts, the docs and the import layering;
+``e2e/``
+    example and field models end to end, both exporters, FINN models, the fuzzer.
+
+Shared helpers stay in ``tests/``: this file, ``modelgen.py`` (small float and QDQ models),
+``qonnx_models.py`` (QONNX models), ``fuzz_mutants.py`` and ``fuzz_run.py`` (the fuzzer), and
+``data/``.
+
+Markers (declared in ``pyproject.toml``; select with ``-m``; ``pytest -m "not slow and not
+verilator and not sim"`` is the fast set):
 
 ``verilator``
     builds or runs a Verilator simulation (a C++ build of the design: seconds to minutes);
@@ -12,10 +36,11 @@ set, about a minute on two cores):
 ``synth``
     runs Yosys or nextpnr.
 
-Tests whose id names the Verilator back end are marked ``verilator`` automatically, and so are
-the tests of modules that simulate through the API's default back end (Verilator); tests whose
-id names Amaranth's simulator, stalls, cycle measurements or an RTL comparison are marked
-``sim``.
+Every module says which of its tests carry which marker, in its own source: ``pytestmark``
+for a marker of all its tests, ``@pytest.mark.<name>`` on a test, ``pytest.param(...,
+marks=...)`` on the parameters of one test that differ (a test run in both simulators).
+Nothing here assigns markers from test names: a test that simulates marks itself, and one
+that simulates through the API's or the command line's default back end runs Verilator.
 """
 from __future__ import annotations
 
@@ -40,36 +65,6 @@ EXAMPLES = ROOT / "examples"
 # -O0 (about 60 % of the build time, slower runs that these short runs do not notice).
 # Child processes (the command line under test) inherit it.
 os.environ.setdefault("HWGEN_SIM_OPT", "-O0")
-
-#: modules whose simulations run through the API or CLI with the default back end
-VERILATOR_MODULES = {"test_sim_verilator", "test_digits_e2e", "test_cnn_e2e",
-                     "test_examples_cnn", "test_front_door", "test_cli_errors"}
-#: words in a test id that mean an RTL simulation in Amaranth's simulator
-SIM_WORDS = ("amaranth", "rtl_equals_golden", "stalls", "golden_and_cycles", "_rtl")
-#: modules or tests that take long (see ``pytest --durations``)
-SLOW = ("test_digits_e2e.py", "test_cnn_e2e.py", "test_examples_cnn.py",
-        "test_inspect.py::test_light_model_zoo_complete_report",
-        "test_inspect.py::test_compile_refuses_a_model_no_device_holds",
-        "test_inspect_agrees.py",
-        "test_inspect.py::test_examples_map_completely_with_the_manifest_estimates",
-        "test_inspect.py::test_examples_with_folding_and_target",
-        "test_qonnx.py::test_manifest_multipliers_are_narrow",
-        "test_join_blocks.py::test_add_golden_vs_onnxruntime",
-        "test_join_blocks.py::test_add_golden_matches_exact_rational",
-        "test_exporters.py::test_golden_matches_onnxruntime[mobilenet",
-        "test_exporters.py::test_golden_matches_onnxruntime[resnet8")
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        name = item.nodeid.split("/")[-1]
-        module = name.split(".py")[0]
-        if "verilator" in item.nodeid.lower() or module in VERILATOR_MODULES:
-            item.add_marker(pytest.mark.verilator)
-        if any(name.startswith(s) for s in SLOW):
-            item.add_marker(pytest.mark.slow)
-        if any(w in item.nodeid.lower() for w in SIM_WORDS):
-            item.add_marker(pytest.mark.sim)
 
 
 def hwgen_command() -> list[str]:

@@ -217,6 +217,7 @@ def _check_golden(kind: str, ex: Example, xs, ys) -> None:
 
 # ---------------------------------------------------------------------------- the tests
 
+@pytest.mark.sim
 @pytest.mark.parametrize("stall_in,stall_out", STALLS, ids=["both", "sink"])
 @pytest.mark.parametrize("kind,ex", CASES)
 def test_golden_under_stalls(kind: str, ex: Example, stall_in: float, stall_out: float):
@@ -247,6 +248,7 @@ def measure(kind: str, ex: Example) -> dict:
             "intervals": [b - a for a, b in zip(ends[0], ends[0][1:])]}
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("kind,ex", CASES)
 def test_timing_exact_amaranth(kind: str, ex: Example):
     spec = block_spec(kind)

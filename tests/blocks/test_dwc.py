@@ -101,6 +101,7 @@ def _check_cycles(cfg: Cfg, r):
         assert t_out == list(range(t_out[0], t_out[0] + len(t_out))), "output not every cycle"
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("cfg", GRID, ids=[c.id for c in GRID])
 def test_dwc_amaranth(cfg: Cfg):
     x = _frames(cfg, N_FRAMES, seed=1)
@@ -109,6 +110,7 @@ def test_dwc_amaranth(cfg: Cfg):
     _check_cycles(cfg, r)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("cfg", GRID, ids=[c.id for c in GRID])
 def test_dwc_stalls_amaranth(cfg: Cfg, seed: int):
@@ -117,6 +119,7 @@ def test_dwc_stalls_amaranth(cfg: Cfg, seed: int):
     _check(cfg, x, r)
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("cfg", VL_GRID, ids=[c.id for c in VL_GRID])
 def test_dwc_verilator(cfg: Cfg):
     x = _frames(cfg, N_FRAMES, seed=1)

@@ -34,6 +34,7 @@ def test_two_words_pass_every_other_cycle():
     assert (gaps == 2).sum() >= BEATS // 2 - 2, t
 
 
+@pytest.mark.verilator
 def test_window_fifo_keeps_a_slow_unit_busy(tmp_path):
     """A 3-channel convolution read through the window-parallel generator by a matrix unit
     slower than the generator's walk: without a FIFO between them the unit waited out the

@@ -30,6 +30,8 @@ from hwgen.rtl_templates.upsample import cost as up_cost
 from hwgen.rtl_templates.upsample import golden as up_golden
 from hwgen.sim.harness import run_block
 
+pytestmark = pytest.mark.sim
+
 
 class VectorThenMap(wiring.Component):
     """Test harness: one input stream carrying, per frame, the vector's beats and then the

@@ -167,6 +167,7 @@ def _check_cycles(cfg: Cfg, x: np.ndarray, run) -> None:
 
 # ---------------------------------------------------------------------------- tests
 
+@pytest.mark.sim
 @pytest.mark.parametrize("cfg", GRID, ids=_ids(GRID))
 def test_golden_and_cycles_amaranth(cfg: Cfg):
     x = cfg.frames(max(N_FRAMES, 8), seed=1)
@@ -177,12 +178,14 @@ def test_golden_and_cycles_amaranth(cfg: Cfg):
     _check_cycles(cfg, x, run)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("cfg", GRID, ids=_ids(GRID))
 def test_stalls_amaranth(cfg: Cfg):
     x = cfg.frames(max(N_FRAMES, 8), seed=2)
     _check_outputs(cfg, x, _run(cfg, x, stall_in=0.3, stall_out=0.4, seed=3))
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("cfg", VL_GRID, ids=_ids(VL_GRID))
 def test_verilator(cfg: Cfg):
     """One build per configuration: cycle-exact run, then random stalls."""

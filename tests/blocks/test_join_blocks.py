@@ -351,6 +351,7 @@ def _within(measured: float, model: float, what: str):
     assert abs(measured - model) <= 0.02 * model, f"{what}: measured {measured}, model {model}"
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("cfg", ADD_GRID, ids=[c.id for c in ADD_GRID])
 def test_add_golden_and_cycles_amaranth(cfg: AddCfg):
     x = add_frames(cfg, 8, seed=1)
@@ -371,6 +372,7 @@ def test_add_golden_and_cycles_amaranth(cfg: AddCfg):
     assert r.latency == c.latency + fifo.LATENCY + fork.LATENCY
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize("cfg", ADD_GRID, ids=[c.id for c in ADD_GRID])
 def test_add_stalls_amaranth(cfg: AddCfg, seed: int):
@@ -380,6 +382,7 @@ def test_add_stalls_amaranth(cfg: AddCfg, seed: int):
     _assert_equal(r.frames, want)
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("cfg", VL_ADD, ids=[c.id for c in VL_ADD])
 def test_add_verilator(cfg: AddCfg):
     x = add_frames(cfg, 8, seed=1)
@@ -405,6 +408,7 @@ def test_add_direct_short_branch_is_correct_but_slow():
 
 # ---------------------------------------------------------------------------- deadlock
 
+@pytest.mark.sim
 def test_fork_join_deadlock_free_under_stalls():
     """fork → (short: direct, long: gated slow block + deep FIFO) → add: 60 frames back to
     back, random stalls on both ports and on both branches."""
@@ -608,6 +612,7 @@ def run_cat(cfg: CatCfg, x: np.ndarray, sim: str = "amaranth", depth=None, **kw)
     return r, cat_golden(cfg, scr, x)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("cfg", CAT_GRID, ids=[c.id for c in CAT_GRID])
 def test_concat_golden_and_cycles_amaranth(cfg: CatCfg):
     x = cat_frames(cfg, 6, seed=1)
@@ -629,6 +634,7 @@ def test_concat_golden_and_cycles_amaranth(cfg: CatCfg):
         _within(r.latency, t[1] + 1, "latency")
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize("cfg", CAT_GRID, ids=[c.id for c in CAT_GRID])
 def test_concat_stalls_amaranth(cfg: CatCfg, seed: int):
@@ -637,6 +643,7 @@ def test_concat_stalls_amaranth(cfg: CatCfg, seed: int):
     _assert_equal(r.frames, want)
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("cfg", VL_CAT, ids=[c.id for c in VL_CAT])
 def test_concat_verilator(cfg: CatCfg):
     x = cat_frames(cfg, 6, seed=1)
@@ -723,6 +730,7 @@ def test_add_requant_precision():
         AddParams(1, 1, 0, 0, 0, 0, -200, 0, INT8, INT8, INT8)
 
 
+@pytest.mark.slow
 def test_add_golden_matches_exact_rational():
     """Exhaustive int8 × int8: golden = exact rational rounding (half to even) except within
     the documented 2**-13 of a step from a tie."""
@@ -848,6 +856,7 @@ def _tie_report(y, g, tie, a, b, case) -> dict:
             "max_distance_from_tie": far}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ORT_CASES, ids=[f"ort{k}" for k in range(len(ORT_CASES))])
 def test_add_golden_vs_onnxruntime(case, record_property):
     """Exhaustive over all input pairs.

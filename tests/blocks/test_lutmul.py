@@ -88,6 +88,7 @@ def _id(c):
     return f"{c[0].id}-lut{c[1]}"
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("case", LUT_GRID, ids=[_id(c) for c in LUT_GRID])
 def test_lut_lanes_golden_and_cycles_amaranth(case):
     cfg, n = case
@@ -100,6 +101,7 @@ def test_lut_lanes_golden_and_cycles_amaranth(case):
     _check_cycles(p, x, res)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("seed", [1, 2])
 def test_lut_lanes_stalls_amaranth(seed: int):
     cfg, n = LUT_GRID[2]
@@ -109,6 +111,7 @@ def test_lut_lanes_stalls_amaranth(seed: int):
                                                      seed=seed)))
 
 
+@pytest.mark.verilator
 def test_lut_lanes_golden_verilator():
     cfg, n = LUT_GRID[1]
     p = _lut(cfg, n)
@@ -196,6 +199,7 @@ def test_tile_operands_apart_from_logic_lanes():
     assert stats.inputs >= 2 * 18            # both operands of every dot-product tile
 
 
+@pytest.mark.verilator
 def test_digits_mlp_with_lut_lanes_verilator(tmp_path):
     """A design with products in logic, end to end: compiled from a fold file with
     ``lut_lanes``, verified in Verilator (RTL == golden on every image, the measured interval
@@ -232,6 +236,7 @@ def _vgrid():
     return [(GRID[10], 3), (GRID[13], 72), (GRID[15], 20)]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("k", range(3))
 def test_vvau_lut_lanes_golden_and_cycles_amaranth(k: int):
     """The depthwise unit with some (or all) of its products in logic: RTL == golden, the

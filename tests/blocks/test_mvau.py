@@ -192,6 +192,9 @@ GRID = [
 # (a fourth build) they cover PE and SIMD > 1, NF=SF=1, SIMD=MW with NF=32, int8/uint8 in
 # and out, per-tensor/per-channel, weight zero point, big biases and rounding ties.
 VL_GRID = [GRID[2], GRID[5], GRID[7]]
+#: a test run in both simulators: each run carries its simulator's marker
+SIMULATORS = [pytest.param("amaranth", marks=pytest.mark.sim),
+              pytest.param("verilator", marks=pytest.mark.verilator)]
 
 N_FRAMES = 6
 
@@ -287,6 +290,7 @@ def _tie_counts(p: MVAUParams, x: np.ndarray) -> tuple[int, int]:
 
 # ---------------------------------------------------------------------------- tests
 
+@pytest.mark.sim
 @pytest.mark.parametrize("cfg", GRID, ids=_ids(GRID))
 def test_golden_amaranth(cfg: Cfg):
     p = cfg.params
@@ -300,6 +304,7 @@ def test_golden_amaranth(cfg: Cfg):
     _check_outputs(p, x, _run("amaranth", cfg, _job(p, x)))
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("cfg", VL_GRID, ids=_ids(VL_GRID))
 def test_golden_verilator(cfg: Cfg):
     p = cfg.params
@@ -327,7 +332,7 @@ def _check_cycles(p: MVAUParams, x: np.ndarray, res) -> None:
     assert res.in_times == want_in, f"input transfers at {res.in_times}, expected {want_in}"
 
 
-@pytest.mark.parametrize("sim", ["amaranth", "verilator"])
+@pytest.mark.parametrize("sim", SIMULATORS)
 @pytest.mark.parametrize("cfg", VL_GRID, ids=_ids(VL_GRID))
 def test_cycles_match_cost_model(cfg: Cfg, sim: str):
     p = cfg.params
@@ -351,6 +356,7 @@ def test_cycles_match_cost_model_rest(cfg: Cfg):
 STALL_GRID = [GRID[1], GRID[3], GRID[5], GRID[7], GRID[10]]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("cfg", STALL_GRID, ids=_ids(STALL_GRID))
 def test_stalls_amaranth(cfg: Cfg, seed: int):
@@ -361,6 +367,7 @@ def test_stalls_amaranth(cfg: Cfg, seed: int):
     _check_outputs(p, x, res)
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("cfg", VL_GRID, ids=_ids(VL_GRID))
 def test_stalls_verilator(cfg: Cfg, seed: int):
@@ -417,7 +424,7 @@ def critical_params() -> tuple[MVAUParams, np.ndarray]:
     return dataclasses.replace(p0, requant=rq), np.array(zero_out, dtype=np.int64)
 
 
-@pytest.mark.parametrize("sim", ["amaranth", "verilator"])
+@pytest.mark.parametrize("sim", SIMULATORS)
 def test_requant_round24_ties_decide(sim: str):
     p, zero_out = critical_params()
     # the construction is right: golden gives K rounded half to even for acc = ±A
@@ -431,6 +438,7 @@ def test_requant_round24_ties_decide(sim: str):
     _check_outputs(p, x, res)
 
 
+@pytest.mark.sim
 def test_output_backpressure_only_amaranth():
     """A slow sink (ready 1 cycle in 4) with an always-valid source: the credit counter must
     stop the issue stage in time (a unit with PE=MH and SF=1 completes a beat every step)."""

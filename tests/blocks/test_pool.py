@@ -249,6 +249,7 @@ def _check_cycles(cfg: Cfg, x: np.ndarray, run) -> None:
 
 # ---------------------------------------------------------------------------- tests
 
+@pytest.mark.sim
 @pytest.mark.parametrize("cfg", GRID, ids=_ids(GRID))
 def test_golden_and_cycles_amaranth(cfg: Cfg):
     x = cfg.frames(N_FRAMES, seed=1)
@@ -259,12 +260,14 @@ def test_golden_and_cycles_amaranth(cfg: Cfg):
     _check_cycles(cfg, x, run)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("cfg", GRID, ids=_ids(GRID))
 def test_stalls_amaranth(cfg: Cfg):
     x = cfg.frames(N_FRAMES, seed=2)
     _check_outputs(cfg, x, _run(cfg, x, stall_in=0.3, stall_out=0.4, seed=3))
 
 
+@pytest.mark.verilator
 def test_verilator_avg_then_max():
     """One Verilator build that holds both kinds: an average pool (int8, PE 2, divisors 4/6/9)
     whose channel-last output feeds a max pool that reads each pixel's NB = 2 channel blocks

@@ -32,6 +32,7 @@ from hwgen.rtl_templates.vvau import cost as vcost
 CNV_W2A2 = EX / "finn" / "cnv-w2a2.onnx"
 
 
+@pytest.mark.verilator
 def test_digits_mlp_with_weights_in_logic_verilator(tmp_path):
     """A design whose first layer keeps its weights (2,048 words of 8 bits, a block RAM tile
     otherwise) in logic, end to end: RTL == golden in Verilator on every image at the
@@ -75,6 +76,7 @@ def test_mvau_rom_logic_estimate():
     assert 'rom_style = "logic"' not in verilog.convert(MVAU(p), name="m", emit_src=False)
 
 
+@pytest.mark.sim
 def test_vvau_rom_logic_golden_and_cycles_amaranth():
     """The depthwise unit with its weights in logic: RTL == golden, the model's cycles."""
     cfg = GRID[10]

@@ -121,6 +121,7 @@ def test_engine_equals_the_layers_goldens(seed, signed_mid, per_channel):
     assert r.in_times[p.in_elements] - r.in_times[0] == cost(p).cycles
 
 
+@pytest.mark.sim
 def test_engine_with_stalls():
     p = chain(3)
     x = np.random.default_rng(4).integers(0, 256, size=(2, p.in_elements))

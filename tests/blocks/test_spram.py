@@ -108,6 +108,7 @@ def test_load_image_is_the_loaders_words_in_chain_order(mlp):
 
 # ------------------------------------------------------------------------- simulation
 
+@pytest.mark.sim
 def test_spram_rtl_equals_golden_amaranth(mlp):
     _, dfg, x, want = mlp
     top = build_top(dfg)
@@ -120,6 +121,8 @@ def test_spram_rtl_equals_golden_amaranth(mlp):
     assert set(_intervals(dfg, clean, len(x))) == {dfg.estimate()["cycles_per_frame"]}
 
 
+@pytest.mark.verilator
+@pytest.mark.sim
 def test_spram_rtl_equals_golden_verilator(mlp):
     _, dfg, x, want = mlp
     text, top = to_verilog(dfg, "spram_mlp", jobs=1, cache=False)
@@ -135,6 +138,7 @@ def test_spram_rtl_equals_golden_verilator(mlp):
     assert (res.out_times, res.in_times) == (amaranth.out_times, amaranth.in_times)
 
 
+@pytest.mark.sim
 def test_frames_wait_for_the_load_amaranth(mlp):
     """Before its memories are loaded the design refuses frames (``s_axis_tready`` low);
     a partial load is not enough; the words beyond the image are not taken."""
@@ -177,6 +181,7 @@ def test_frames_wait_for_the_load_amaranth(mlp):
     assert np.array_equal(out, want[:1])
 
 
+@pytest.mark.sim
 def test_compiled_folder_streams_the_load_amaranth(tmp_path):
     """A design folder whose fold file puts layers in SPRAM: the manifest lists the load
     port and memories, and simulating the folder streams the image first."""
@@ -295,6 +300,7 @@ def spram_folder(tmp_path_factory):
     return d / "design"
 
 
+@pytest.mark.verilator
 def test_spram_rtl_equals_golden_cocotb_verilator(spram_folder):
     x = np.load(EXAMPLES / "digits_test.npz")
     x = x[x.files[0]][:2]
@@ -304,6 +310,7 @@ def test_spram_rtl_equals_golden_cocotb_verilator(spram_folder):
     assert np.array_equal(r.outputs_int, want)
 
 
+@pytest.mark.verilator
 @pytest.mark.slow
 def test_exported_testbench_loads_the_weights_verilator(spram_folder, tmp_path):
     tb = tmp_path / "tb"

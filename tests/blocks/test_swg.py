@@ -398,6 +398,7 @@ def _check_timing(p: SWGParams, run: BlockRun) -> None:
         assert all(b - a == 1 for a, b in zip(ti, ti[1:])), "input beats with gaps"
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("cfg", GRID, ids=_ids(GRID))
 def test_amaranth(cfg: Cfg):
     p = cfg.params
@@ -407,6 +408,7 @@ def test_amaranth(cfg: Cfg):
     _check_timing(p, run)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("cfg", GRID, ids=_ids(GRID))
 def test_amaranth_stalls(cfg: Cfg):
     p = cfg.params
@@ -415,6 +417,7 @@ def test_amaranth_stalls(cfg: Cfg):
     _check_outputs(p, x, run)
 
 
+@pytest.mark.sim
 def test_amaranth_output_backpressure_only():
     """A slow sink (ready 1 cycle in 4), source always valid: the credit counter must stop
     the reader in time and the writer must wait for the buffer."""
@@ -424,6 +427,7 @@ def test_amaranth_output_backpressure_only():
     _check_outputs(p, x, _run(cfg, x, stall_out=0.75, seed=5))
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("cfg", VL_GRID, ids=_ids(VL_GRID))
 def test_verilator(cfg: Cfg):
     p = cfg.params

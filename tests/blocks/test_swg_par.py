@@ -171,6 +171,7 @@ def _check_par_timing(p: SWGParParams, run: BlockRun):
             assert max(gaps) <= max(1, p.stride[1]), gaps
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("c", PAR_GRID, ids=[_pid(c) for c in PAR_GRID])
 def test_par_amaranth(c):
     p = _params(c)
@@ -191,6 +192,7 @@ def _par_verilog(c) -> str:
                            name="swg_par_top", emit_src=False)
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("c", [PAR_GRID[3]], ids=[_pid(PAR_GRID[3])])
 def test_par_verilator(c):
     p = _params(c)
@@ -204,6 +206,7 @@ def test_par_verilator(c):
     _check(p, x, run, swg_par.golden)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("c", STD_GRID, ids=[_pid(c) for c in STD_GRID])
 def test_std_dilated_amaranth(c):
     p = _std_params(c)
@@ -228,6 +231,7 @@ def test_std_dilated_amaranth(c):
 
 # ---------------------------------------------------------------------------- a whole model
 
+@pytest.mark.verilator
 def test_digits_cnn_parallel_window_verilator():
     """The digits CNN with its first convolution reading whole windows (SIMD = 9 = KH*KW*C)
     and its second reading 12 of a window's 72 elements per beat (not a divisor of its 8
@@ -263,6 +267,7 @@ def _dw_params(c) -> SWGParParams:
     return SWGParParams(c[0], c[1], c[2], c[3], pv, INT8, c[5], c[4], depthwise_pe=c[6])
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("c", DW_GRID, ids=[_pid(c) + f"-D{c[6]}" for c in DW_GRID])
 def test_par_depthwise_order_amaranth(c):
     """With ``depthwise_pe`` the windows come in the standard generator's depthwise order
@@ -315,6 +320,7 @@ class _SlicedOut(wiring.Component):
         return m
 
 
+@pytest.mark.sim
 def test_sliced_output_hands_over_per_slice():
     """A window of 3 beats of 96 bits and one of 1 beat of 216 bits (slices of 32 bits in
     the output FIFO, each written on a valid of its own copy of the control), read slice by

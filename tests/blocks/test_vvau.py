@@ -254,6 +254,7 @@ def _assert_meaningful(cfg: Cfg, y: np.ndarray) -> None:
 
 # ---------------------------------------------------------------------------- tests
 
+@pytest.mark.sim
 @pytest.mark.parametrize("cfg", GRID, ids=_ids(GRID))
 def test_golden_and_cycles_amaranth(cfg: Cfg):
     x = cfg.frames(N_FRAMES, seed=1)
@@ -263,12 +264,14 @@ def test_golden_and_cycles_amaranth(cfg: Cfg):
     _check_cycles(cfg, x, run)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("cfg", GRID, ids=_ids(GRID))
 def test_stalls_amaranth(cfg: Cfg):
     x = cfg.frames(N_FRAMES, seed=2)
     _check_outputs(cfg, x, _run(cfg, x, stall_in=0.3, stall_out=0.4, seed=3))
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("cfg", VL_GRID, ids=_ids(VL_GRID))
 def test_verilator(cfg: Cfg):
     """One build per configuration: cycle-exact run, then random stalls."""

@@ -56,6 +56,7 @@ CASES = [(UINT8, 10, 1, False), (INT8, 10, 2, True), (UINT8, 12, 4, False),
          (QType(4, True), 6, 3, True), (UINT8, 5, 5, False)]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("t,c,pe,last", CASES,
                          ids=[f"{t.name}-c{c}-pe{pe}-{'last' if lst else 'first'}"
                               for t, c, pe, lst in CASES])
@@ -70,6 +71,7 @@ def test_argmax_block_golden_and_cycles(t, c, pe, last):
     assert run.latency == k.latency == timing(p, 0, p.beats - 1)[1] + 1
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("stall", [0.3, 0.6])
 def test_argmax_block_under_stalls(stall):
     p = ArgMaxParams(INT8, 12, 3, False)
@@ -105,6 +107,7 @@ def _classifier(keepdims: int = 1, last: int = 0, output_argmax: bool = True):
     return build
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("keepdims,last", [(1, 0), (0, 1)], ids=["keep-first", "flat-last"])
 @pytest.mark.parametrize("fmt", ["qdq", "qop"])
 def test_argmax_output_equals_onnxruntime_and_rtl(fmt, keepdims, last):

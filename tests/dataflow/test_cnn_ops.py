@@ -508,6 +508,7 @@ def test_conv_qdq_golden_matches_ort(name, config):
     assert_agrees(ig, qm, x)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("config", ["u8-perchannel", "i8sym-perchannel"])
 @pytest.mark.parametrize("name", list(CONV_CASES))
 def test_conv_qdq_rtl_equals_golden(name, config):
@@ -738,6 +739,7 @@ def _check_avgpool_differences(ig, qm, x, count_include_pad: bool):
     assert np.array_equal(y[differ], exact[differ])
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("name,config", [(name, "u8") for name in POOL_CASES] + [
     ("avgpool3x3_s1_p1_exclude_pad", "i8-asym"), ("avgpool3x3_s2_asym_pads_exclude_pad", "i8-asym"),
     ("maxpool3x3_s1_p1", "i8-asym")])
@@ -796,6 +798,7 @@ def test_join_qdq_golden_matches_ort(name, config):
     assert_agrees(ig, qm, x)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("name,config", [("residual_add_relu", "u8-perchannel"),
                                          ("residual_add_relu", "i8sym-perchannel"),
                                          ("residual_add_input_relu", "u8-perchannel"),
@@ -844,6 +847,7 @@ def test_conv_transpose_gemm_weights_permuted():
     np.testing.assert_array_equal(ig_f.ops[1].weights, wq_f.astype(np.int64)[:, perm])
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("name", list(GEMM_CASES))
 def test_conv_gemm_rtl_equals_golden(name):
     _, qm, x = quantized(GEMM_CASES[name], per_channel=True)
@@ -935,6 +939,7 @@ def test_qoperator_golden_matches_ort(name):
     assert_agrees(ig, qm, x, min_levels=4)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("name", ["conv3x3_s1_p1_relu", "depthwise3x3_s2_relu", "maxpool2x2_s2",
                                   "avgpool3x3_s1_p1_include_pad", "global_avgpool",
                                   "residual_add_relu", "concat_2_and_4_channels",
@@ -1074,6 +1079,7 @@ def test_integer_chain_lists_every_folded_node(kind):
     assert import_(m).ops[0].nodes == ["int_op", "cast", "mul", "add_bias", "q_out"]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("kind", ["matmul", "conv"])
 def test_integer_ops_rtl_equals_golden(kind):
     m, shape, _ = _integer_model(kind)

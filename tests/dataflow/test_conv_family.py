@@ -348,6 +348,8 @@ def test_pad_joins_the_window():
     assert ig.tensors[pool.input].qtype.lo == -128 and pool.pad_value == 0
 
 
+@pytest.mark.verilator
+@pytest.mark.sim
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_pad_value_joins_the_window_rtl_verilator(config, tmp_path):
     """A Pad with 0.5 (after a Relu: the map's real values are >= 0) before a Conv: the
@@ -396,6 +398,7 @@ def test_1d_shapes_and_order():
 MODELS = {"2d": m_model_2d, "1d": m_model_1d}
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("name,config", [("2d", "u8"), ("2d", "i8sym-perchannel"),
                                          ("1d", "u8")])
 def test_model_rtl_equals_golden_amaranth(name, config):
@@ -410,6 +413,7 @@ def test_model_rtl_equals_golden_amaranth(name, config):
     assert_rtl_equals_golden(ig, xq, y)
 
 
+@pytest.mark.sim
 def test_1d_joins_rtl_equals_golden_amaranth():
     qm, x = quantized(m_concat1d_add)
     ig = import_(qm)
@@ -417,6 +421,7 @@ def test_1d_joins_rtl_equals_golden_amaranth():
     assert_rtl_equals_golden(ig, xq, y)
 
 
+@pytest.mark.verilator
 def test_model_1d_verify_verilator(tmp_path):
     """The 1-D model (every form but the 2-D geometry) in the native Verilator bench."""
     qm, x = quantized(m_model_1d, preprocess=False)

@@ -70,6 +70,7 @@ def test_fold_space_offers_kernel_positions(name):
     assert space.cycles(c, 9) == max(px, (h + t + b) * (w + l + r))
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("name", list(CASES))
 def test_rtl_equals_golden_at_kernel_parallel_foldings(name):
     ig, xq, y = _graph(name)

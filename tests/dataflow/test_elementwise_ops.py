@@ -441,6 +441,7 @@ def m_everything(seed):
     return n, out
 
 
+@pytest.mark.verilator
 def test_everything_in_verilator(tmp_path):
     _, qm, x = quantized(m_everything, fmt="qdq")
     ig = import_(qm)

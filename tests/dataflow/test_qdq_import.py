@@ -88,6 +88,7 @@ def test_kept_relu_folds_into_clamp(tmp_path):
     assert ig.ops[-1].requant.lo == -128
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("name", ["u8-asym-perchannel-gemm", "i8-sym-perchannel-matmul",
                                   "u8-weights-u8-asym-matmul", "u8-asym-flatten-gemm"])
 def test_rtl_equals_golden(name, tmp_path):

@@ -134,6 +134,7 @@ def test_models_have_the_expected_structure():
     assert all(set(np.unique(op.weights)) == {-1, 1} for op in ig.ops)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("name", list(MODELS))
 def test_rtl_equals_golden_amaranth(name):
     qm = _model(name)
@@ -156,6 +157,7 @@ def _mvaus(manifest) -> list[dict]:
     return [b for b in manifest["layers"] if b["block"] == "mvau"]
 
 
+@pytest.mark.slow
 def test_manifest_multipliers_are_narrow(tmp_path):
     man = {}
     for name in MODELS:
@@ -209,6 +211,7 @@ def test_manifest_multipliers_are_narrow(tmp_path):
     assert [t.qtype for t in ig.tensors.values()][1:3] == [BIPOLAR, BIPOLAR]
 
 
+@pytest.mark.verilator
 def test_verilator_through_the_api(tmp_path):
     """The bipolar MLP: compile + simulate (Verilator) with float inputs; RTL == golden ==
     qonnx on every sample."""
@@ -228,6 +231,7 @@ def test_verilator_through_the_api(tmp_path):
                           run_qonnx(qm.model, x).reshape(qm.batch, -1))
 
 
+@pytest.mark.sim
 def test_verify_uses_qonnx_as_the_reference(tmp_path):
     """``hwgen verify`` on a QONNX model: onnxruntime cannot run its custom ops, so the qonnx
     package's execution is the reference."""
@@ -282,6 +286,7 @@ def test_trunc_after_pooling_equals_qonnx(version, mode, exact, pool):
         assert isinstance(ig.ops[1], Conv) and ig.ops[1].depthwise
 
 
+@pytest.mark.sim
 def test_trunc_rtl_equals_golden():
     """The two-op form (pooling, then the 1×1 depthwise layer) in hardware."""
     model = _pool_trunc_model(1, "FLOOR", False, "avg")
@@ -431,6 +436,7 @@ def _random_bipolar_params(kind: str, pe: int, simd: int, seed: int) -> MVAUPara
     return MVAUParams(w, bias, compact_requant(rq), in_type, INT8, pe, simd)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("kind,pe,simd", [
     ("xnor", 2, 4), ("xnor", 1, 12), ("xnor-sign", 3, 3), ("xnor-sign", 6, 1),
     ("select", 2, 6), ("select-u4", 3, 2), ("bipolar_in", 2, 3), ("bipolar_in", 1, 1)])

@@ -41,6 +41,7 @@ CASES = [(UINT8, UINT8, 1, 64), (INT8, UINT8, 4, 64), (UINT8, INT8, 8, 256),
          (INT4, INT8, 2, 24), (INT8, INT4, 3, 27)]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("in_type,out_type,pe,elements", CASES,
                          ids=[f"{a.name}-{b.name}-pe{c}-{d}" for a, b, c, d in CASES])
 def test_lut_block_golden_and_cycles(in_type, out_type, pe, elements):
@@ -55,6 +56,7 @@ def test_lut_block_golden_and_cycles(in_type, out_type, pe, elements):
     assert run.result.out_times[0] - run.result.in_times[0] == timing(p, 0, 0)[0]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("stall", [0.3, 0.6])
 def test_lut_block_under_stalls(stall):
     p = _params(INT8, UINT8, 2, 40, seed=7)
@@ -64,6 +66,7 @@ def test_lut_block_under_stalls(stall):
     assert run.result.out_last == [(k + 1) % p.beats == 0 for k in range(6 * p.beats)]
 
 
+@pytest.mark.verilator
 def test_lut_block_verilator():
     p = _params(UINT8, INT8, 4, 32, seed=5)
     x = _frames(p, 3, seed=9)
@@ -93,6 +96,7 @@ def _act_net(op_type: str, **attrs):
 ACTS = {"sigmoid": ("Sigmoid", {}), "leaky_relu": ("LeakyRelu", {"alpha": 0.1})}
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("fmt", ["qdq", "qop"])
 @pytest.mark.parametrize("act", sorted(ACTS))
 def test_table_activation_equals_onnxruntime_and_rtl(act, fmt):

@@ -76,6 +76,7 @@ CASES = [(INT12, INT2, 8, 1, 1), (INT12, UINT4, 6, 3, 4), (INT12, BIPOLAR, 12, 4
          (QType(5, True), INT2, 4, 4, 9), (QType(6, False), UINT4, 5, 5, 1)]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("in_type,out_type,channels,pe,pixels", CASES,
                          ids=[f"{a.name}-{b.name}-c{c}-pe{d}-px{e}" for a, b, c, d, e in CASES])
 def test_block_golden_and_cycles(in_type, out_type, channels, pe, pixels):
@@ -90,6 +91,7 @@ def test_block_golden_and_cycles(in_type, out_type, channels, pe, pixels):
     assert run.result.out_times[0] - run.result.in_times[0] == LATENCY
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("stall", [0.3, 0.6])
 def test_block_under_stalls(stall):
     p = _params(INT12, UINT4, 6, 2, 3, seed=4)
@@ -99,6 +101,7 @@ def test_block_under_stalls(stall):
     assert np.array_equal(run.frames, golden(p, x))
 
 
+@pytest.mark.verilator
 def test_block_verilator():
     p = _params(INT12, INT2, 8, 4, 2, seed=5)
     x = _frames(p, 3, seed=9)
@@ -233,6 +236,7 @@ def acc_bounds_of(mv, ig):
     return t.lo * pos + t.hi * neg + mv.bias, t.hi * pos + t.lo * neg + mv.bias
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("quant", [(2, 1, 1, "ROUND"), "bipolar"], ids=["int2", "bipolar"])
 def test_model_golden_and_rtl(quant):
     """The whole model: golden == qonnx on random inputs, RTL == golden (Amaranth)."""

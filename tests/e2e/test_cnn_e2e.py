@@ -17,12 +17,15 @@ import pytest
 
 import hwgen
 
+pytestmark = pytest.mark.slow
+
 EX = Path(__file__).resolve().parents[2] / "examples"
 IMAGES = EX / "digits_images_test.npz"
 MODELS = [f"digits_{net}_{fmt}.onnx" for net in ("cnn", "resnet")
           for fmt in ("qdq", "qdq_perchannel", "qop")]
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("model", MODELS)
 def test_verify_200_images(model):
     """Each format of both networks on 200 images; the per-tensor QDQ ones folded for the
@@ -43,6 +46,7 @@ def test_verify_200_images(model):
     assert abs(rep.sim.latency - est["latency_cycles"]) <= 0.05 * est["latency_cycles"]
 
 
+@pytest.mark.verilator
 def test_resnet_100_frames_under_stalls(tmp_path):
     out = tmp_path / "resnet"
     comp = hwgen.compile(EX / "digits_resnet_qdq.onnx", out, board="ulx3s-85f")

@@ -17,6 +17,8 @@ import pytest
 
 import hwgen
 
+pytestmark = pytest.mark.slow
+
 EX = Path(__file__).resolve().parents[2] / "examples"
 TEST_SET = EX / "digits_test.npz"
 MODELS = ["digits_mlp_qdq.onnx", "digits_mlp_qdq_perchannel.onnx"]
@@ -57,6 +59,7 @@ def verify_folded(tmp_path, model: str, fold: dict, count: int = 50):
     return rep, path
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("model", MODELS)
 def test_verify_200_images_verilator(model):
     rep = hwgen.verify(EX / model, TEST_SET, count=200, simulator="verilator",
@@ -64,6 +67,7 @@ def test_verify_200_images_verilator(model):
     _check(rep, 200)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("model", MODELS)
 def test_verify_folded_amaranth(model):
     rep = hwgen.verify(EX / model, TEST_SET, count=200, simulator="amaranth",
@@ -72,6 +76,8 @@ def test_verify_folded_amaranth(model):
     assert rep.compiled.manifest["estimate"]["cycles_per_frame"] == 64
 
 
+@pytest.mark.verilator
+@pytest.mark.sim
 def test_stalls_lose_nothing(tmp_path):
     out = tmp_path / "d"
     hwgen.compile(EX / MODELS[1], out, fold=EX / "digits_mlp_fold.json")
@@ -85,6 +91,7 @@ def test_stalls_lose_nothing(tmp_path):
         assert stalled.cycles != calm.cycles and stalled.latency != calm.latency
 
 
+@pytest.mark.sim
 def test_simulate_writes_onnx_style_outputs(tmp_path):
     out = tmp_path / "d"
     res = hwgen.compile(EX / MODELS[0], out, board="ulx3s-85f")
@@ -100,6 +107,7 @@ def test_simulate_writes_onnx_style_outputs(tmp_path):
     )
 
 
+@pytest.mark.sim
 def test_unnamed_nodes_compile_and_verify(tmp_path):
     """ONNX node names are optional: layers are then named '#k (Op)', which must still make
     valid Verilog instance names."""

@@ -54,6 +54,7 @@ def test_dscnn_engine_golden_is_the_pipelines(dscnn):
     assert np.array_equal(run_graph(eng, x)[eng.out_stream], run_graph(pipe, x)[pipe.out_stream])
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("model,data,count", [(DSCNN, "dscnn_test.npz", 2),
                                               (TFC, "tfc_test.npz", 4)])
 def test_engine_verifies_bit_exact(model, data, count, tmp_path):

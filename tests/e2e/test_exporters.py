@@ -57,6 +57,8 @@ PAIRS = {
 GOLDEN_FRAMES = 8          # golden vs onnxruntime (ResNet-8's golden model: ~0.3 s a frame)
 RTL_FRAMES = 2
 RTL_PAIRS = ["digits_mlp", "digits_cnn", "digits_resnet"]
+#: the pairs with the slowest golden model (ResNet-8, MobileNet): marked slow
+SLOW_GOLDEN = {"resnet8", "resnet8_perchannel", "mobilenet_v1_025_perchannel"}
 
 
 def int_graph(path: Path):
@@ -120,7 +122,8 @@ def golden_vs_ort(path: Path, x: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("form", ["ts", "dynamo"])
-@pytest.mark.parametrize("name", sorted(PAIRS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_GOLDEN
+                                  else n for n in sorted(PAIRS)])
 def test_golden_matches_onnxruntime(name, form):
     path = PAIRS[name][0 if form == "ts" else 1]
     diff = golden_vs_ort(path, inputs(name, GOLDEN_FRAMES))
@@ -128,6 +131,7 @@ def test_golden_matches_onnxruntime(name, form):
     assert float(np.mean(diff == 0)) >= 0.999, f"{np.mean(diff == 0):.4%} identical"
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("name", RTL_PAIRS)
 def test_rtl_equals_golden_verilator(name):
     """The new exporter's form on the native Verilator bench, a few frames (the TorchScript

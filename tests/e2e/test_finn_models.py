@@ -67,6 +67,7 @@ def test_tfc_golden_equals_qonnx(name):
     assert len(np.unique(y.argmax(axis=1))) > 1          # not a constant network
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("name", TFC)
 def test_tfc_rtl_equals_golden(name):
     rep = api.verify(FINN / f"{name}.onnx", _inputs(name)[:2], target_cycles=1024,

@@ -311,6 +311,7 @@ def test_rtl_files_cover_every_integer_graph():
         assert sum(canonical_close(c, g) for g in graphs) == 1, name
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("name", RTL_FILES)
 def test_rtl_equals_golden_verilator(name):
     """A slow folding keeps each design and its Verilator build small."""
@@ -320,6 +321,7 @@ def test_rtl_equals_golden_verilator(name):
     assert rep.ort_identical_fraction == 1.0 and rep.ort_max_step_diff == 0
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("name", ["seq1d_ts_qop"] + AMARANTH_FILES)
 def test_rtl_equals_golden_amaranth(name):
     """Small designs in Amaranth's simulator, one frame, stalls on both streams (the opset 17

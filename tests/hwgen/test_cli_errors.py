@@ -526,6 +526,7 @@ def test_simulate_stall_out_of_range(tmp_path, design):
     sim_error(tmp_path, design, TEST_NPZ, "--stall", "1.5", extra=("--stall", "1.5"))
 
 
+@pytest.mark.sim
 def test_simulate_success(tmp_path, design):
     """Control for the tests above: a good call writes Y.npy."""
     y = tmp_path / "Y.npy"

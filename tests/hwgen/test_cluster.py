@@ -67,6 +67,7 @@ def _dies_once(marker: str, verilog: str, top: str, job):
     return _native_chunk(verilog, top, job)
 
 
+@pytest.mark.verilator
 def test_verify_on_the_cluster_equals_the_local_run(scheduler):
     opts = dict(count=90, chunk=20, stall=0.3, seed=5, board="ulx3s-85f")
     local = api.verify(MODEL, INPUTS, jobs=1, **opts)
@@ -80,6 +81,7 @@ def test_verify_on_the_cluster_equals_the_local_run(scheduler):
         (local.sim.cycles, local.sim.latency, local.sim.interval)
 
 
+@pytest.mark.verilator
 def test_simulate_command_on_the_cluster_writes_the_same_bytes(scheduler, tmp_path, capsys):
     design = tmp_path / "d"
     api.compile(MODEL, design, board="ulx3s-85f")
@@ -91,6 +93,7 @@ def test_simulate_command_on_the_cluster_writes_the_same_bytes(scheduler, tmp_pa
     assert "on 2 workers" in capsys.readouterr().out
 
 
+@pytest.mark.verilator
 def test_a_killed_workers_chunk_is_recomputed(scheduler, tmp_path, monkeypatch):
     marker = tmp_path / "killed"
     design = tmp_path / "d"

@@ -111,6 +111,7 @@ def test_cache_untouched_once_the_library_changed_on_disk(tmp_path, monkeypatch)
     assert not cache.path("bb" + "0" * 62).exists()
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("model,test_set,exact", [
     ("digits_mlp_qdq.onnx", "digits_test.npz", True),
     ("digits_cnn_qdq.onnx", "digits_images_test.npz", False)])

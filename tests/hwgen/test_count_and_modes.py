@@ -72,6 +72,7 @@ def test_read_input_warns_of_a_count_beyond_the_file(tmp_path):
         assert read_input(p, "input", 9, count_warning=False).shape == (3, 64)
 
 
+@pytest.mark.verilator
 def test_verify_count_beyond_the_data_warns_and_goes_on_verilator(cli, tmp_path):
     """The command line: one warning line on stderr, the run on all samples, and the output
     folder, report and waveform with the umask's modes."""

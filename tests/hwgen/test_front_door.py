@@ -203,6 +203,7 @@ def files(tmp_path):
 
 # ------------------------------------------------------------ (a) hwgen quantize, verify
 
+@pytest.mark.sim
 @pytest.mark.parametrize("kind,variant", [("mlp", v) for v in VARIANTS]
                          + [("cnn", "default"), ("cnn", "all")])
 def test_quantize_command_then_verify(files, tmp_path, kind, variant):
@@ -249,6 +250,7 @@ def test_quantize_api_matches_command(files, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+@pytest.mark.sim
 def test_quantize_qoperator_format(files, tmp_path):
     """``--qoperator`` / ``quant_format="qoperator"``: onnxruntime's QLinear ops, the same
     bytes from the command and the API, and a model hwgen maps."""
@@ -307,6 +309,7 @@ def test_compile_with_calibration_one_step(files, tmp_path):
     assert not list(tmp_path.glob(".out*"))
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("kind", list(MODELS))
 def test_verify_with_calibration_one_step(files, tmp_path, kind):
     model, cal, x = files(kind)
@@ -434,6 +437,7 @@ def reference_cnn(tmp_path_factory):
     return _design(d / "out")
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("opset", [4, 6, 7, 8, 9, 10, 11, 12])
 def test_old_opset_cnn_quantized_and_verified(tmp_path, opset, reference_cnn):
     """Opset 4-8 models are IR 3 with their initializers also listed as graph inputs. Brought
@@ -511,6 +515,7 @@ def test_old_model_refused_naming_node_op_and_version(tmp_path):
                  "old.onnx", "--calibration")
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("opset", [10, 11, 12])
 def test_qdq_models_at_opsets_10_to_12(tmp_path, opset):
     """QuantizeLinear/DequantizeLinear exist since opset 10: such models load as they are
@@ -527,6 +532,7 @@ def test_qdq_models_at_opsets_10_to_12(tmp_path, opset):
     check_report(hwgen.verify(path, random_inputs(COUNT, 16, seed=2), COUNT, **SIM))
 
 
+@pytest.mark.sim
 def test_ir3_qdq_model_with_initializers_as_inputs(tmp_path, files):
     model, cal, x = files("cnn")
     q = onnx.load(str(quantize(model, cal, tmp_path / "q.onnx")))
@@ -621,6 +627,7 @@ def _avgpool_ties_only(qpath: Path, x: np.ndarray, rep) -> None:
     assert z % 2 == 1 or not diff.any()
 
 
+@pytest.mark.sim
 @pytest.mark.skipif(not BACKEND.is_dir(), reason="onnx's backend test data is not installed")
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_pytorch_converted_2d_models(tmp_path, name):

@@ -446,6 +446,7 @@ def test_quantize_saturates_like_quantizelinear(signed, zp, scale):
     assert np.array_equal(t.quantize(x), _ort_quantize(x, scale, zp, signed))
 
 
+@pytest.mark.sim
 def test_simulate_saturates_inf_and_huge_inputs(compiled):
     x = np.zeros((3, N_IN), np.float32)
     x[0] = np.inf

@@ -89,6 +89,7 @@ def qdq_gemm_chain(width: int, layers: int, seed: int = 0) -> onnx.ModelProto:
 
 # ------------------------------------------------------------------- the example models
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EXAMPLE_MODELS)
 def test_examples_map_completely_with_the_manifest_estimates(name, tmp_path):
     """Every node of the example models maps, and the estimates are the compiled
@@ -109,6 +110,7 @@ def test_examples_map_completely_with_the_manifest_estimates(name, tmp_path):
             assert layer["block"] in mapped[layer["layer"]].blocks
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["digits_mlp_qdq.onnx", "digits_resnet_qdq.onnx"])
 def test_examples_with_folding_and_target(name, tmp_path):
     """--fold and --target-cycles give the same estimates as compile with them."""
@@ -351,6 +353,7 @@ def test_broken_file_exit_2(tmp_path):
 
 # ---------------------------------------------------------------- the light model zoo
 
+@pytest.mark.slow
 @pytest.mark.skipif(not LIGHT_MODELS, reason="the onnx package has no light model zoo")
 @pytest.mark.parametrize("name", LIGHT_MODELS)
 def test_light_model_zoo_complete_report(name, capsys):
@@ -416,6 +419,7 @@ def test_device_table():
         check_memory(e85.memory_bits + 1)
 
 
+@pytest.mark.slow
 def test_compile_refuses_a_model_no_device_holds(tmp_path):
     """Four 4096×4096 int8 Gemm layers (67 million weights, 512 Mbit): compile refuses it
     with the numbers and writes nothing; inspect estimates it."""

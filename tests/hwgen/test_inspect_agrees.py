@@ -23,6 +23,8 @@ try:
 except ImportError:  # run from the repository root
     from tests import qonnx_models as Q
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 QUANTIZED = sorted(p.name for p in EXAMPLES.glob("digits_*_q*.onnx"))

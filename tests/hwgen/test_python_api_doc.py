@@ -7,7 +7,10 @@ import re
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
+
+pytestmark = pytest.mark.verilator
 
 DOC = ROOT / "docs" / "python_api.md"
 

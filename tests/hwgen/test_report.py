@@ -104,6 +104,7 @@ def verified(tmp_path_factory):
     return rep, page
 
 
+@pytest.mark.verilator
 def test_report_renders_in_chromium_verilator(verified, tmp_path):
     _, page = verified
     png = tmp_path / "shot.png"
@@ -124,6 +125,7 @@ def test_console_errors_are_seen(tmp_path):
     assert any("Uncaught ReferenceError" in ln for ln in console)
 
 
+@pytest.mark.verilator
 def test_report_contents_verilator(verified):
     rep, page = verified
     html = page.read_text()
@@ -156,6 +158,7 @@ def test_report_contents_verilator(verified):
     assert f"mvau {lanes}PE {fc0.params.pe} SIMD {fc0.params.simd}" in html
 
 
+@pytest.mark.verilator
 def test_report_bytes_are_deterministic_verilator(verified, tmp_path):
     rep, page = verified
     again = api.verify(MODEL, DATA, count=6, jobs=1, layers=True, board="ulx3s-85f")
@@ -164,6 +167,7 @@ def test_report_bytes_are_deterministic_verilator(verified, tmp_path):
     assert out.read_bytes() == page.read_bytes()
 
 
+@pytest.mark.verilator
 def test_simulate_report_verilator(verified, cli, tmp_path):
     """``hwgen simulate --report``: the run, the cycle budget and the graph, in chromium."""
     rep, page = verified
@@ -270,6 +274,7 @@ def resnet_page(tmp_path_factory):
     return rep, page
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("width", [1400, 800])
 @pytest.mark.parametrize("which", ["mlp", "resnet"])
 def test_report_fits_the_window_verilator(verified, resnet_page, tmp_path, which, width):
@@ -290,6 +295,7 @@ def test_report_fits_the_window_verilator(verified, resnet_page, tmp_path, which
     assert len(colours) > 50
 
 
+@pytest.mark.verilator
 def test_report_summary_and_states_verilator(verified, resnet_page):
     """The summary at the top (outcome, accuracy against the labels, throughput at the
     board's clock, resources), the identical state of a histogram, no red for the busiest

@@ -62,6 +62,7 @@ def test_frames_option():
 
 # ------------------------------------------------------------------ workers change nothing
 
+@pytest.mark.verilator
 def test_jobs_give_identical_outputs_and_cycles(mlp, x):
     """--jobs 1 and --jobs 2: byte-identical outputs, identical cycles for every frame."""
     one = api.simulate(mlp, x, stall=0.3, seed=3, jobs=1, chunk=4)
@@ -78,6 +79,7 @@ def test_jobs_give_identical_outputs_and_cycles(mlp, x):
     assert np.array_equal(whole.outputs_int, one.outputs_int)
 
 
+@pytest.mark.verilator
 def test_cli_jobs_and_no_progress_in_pipes(mlp, tmp_path):
     outs = []
     for jobs in (1, 2):
@@ -118,6 +120,7 @@ def traced(tmp_path_factory, x):
     return rep, wave.path
 
 
+@pytest.mark.verilator
 def test_trace_of_a_correct_design_agrees_everywhere(traced):
     rep, _ = traced
     manifest = rep.compiled.manifest
@@ -129,6 +132,7 @@ def test_trace_of_a_correct_design_agrees_everywhere(traced):
         assert c.rtl_elements == c.golden_elements == 6 * c.elements_per_frame
 
 
+@pytest.mark.verilator
 def test_vcd_names_the_manifests_streams(traced):
     rep, path = traced
     text = path.read_text()
@@ -140,6 +144,7 @@ def test_vcd_names_the_manifests_streams(traced):
     assert "#10\n" in text or "#0\n" in text  # value changes follow
 
 
+@pytest.mark.verilator
 def test_trace_names_the_block_whose_golden_face_is_wrong(monkeypatch, tmp_path, x):
     """A fault in one block (here its golden face, in this process) is found at that block:
     the first diverging stream is its output, at the corrupted frame and element."""
@@ -159,6 +164,7 @@ def test_trace_names_the_block_whose_golden_face_is_wrong(monkeypatch, tmp_path,
     assert "first diverging block fc1" in rep.trace.summary()
 
 
+@pytest.mark.verilator
 def test_cli_simulate_writes_waveforms(traced, mlp, tmp_path):
     """``simulate --vcd`` on a compiled folder (the design rebuilt for observation is checked
     against the folder's Verilog first); the build is ``traced``'s, from the cache."""
@@ -193,6 +199,7 @@ def test_vectorised_packing_is_pack_word():
             assert pack_rows(raw, bits, block=7) == [pack_word(r, bits) for r in raw.tolist()]
 
 
+@pytest.mark.verilator
 def test_fst_is_written_or_refused_in_one_line(mlp, tmp_path):
     """FST needs C headers outside the Verilator package (lz4, zlib): without them --fst is
     one error line before any build; with them the file is written."""
@@ -208,6 +215,7 @@ def test_fst_is_written_or_refused_in_one_line(mlp, tmp_path):
         assert fst.read_bytes()[:1] == b"\x00"  # an FST header block
 
 
+@pytest.mark.verilator
 def test_trace_of_a_stopped_design_counts_each_streams_elements(monkeypatch, tmp_path, x):
     """A design that stops (here: a cycle limit far too short) is reported with what each
     stream transferred; no waveform file is left behind."""

@@ -81,6 +81,7 @@ def test_skid_matches_cocotb(stall, seed):
         assert native.out_times[-1] > 80  # stalls did happen
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("n", [0, 40])
 def test_amaranth_back_end_gives_the_same_result(n):
     """Amaranth's simulator on the same job: the same beats, transfer cycles and total

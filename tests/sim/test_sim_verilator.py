@@ -21,6 +21,8 @@ from amaranth.sim import Simulator
 from hwgen.sim.base import SimTimeout, StreamJob, default_max_cycles
 from hwgen.sim.verilator import BENCH_PATH, cache_key, cache_root, run_verilator, setup_verilator
 
+pytestmark = pytest.mark.verilator
+
 
 def _axis(width: int) -> dict:
     return {
@@ -165,6 +167,7 @@ def test_skid_no_stall_streams_one_beat_per_cycle():
     assert result.out_times == list(range(1, 51))  # one register of latency
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("seed", [0, 1])
 def test_skid_with_stalls_matches_reference(seed):
     job = _job(100, [random.Random(seed).getrandbits(100) for _ in range(60)],

@@ -55,6 +55,7 @@ def _imports(path: Path) -> set[str]:
     return names | {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
 
 
+@pytest.mark.verilator
 @pytest.mark.slow
 def test_exported_testbench_passes_on_verilator_and_fails_when_corrupted(compiled, tmp_path):
     tb = tmp_path / "tb"
@@ -167,6 +168,7 @@ def test_user_errors_are_one_line(compiled, tmp_path):
     assert not tb.exists()
 
 
+@pytest.mark.verilator
 @pytest.mark.slow
 def test_exported_makefile_finds_the_packaged_verilator(compiled, tmp_path):
     """``make`` in the exported folder with neither Verilator nor cocotb on PATH (a shell

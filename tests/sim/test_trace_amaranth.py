@@ -16,6 +16,8 @@ from hwgen.assemble import build_observed
 from hwgen.dataflow.lower import lower
 from hwgen.simrun import WaveRequest, stream_taps
 
+pytestmark = pytest.mark.sim
+
 MLP = EXAMPLES / "digits_mlp_qdq.onnx"
 DATA = EXAMPLES / "digits_test.npz"
 
