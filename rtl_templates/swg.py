@@ -110,7 +110,7 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Const, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -415,14 +415,18 @@ def address_multiplies(p: SWGParams) -> dict[res.Mul, int]:
     return muls
 
 
-#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``)
+#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``). ECP5's LUT4
+#: factors are each part's own LUT4s in Yosys's netlist (the LUTs feeding the part's
+#: registers) over its count, least squares on the five examples and the fifteen
+#: generators of ``tests/blocks/test_swg.py``: the compares of ``take`` and ``row_ok`` take
+#: half as many again as counted (ABC duplicates them for depth); ``data`` is exact
 RESOURCE_FIT: res.Fit = {
     "ecp5": {
-        "lut4": {"buf": 1.13, "ctl": 1.128, "data": 0.854, "fifo": 1.053, "1": 0.004},
+        "lut4": {"buf": 0.979, "ctl": 1.163, "flags": 1.485, "fifo": 1.576, "1": 0.004},
         "carry": {"ctl": 0.544, "fifo": 0.6, "1": 0.0},
     },
     "ice40": {
-        "lut4": {"buf": 1.007, "ctl": 1.131, "data": 0.923, "fifo": 1.166, "1": 0.003},
+        "lut4": {"buf": 1.007, "ctl": 1.131, "fifo": 1.166, "1": 0.003},
         "carry": {"ctl": 1.412, "fifo": 1.103, "mul_logic": 1.056, "1": 0.01},
     },
 }
@@ -430,8 +434,10 @@ RESOURCE_FIT: res.Fit = {
 
 def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
     """The generator's hardware in the resource model's parts (see
-    :mod:`rtl_templates.resources`): the line buffer, the output stage, the reader's and
-    writer's counters and bounds, the address and data pipeline."""
+    :mod:`rtl_templates.resources`): the line buffer (``buf``), the output stage (``fifo``,
+    ``out_reg``), the reader's and writer's counters and bounds and the issue pipeline
+    (``ctl``), the input's and the row's flags (``flags``), the data's pad multiplexer
+    (``data``) and the late write's registers (``late``)."""
     R = p.buffer_rows
     H, W, _ = p.in_shape
     OH, OW = p.out_shape
@@ -444,19 +450,37 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
     # the row base's sums the next bounds clamp (``hb + SH + R``, ``hb + SH + EH - 1``)
     bases += 2 * (cb(H + max(p.pads) + max(p.span) + R + p.stride[0] + 2) + 1)
     writer = cb(depth) + cb(W * p.cb) + cb(2 * H + R + 5)
-    pipe = cb(R) + cb(W) + cb(p.cb) + cb(depth) + 8
-    # ... and the input's ready register
-    ctl_ff = loops + bases + writer + pipe + 1
+    # ... and the input's ready register: a LUT per bit of the counters and bounds
+    logic = loops + bases + writer + 1
     if bounds_registered(p):
-        ctl_ff += cb(H + R + 1) + cb(H)
-    if late_write(p):       # the late write's data, address and enable
-        ctl_ff += width + cb(depth) + 1
-    return {
+        logic += cb(H + R + 1) + cb(H)
+    # the issue pipeline's registers (position, slot, address, flags and their delays): the
+    # pad flag's four compares with constants are its logic (the slot and the address are
+    # carry chains and the address's products a DSP tile)
+    pipe = cb(R) + cb(W) + cb(p.cb) + cb(depth) + 8
+    # ``take`` and ``row_ok`` (:func:`_next_compare`): each compares the next ``wrel`` (two
+    # values) with the next bound (three: two registers and a constant) and picks one
+    wrel = Shape.cast(range(-H - 2, H + R + 3)).width
+    flag = (res.compare(wrel, family) * 4 + res.compare(wrel, family, constant=True) * 2
+            + res.mux(1, family, 6))
+    parts = {
         "buf": res.memory(width, depth, family, rom=False, rw=buffer_rw(p)),
         **output_stage.parts(width, PIPELINE_DEPTH, family),
-        "ctl": res.Resources(ff=ctl_ff, lut4=ctl_ff, carry=ctl_ff / 2),
-        "data": res.mux(width, family) + res.Resources(ff=width),
+        "ctl": res.Resources(ff=logic + pipe, lut4=logic + 4, carry=logic / 2),
+        "flags": flag * 2,
+        "data": res.Resources(ff=width, lut4=_pad_sets(p) if family == "ecp5" else 0),
     }
+    if late_write(p):       # the late write's data, address and enable: registers only
+        parts["late"] = res.Resources(ff=width + cb(depth) + 1)
+    return parts
+
+
+def _pad_sets(p: SWGParams) -> int:
+    """LUT4s of the write register's pad multiplexer (the data or the constant pad word) on
+    ECP5: the flip-flops' synchronous reset takes a bit whose pad bit is 0, a bit whose pad
+    bit is 1 is a LUT (Yosys gives an ECP5 flip-flop no synchronous set; iCE40 has both)."""
+    word = pack_word([p.pad_value] * p.simd, p.qtype.bits)
+    return bin(word & ((1 << (p.simd * p.qtype.bits)) - 1)).count("1")
 
 
 # ---------------------------------------------------------------------------- hardware

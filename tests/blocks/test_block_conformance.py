@@ -282,7 +282,12 @@ KNOWN_ESTIMATE_MISSES: dict[tuple[str, str], dict[str, tuple[int, int]]] = {
     # these blocks' flip-flops, DSP and block RAM tiles are within bounds
     ("argmax", "c12-pe4-last"): {"lut4": (95, 117)},
     ("seq_engine", "pw"): {"lut4": (598, 389)},
-    ("swg", "4x4x4-k2x2-s2x2-simd4-dw"): {"lut4": (165, 128)},
+    # the counters and bounds (part ctl) of this 2x2/2 pooling shape map to 45 LUT4 where
+    # the part's measured mean (1.16 LUT4 per counted bit over 20 generators) gives 62: its
+    # moduli are powers of two and its bounds step by 2; the late write's data registers
+    # (counted as 42 LUT4 of logic before), the pad multiplexer and the flags' compares are
+    # modelled
+    ("swg", "4x4x4-k2x2-s2x2-simd4-dw"): {"lut4": (149, 128)},
 }
 
 
