@@ -22,7 +22,11 @@ Styles
     ``block``
         a memory with ``ram_style``/``rom_style = "block"`` and a synchronous read port (the
         read register is the block RAM's own): ECP5 ``DP16KD`` (also in its 36-bit
-        pseudo-dual-port mode), iCE40 ``SB_RAM40_4K``.
+        pseudo-dual-port mode), iCE40 ``SB_RAM40_4K``. A RAM deeper than one ECP5 tile's
+        widest mode (512 words) is written as columns (:func:`block_columns`), each as
+        narrow as it takes for one tile to hold every word: a DP16KD's data leaves the
+        tile 5.8 ns after the clock, so a multiplexer of tiles stacked in depth after it
+        (Yosys's choice where it saves tiles) leaves no room in an 8 ns period.
 
     The policy (:func:`choose_style`) uses Yosys' own exchange rates (a DP16KD costs 128, an
     SB_RAM40_4K 64, a TRELLIS_DPR16X4 4, a register bit 1, a LUT ROM bit 1/16) and pins
@@ -68,7 +72,7 @@ __all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "FAMILIES", "ROM_LUT_BITS_PER_TILE",
            "ROM_FANOUT", "FIFO_SLICE_BITS", "FIFO_LOGIC_SLICE_BITS", "LOGIC_ROM_MAX_DEPTH",
            "BufferedFIFO", "Mapping",
            "MemorySpec", "ROMLayout",
-           "bram_tiles", "choose_style", "fifo_memory", "fifo_slices", "lane_rom",
+           "block_columns", "bram_tiles", "choose_style", "fifo_memory", "fifo_slices", "lane_rom",
            "lane_rom_slices", "plain_rom_attrs", "ram", "rom", "rom_layout", "rom_spec",
            "yosys_attrs", "yosys_mapping"]
 
@@ -307,6 +311,11 @@ def ram(m: Module, name: str, *, width: int, depth: int, rw: str = "old",
     style = style or choose_style(width, depth, rom=False, rw=rw)
     if depth == 1:
         return _register_ram(m, name, width, rw, read_en)
+    columns = block_columns(width, depth) if style == BLOCK else [width]
+    if len(columns) > 1:
+        ports = _ColumnRAM(m, name, width, depth, columns, yosys_attrs(style, rom=False, rw=rw),
+                           rw, read_en)
+        return ports.wr, ports.rd
     mem = Memory(shape=width, depth=depth, init=[], attrs=yosys_attrs(style, rom=False, rw=rw))
     m.submodules[name] = mem
     wr = mem.write_port()
@@ -329,6 +338,44 @@ def _register_ram(m: Module, name: str, width: int, rw: str, read_en: bool):
         # new data (or don't care) and no enable: the word after this cycle's write
         m.d.comb += rd.data.eq(word)
     return wr, rd
+
+
+#: ECP5 DP16KD: (words, the widest data width a tile holds that many words at)
+_TILE_DEPTHS = ((512, 36), (1024, 18), (2048, 9), (4096, 4), (8192, 2), (16384, 1))
+
+
+def block_columns(width: int, depth: int) -> list[int]:
+    """The widths of the column memories :func:`ram` builds a block RAM of ``depth`` words
+    of ``width`` bits of: each as wide as an ECP5 tile is at that depth, so every column's
+    tiles hold all the words side by side and no read multiplexer follows them. One column
+    up to 512 words (and beyond 16,384, where no tile holds every word)."""
+    if depth <= _TILE_DEPTHS[0][0] or depth > _TILE_DEPTHS[-1][0]:
+        return [width]
+    cw = next(w for d, w in _TILE_DEPTHS if depth <= d)
+    full, rest = divmod(width, cw)
+    return [cw] * full + ([rest] if rest else [])
+
+
+class _ColumnRAM:
+    """The ports of a RAM built of column memories (:func:`block_columns`): one address and
+    enable for all, the data split across the columns."""
+
+    def __init__(self, m: Module, name: str, width: int, depth: int, columns: list[int],
+                 attrs: dict, rw: str, read_en: bool):
+        self.wr, self.rd = _WritePort(width, depth, name), _ReadPort(width, depth, name)
+        lo, data = 0, []
+        for k, w in enumerate(columns):
+            mem = Memory(shape=w, depth=depth, init=[], attrs=attrs)
+            m.submodules[f"{name}_c{k}"] = mem
+            wr = mem.write_port()
+            rd = mem.read_port(transparent_for=(wr,) if rw == "new" else ())
+            m.d.comb += [wr.addr.eq(self.wr.addr), wr.en.eq(self.wr.en),
+                         wr.data.eq(self.wr.data[lo:lo + w]), rd.addr.eq(self.rd.addr)]
+            if read_en:
+                m.d.comb += rd.en.eq(self.rd.en)
+            data.append(rd.data)
+            lo += w
+        m.d.comb += self.rd.data.eq(Cat(*data))
 
 
 #: widest slice of a :class:`BufferedFIFO` with one control whose queue is block RAM: a
@@ -668,8 +715,13 @@ class MemorySpec:
         write no memory: a one-word RAM or ROM)."""
         if self.depth == 1:
             return Mapping(LOGIC, None, 0, self.width * self.depth)
-        return yosys_mapping(self.width, self.depth, family, style=self.chosen_style,
-                             rom=self.rom, read_ports=self.read_ports, rw=self.rw)
+        style = self.chosen_style
+        columns = block_columns(self.width, self.depth) \
+            if style == BLOCK and not self.rom else [self.width]
+        maps = [yosys_mapping(w, self.depth, family, style=style, rom=self.rom,
+                              read_ports=self.read_ports, rw=self.rw) for w in columns]
+        return Mapping(maps[0].kind, maps[0].cell, sum(mp.count for mp in maps),
+                       sum(mp.logic_bits for mp in maps))
 
     def bram_tiles(self, family: str) -> int:
         mp = self.mapping(family)
