@@ -392,6 +392,18 @@ def _counter(n: int) -> int:
     return max(1, int(n).bit_length())
 
 
+def _buffers(p: SeqEngineParams, family: str) -> res.Resources:
+    """The two feature-map buffers (:func:`_buffer`: plain memories, Yosys picks their cells
+    by its own cost) and, for block RAM tiles stacked in depth, their read multiplexers and
+    write enable decoders."""
+    one = res.memory(p.buffer_bits, p.buffer_words, family, rom=False, plain=True,
+                     rw="dont_care")
+    if one.bram:
+        one = one + res.block_depth_logic(p.buffer_bits, p.buffer_words, family, rom=False,
+                                          rw="dont_care")
+    return one * 2
+
+
 def resource_parts(p: SeqEngineParams, family: str) -> dict[str, res.Resources]:
     """Structural parts: the buffers and memories, the loop counters and address adders,
     the descriptor (constants selected by the layer), the datapath, the requantizer."""
@@ -405,18 +417,22 @@ def resource_parts(p: SeqEngineParams, family: str) -> dict[str, res.Resources]:
         parts["mem"] = res.Resources(spram=L.tiles, ff=_counter(L.rows) + 2,
                                      lut4=_counter(L.rows) + 2 * aw, carry=_counter(L.rows))
         parts["mem"] = parts["mem"] + (
-            res.Resources(spram=2) if p.buffers_spram else
-            res.memory(p.buffer_bits, p.buffer_words, family, rom=False) * 2)
+            res.Resources(spram=2) if p.buffers_spram else _buffers(p, family))
     else:
-        parts["mem"] = (res.memory(p.buffer_bits, p.buffer_words, family, rom=False) * 2
-                        + res.rom(p.weight_words(), p.w_bits, family))
-    parts["params"] = res.rom(p.param_words(), p.acc_bits + p.requant.mult_bits, family)
+        parts["mem"] = _buffers(p, family) + res.rom(p.weight_words(), p.w_bits, family) \
+            + res.rom_depth_logic(p.weight_words(), p.w_bits, family)
+    pw = p.acc_bits + p.requant.mult_bits
+    parts["params"] = (res.rom(p.param_words(), pw, family)
+                       + res.rom_depth_logic(p.param_words(), pw, family))
     # counters (value, end compare) and the incremental addresses (pixel, row, tap offset,
     # weight and channel addresses, row/column positions)
     adders = 5 * aw + 2 * _counter(p.weights.size + 1) + 4 * 8
     parts["ctrl"] = res.Resources(lut4=2 * cw + adders + 40, carry=cw + adders,
                                   ff=cw + adders + 12)
     parts["desc"] = res.Resources(lut4=descriptor_bits(p))
+    # the layers' start values (:func:`start_bits`): each differing bit a function of the
+    # layer number and one more input of its register's multiplexer
+    parts["start"] = res.Resources(lut4=2 * start_bits(p))
     prod = p.buffer_bits + p.w_bits
     parts["mac"] = res.Resources(lut4=p.buffer_bits + p.w_bits + p.acc_bits,
                                  carry=p.acc_bits,
@@ -435,13 +451,16 @@ def resource_parts(p: SeqEngineParams, family: str) -> dict[str, res.Resources]:
     return parts
 
 
-#: calibration of the engine's control and descriptor (Yosys on DS-CNN per tensor and with
-#: int8 activations and on the 8-bit TFC, each family; the requantizer's parts as calibrated
-#: on the units)
+#: calibration of the engine's control, layer start values and descriptor (the
+#: requantizer's parts as calibrated on the units). ECP5: ``ctrl`` and ``start`` are their
+#: own LUT4s in Yosys's netlist (those feeding the counters', positions' and addresses'
+#: registers), least squares on the two examples, six more engines of one, two and four
+#: layers and the 8-bit TFC's engine; iCE40: on the totals of those engines and DS-CNN's
+#: (SPRAM weights); carry and flip-flops from DS-CNN and the TFC
 ENGINE_FIT: res.Fit = res.merge_fits(LANE_FIT, {
-    "ice40": {"lut4": {"ctrl": 1.48, "desc": 3.51}, "carry": {"ctrl": 1.38},
+    "ice40": {"lut4": {"ctrl": 1.487, "start": 0.861, "desc": 1.629}, "carry": {"ctrl": 1.38},
               "ff": {"ctrl": 0.29}},
-    "ecp5": {"lut4": {"ctrl": 2.6, "desc": 0.1}, "carry": {"ctrl": 0.69},
+    "ecp5": {"lut4": {"ctrl": 1.08, "start": 1.06, "desc": 0.1}, "carry": {"ctrl": 0.69},
              "ff": {"ctrl": 0.83}},
 })
 
@@ -542,6 +561,22 @@ def descriptor_bits(p: SeqEngineParams) -> int:
     out = 0
     for _, shape, values in descriptor(p):
         w = Shape.cast(shape).width
+        raw = [v & ((1 << w) - 1) for v in values]
+        out += sum(1 for b in range(w) if len({(v >> b) & 1 for v in raw}) > 1)
+    return out
+
+
+def start_bits(p: SeqEngineParams) -> int:
+    """Bits of the values a layer starts its positions and addresses from (``start_layer``:
+    the row and column bases, the pixel and row addresses, the weight and channel bases)
+    that differ between layers; equal in every layer they are constants."""
+    start = {name: values for name, _, values in descriptor(p)}
+    A, P = Shape.cast(address_shape(p)).width, Shape.cast(position_shape(p)).width
+    fields = [(start["top"], P), (start["left"], P), (start["pix0"], A), (start["pix0"], A),
+              (list(p.weight_bases), _counter(max(1, p.weights.size) - 1)),
+              (list(p.channel_bases), _counter(max(1, len(p.biases)) - 1))]
+    out = 0
+    for values, w in fields:
         raw = [v & ((1 << w) - 1) for v in values]
         out += sum(1 for b in range(w) if len({(v >> b) & 1 for v in raw}) > 1)
     return out

@@ -281,7 +281,6 @@ KNOWN_ESTIMATE_MISSES: dict[tuple[str, str], dict[str, tuple[int, int]]] = {
     # LUT4 overestimates (underestimate for argmax) not yet traced to a part of the model;
     # these blocks' flip-flops, DSP and block RAM tiles are within bounds
     ("argmax", "c12-pe4-last"): {"lut4": (95, 117)},
-    ("seq_engine", "pw"): {"lut4": (598, 389)},
     # the counters and bounds (part ctl) of this 2x2/2 pooling shape map to 45 LUT4 where
     # the part's measured mean (1.16 LUT4 per counted bit over 20 generators) gives 62: its
     # moduli are powers of two and its bounds step by 2; the late write's data registers
