@@ -22,7 +22,7 @@ Styles
     ``block``
         a memory with ``ram_style``/``rom_style = "block"`` and a synchronous read port (the
         read register is the block RAM's own): ECP5 ``DP16KD`` (also in its 36-bit
-        pseudo-dual-port mode), iCE40 ``SB_RAM40_4K``. A RAM deeper than one ECP5 tile's
+        pseudo-dual-port mode), iCE40 ``SB_RAM40_4K``. A RAM or ROM deeper than one ECP5 tile's
         widest mode (512 words) is written as columns (:func:`block_columns`), each as
         narrow as it takes for one tile to hold every word: a DP16KD's data leaves the
         tile 5.8 ns after the clock, so a multiplexer of tiles stacked in depth after it
@@ -222,13 +222,20 @@ def rom(m: Module, name: str, *, width: int, init, read_ports: int = 1,
     if spec is None:
         m.d.comb += [p.data.eq(Const(init[0] & ((1 << width) - 1), width)) for p in ports]
         return ports
-    mem = Memory(shape=spec.width, depth=depth, init=layout.words,
-                 attrs=yosys_attrs(spec.chosen_style, rom=True))
-    m.submodules[name] = mem
+    attrs = yosys_attrs(spec.chosen_style, rom=True)
+    columns = block_columns(spec.width, depth) if spec.chosen_style == BLOCK else [spec.width]
+    mems, lo = [], 0
+    for k, w in enumerate(columns):
+        mems.append(Memory(shape=w, depth=depth, init=[(v >> lo) & ((1 << w) - 1)
+                                                       for v in layout.words], attrs=attrs))
+        m.submodules[name if len(columns) == 1 else f"{name}_c{k}"] = mems[-1]
+        lo += w
     for port in ports:
-        rd = mem.read_port()
-        bits = [rd.data[k] if kind == "col" else Const(k, 1) for kind, k in layout.sources]
-        m.d.comb += [rd.addr.eq(port.addr), rd.en.eq(port.en), port.data.eq(Cat(*bits))]
+        rds = [mem.read_port() for mem in mems]
+        stored = Cat(*(rd.data for rd in rds))
+        bits = [stored[k] if kind == "col" else Const(k, 1) for kind, k in layout.sources]
+        m.d.comb += [port.data.eq(Cat(*bits))]
+        m.d.comb += [a for rd in rds for a in (rd.addr.eq(port.addr), rd.en.eq(port.en))]
     return ports
 
 
@@ -271,6 +278,28 @@ def plain_rom_attrs(depth: int, logic: bool = False) -> dict:
     return yosys_attrs(BLOCK, rom=True) if depth > LOGIC_ROM_MAX_DEPTH else {}
 
 
+def _column_rom(m: Module, name: str, width: int, init: list[int]) -> _ReadPort:
+    """A block ROM deeper than a tile's widest mode as :func:`lane_rom` stores it: its
+    non-constant bit columns (the ones Yosys would keep), stored as columns one tile each
+    holds (:func:`block_columns` of the live width), the constant bits as constants."""
+    depth = len(init)
+    port = _ReadPort(width, depth, name)
+    live = [b for b in range(width) if len({(v >> b) & 1 for v in init}) > 1]
+    bits = {b: Const((init[0] >> b) & 1, 1) for b in range(width)}
+    lo = 0
+    for k, w in enumerate(block_columns(len(live), depth) if live else []):
+        cols = live[lo:lo + w]
+        mem = Memory(shape=w, depth=depth, attrs=yosys_attrs(BLOCK, rom=True),
+                     init=[sum(((v >> b) & 1) << j for j, b in enumerate(cols)) for v in init])
+        m.submodules[f"{name}_c{k}"] = mem
+        rd = mem.read_port()
+        m.d.comb += [rd.addr.eq(port.addr), rd.en.eq(port.en)]
+        bits.update({b: rd.data[j] for j, b in enumerate(cols)})
+        lo += w
+    m.d.comb += port.data.eq(Cat(*(bits[b] for b in range(width))))
+    return port
+
+
 def lane_rom(m: Module, name: str, width: int, init, slices: list[tuple[int, int]],
              logic: bool = False) -> list:
     """Plain ROMs (no attributes: Yosys picks their mapping; ``logic``: ``rom_style =
@@ -279,6 +308,10 @@ def lane_rom(m: Module, name: str, width: int, init, slices: list[tuple[int, int
     word). One slice: one memory ``name``."""
     init = [int(v) for v in init]
     attrs = plain_rom_attrs(len(init), logic)
+    if not logic and len(block_columns(width, len(init))) > 1:
+        return [_column_rom(m, name if len(slices) == 1 else f"{name}_{k}", hi - lo,
+                            [(v >> lo) & ((1 << (hi - lo)) - 1) for v in init])
+                for k, (lo, hi) in enumerate(slices)]
     if len(slices) == 1:
         mem = Memory(shape=width, depth=len(init), init=init, attrs=attrs)
         m.submodules[name] = mem
@@ -716,8 +749,7 @@ class MemorySpec:
         if self.depth == 1:
             return Mapping(LOGIC, None, 0, self.width * self.depth)
         style = self.chosen_style
-        columns = block_columns(self.width, self.depth) \
-            if style == BLOCK and not self.rom else [self.width]
+        columns = block_columns(self.width, self.depth) if style == BLOCK else [self.width]
         maps = [yosys_mapping(w, self.depth, family, style=style, rom=self.rom,
                               read_ports=self.read_ports, rw=self.rw) for w in columns]
         return Mapping(maps[0].kind, maps[0].cell, sum(mp.count for mp in maps),

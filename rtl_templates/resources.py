@@ -455,8 +455,11 @@ def memory(width: int, depth: int, family: str, *, rom: bool, style: str | None 
             return Resources()
         # memory.plain_rom_attrs: a ROM deeper than LOGIC_ROM_MAX_DEPTH is pinned to block
         deep = rom and depth > LOGIC_ROM_MAX_DEPTH
-        mp = yosys_mapping(width, depth, family, style=BLOCK if deep else DISTRIBUTED,
-                           rom=rom, read_ports=read_ports, rw=rw)
+        if deep:    # memory.lane_rom: a block ROM of its live columns, deep ones as columns
+            mp = MemorySpec(width, depth, rom, read_ports, rw, BLOCK).mapping(family)
+        else:
+            mp = yosys_mapping(width, depth, family, style=DISTRIBUTED, rom=rom,
+                               read_ports=read_ports, rw=rw)
     else:
         mp = MemorySpec(width, depth, rom, read_ports, rw, style).mapping(family)
     if mp.kind == BLOCK:

@@ -95,3 +95,58 @@ def test_column_fifo_equals_syncfifobuffered():
     sim.add_testbench(bench)
     sim.run()
     assert len(seen) > 1000
+
+
+class _RomTop(Elaboratable):
+    """A plain lane ROM from :func:`memory.lane_rom` with its ports as the top's."""
+
+    def __init__(self, width: int, init: list[int]):
+        self.width, self.init = width, init
+        self.addr = Signal(range(len(init)))
+        self.data = Signal(width)
+
+    def elaborate(self, platform):
+        m = Module()
+        (rd,) = M.lane_rom(m, "rom", self.width, self.init, [(0, self.width)])
+        m.d.comb += [rd.addr.eq(self.addr), self.data.eq(rd.data)]
+        return m
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("width,depth", [(40, 1152), (24, 3000)])
+def test_deep_lane_rom_as_columns(width, depth):
+    """A deep weight ROM (some columns constant): the tiles the model counts from its live
+    columns, and no LUT after them."""
+    import random
+
+    from hwgen.rtl_templates import resources as res
+    rng = random.Random(width * depth)
+    const = (1 << 3) | (1 << 17)          # two constant columns
+    init = [(rng.getrandbits(width) & ~const) | (1 << 17) for _ in range(depth)]
+    top = _RomTop(width, init)
+    got = synthesize(verilog.convert(top, name="top", ports=[top.addr, top.data],
+                                     emit_src=False), "top", "ecp5")
+    est = res.memory(width - 2, depth, "ecp5", rom=True, plain=True)
+    assert got.bram == est.bram
+    assert got.lut4 == 0, f"{got.lut4} LUT4 after the tiles"
+    assert len(M.block_columns(width - 2, depth)) > 1
+
+
+@pytest.mark.sim
+def test_deep_lane_rom_reads_every_word():
+    width, depth = 20, 700
+    init = [(k * 2654435761) % (1 << width) | 1 for k in range(depth)]   # bit 0 constant
+    top = _RomTop(width, init)
+    sim = Simulator(top)
+    sim.add_clock(1e-6)
+    got = []
+
+    async def bench(ctx):
+        for a in range(depth + 1):
+            ctx.set(top.addr, a % depth)
+            await ctx.tick()
+            got.append(ctx.get(top.data))
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert got[:depth] == init
