@@ -38,7 +38,7 @@ hardware alike:
     exactly. ORT's result is platform dependent: on ARM (NEON) MLAS uses a 22-bit integer
     kernel and without fusion (ORT_DISABLE_ALL) the float path rounds ``(a-za)·sa``,
     ``(b-zb)·sb``, their sum and ``/sy`` separately; a Relu between Add and QuantizeLinear also
-    keeps ORT on the float path. ``tests/test_join_blocks.py`` measures all of these.
+    keeps ORT on the float path. ``tests/blocks/test_join_blocks.py`` measures all of these.
 
 Stream contract
     ``i0``: ``pe`` elements of ``a_type`` per beat; ``i1``: ``pe`` elements of ``b_type`` per

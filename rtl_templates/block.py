@@ -25,7 +25,7 @@ entry. Every face is required and has one signature for all kinds:
     for each (plumbing blocks have the single choice PE = SIMD = 1).
 
 ``examples()`` is asked of every kind by the conformance test
-(``tests/test_block_conformance.py``), not by the flow: a few small representative instances,
+(``tests/blocks/test_block_conformance.py``), not by the flow: a few small representative instances,
 each an :class:`Example` (parameters and the element type, elements per beat and elements per
 frame of each port). A kind registered without it fails that test.
 

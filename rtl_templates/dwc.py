@@ -17,7 +17,7 @@ on the other side. That capacity is the smallest with which this scheme sustains
 maximal rate: one output beat per cycle when ``in ≥ out`` and one input beat per cycle when
 ``in ≤ out``. (For ``in < out`` the level
 before a cycle takes the values ≤ ``out - gcd + in``, and the input must still fit; ``in > out``
-is symmetric. ``tests/test_dwc.py`` checks both the rate and the minimality.)
+is symmetric. ``tests/blocks/test_dwc.py`` checks both the rate and the minimality.)
 With ``in == out`` the block is plain wires.
 
 Timing (input offered back to back, output always ready): the first output beat leaves

@@ -20,7 +20,7 @@ Deadlock and rate
     Without storage on the shorter branch the join waits for every beat to cross the longer
     one (rate 1/(latency difference + 1)); a block on the longer branch that must see K beats
     before it emits anything deadlocks the graph unless the shorter branch buffers ≥ K beats.
-    Sizing those FIFOs is the graph builder's job (see ``tests/test_join_blocks.py``).
+    Sizing those FIFOs is the graph builder's job (see ``tests/blocks/test_join_blocks.py``).
 
 Golden: identity to every output. Cost: one beat per cycle, no memory, ``n_outputs`` flags.
 """

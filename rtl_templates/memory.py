@@ -57,7 +57,7 @@ What Yosys makes of a memory
     primitive and how many of them, on ``"ecp5"`` (``synth_ecp5``: DP16KD / PDPW16KD — both
     counted as ``DP16KD`` cells — and TRELLIS_DPR16X4) and ``"ice40"`` (``synth_ice40``:
     SB_RAM40_4K in 256×16, 512×8, 1024×4, 2048×2). :func:`bram_tiles` is the block RAM count
-    the resource model needs. ``tests/test_memory.py`` checks both against Yosys.
+    the resource model needs. ``tests/blocks/test_memory.py`` checks both against Yosys.
 """
 from __future__ import annotations
 

@@ -535,7 +535,7 @@ def slice_ports(p: MVAUParams, port: str, widths: list[int]) -> MVAUParams | Non
 RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
     "ecp5": {
         # a weight ROM in logic (rom_logic), fitted on CNV-w2a2's units and random 8-bit
-        # weights (tests/test_rom_logic.py)
+        # weights (tests/blocks/test_rom_logic.py)
         "lut4": {"rom_w": 1.12,
                  "acc": 1.005, "ctl": 1.114, "fifo": 1.074, "mem_i": 1.101, "mem_p": 1.038,
                  "mul_logic": 1.002, "rq_front": 0.579,

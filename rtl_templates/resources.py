@@ -6,7 +6,7 @@ terms these rules take — the multiplications they write (:class:`Mul`), their 
 adders and memories — and :class:`Resources` holds the per-family result: LUT4s, flip-flops,
 carry cells, DSP tiles, block RAM tiles and distributed RAM cells. The rules are Yosys 0.70's
 (``synth_ecp5``; ``synth_ice40 -dsp``), measured by ``benchmarks/resources.py`` and
-``tests/test_resources.py``.
+``tests/blocks/test_resources.py``.
 
 DSP tiles (:func:`dsp_tiles`)
     Yosys maps every ``$mul`` cell with ``mul2dsp``: the wider operand first (the operands of

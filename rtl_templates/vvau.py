@@ -317,7 +317,7 @@ def cost(p: VVAUParams) -> Cost:
 RESOURCE_FIT: res.Fit = merge_fits(LANE_FIT, {
     "ecp5": {
         # a weight ROM in logic (rom_logic), fitted on CNV-w2a2's units and random 8-bit
-        # weights (tests/test_rom_logic.py)
+        # weights (tests/blocks/test_rom_logic.py)
         "lut4": {"rom_w": 1.12,
                  "acc": 0.995, "ctl": 1.005, "fifo": 1, "mem_p": 1.003, "mem_w": 1.001,
                  "mul_logic": 0.996, "rq_front": 0.581, "rq_lanes": 21.25,
