@@ -278,8 +278,13 @@ EST_SHARE, EST_CELLS = 0.15, 16
 #: (kind, example name) → {resource: (estimate, Yosys)}: where the model misses by more, the
 #: numbers it shows, demanded exactly (so any change in either is seen), and why
 KNOWN_ESTIMATE_MISSES: dict[tuple[str, str], dict[str, tuple[int, int]]] = {
-    # LUT4 overestimates (underestimate for argmax) not yet traced to a part of the model;
-    # these blocks' flip-flops, DSP and block RAM tiles are within bounds
+    # flip-flops, DSP and block RAM tiles of these are within bounds.
+    # The lanes' compare-and-select chain (part chain): 54 LUT4 estimated, 78 in the netlist
+    # (the registered index 54, the value 24). The same chain alone maps to 49 to 54, and
+    # to 49 in this block with the input register loaded every cycle: ABC9 maps the three
+    # stages for depth and duplicates the lane select into each index bit as the rest of
+    # the netlist leads it (equivalent compare forms of one 8-bit stage: 17 to 50 LUT4), not
+    # by a rule of the chain's size
     ("argmax", "c12-pe4-last"): {"lut4": (95, 117)},
     # the counters and bounds (part ctl) of this 2x2/2 pooling shape map to 45 LUT4 where
     # the part's measured mean (1.16 LUT4 per counted bit over 20 generators) gives 62: its
