@@ -591,6 +591,8 @@ class Mapping:
     cell: str | None
     count: int
     logic_bits: int = 0
+    #: block RAM tiles stacked in depth (their read data joined by a multiplexer of LUTs)
+    stack: int = 1
 
 
 @dataclass(frozen=True)
@@ -626,9 +628,9 @@ _LIBRARIES = {
 
 
 def _def_cost(d: _RamDef, width: int, depth: int, n_wr: int, n_rd: int, rw: str
-              ) -> tuple[float, int] | None:
-    """Yosys' cost and cell count of mapping the memory onto ``d`` (``memory_libmap``'s
-    ``handle_geom`` for one configuration), or None if it cannot."""
+              ) -> tuple[float, int, int] | None:
+    """Yosys' cost, cell count and tiles stacked in depth of mapping the memory onto ``d``
+    (``memory_libmap``'s ``handle_geom`` for one configuration), or None if it cannot."""
     if n_wr == 0 and not d.rom_ok:
         return None
     # emulation score: one point per read port not shared with a write port, three per soft
@@ -670,7 +672,7 @@ def _def_cost(d: _RamDef, width: int, depth: int, n_wr: int, n_rd: int, rw: str
         mux = n_rd * (mult_a - 1) * width
         cost = d.cost * repl * repl_port + 0.5 * mux + 0.5 * demux + 2 * emu
         if best is None or cost < best_int:
-            best = (cost, repl * repl_port)
+            best = (cost, repl * repl_port, mult_a)
             best_int = int(cost)
     return best
 
@@ -701,9 +703,9 @@ def yosys_mapping(width: int, depth: int, family: str, *, style: str, rom: bool,
         got = _def_cost(d, width, depth, n_wr, read_ports, rw)
         if got is None:
             continue
-        cost, count = got
+        cost, count, stack = got
         if d.kind not in by_kind or cost < by_kind[d.kind][0]:
-            by_kind[d.kind] = (cost, Mapping(d.kind, d.cell, count))
+            by_kind[d.kind] = (cost, Mapping(d.kind, d.cell, count, stack=stack))
     if style == BLOCK:
         if not by_kind:
             raise ValueError(f"no block RAM of {family} takes a {width}×{depth} memory")
@@ -753,7 +755,7 @@ class MemorySpec:
         maps = [yosys_mapping(w, self.depth, family, style=style, rom=self.rom,
                               read_ports=self.read_ports, rw=self.rw) for w in columns]
         return Mapping(maps[0].kind, maps[0].cell, sum(mp.count for mp in maps),
-                       sum(mp.logic_bits for mp in maps))
+                       sum(mp.logic_bits for mp in maps), max(mp.stack for mp in maps))
 
     def bram_tiles(self, family: str) -> int:
         mp = self.mapping(family)

@@ -39,7 +39,6 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from hwgen.rtl_templates.memory import _LIBRARIES as _RAM_LIBRARIES
 from hwgen.rtl_templates.memory import (
     BLOCK,
     DISTRIBUTED,
@@ -489,56 +488,28 @@ def rom(init, width: int, family: str, read_ports: int = 1) -> Resources:
 
 def block_depth_logic(width: int, depth: int, family: str, *, rom: bool, read_ports: int = 1,
                       rw: str = "old") -> Resources:
-    """The logic around the block RAM tiles of a ``width`` × ``depth`` memory that Yosys
-    stacks in depth. ``memory_libmap`` picks the geometry by its cost (the tiles, half a
-    point per read multiplexer input and per write enable decoded, as
-    :func:`~rtl_templates.memory.yosys_mapping` follows it); a memory of more words than a
-    tile holds at that width is ``n`` tiles deep: their read data joined by ``(n - 1) ×
-    width`` LUT4 per read port, the write enable decoded into ``n`` (a RAM). Measured: 228
-    LUT4 after the 8-bit, 59,008-word weight ROM of the 8-bit TFC on the engine (29 deep).
-    :func:`memory` counts none of it; nothing for a memory one tile deep."""
-    n_wr = 0 if rom else 1
-    best = None
-    for d in _RAM_LIBRARIES[family]:
-        if d.kind != BLOCK or (rom and not d.rom_ok):
-            continue
-        emu = read_ports
-        if n_wr and rw != "dont_care":
-            emu += 3 * read_ports if rw == "new" else \
-                (3 * n_wr + 3 * read_ports if d.rd_sync else 0)
-        repl_port = -(-read_ports // (d.shared_ports - n_wr)) if d.shared_ports else read_ports
-        byte_log2 = len(d.dbits) - 1 if d.byte == 0 else \
-            max((i for i, b in enumerate(d.dbits) if d.byte >= b), default=0)
-        local = None
-        for base in range(len(d.dbits)):
-            unit = min(base, d.rd_max)
-            if n_wr:
-                unit = min(unit, d.wr_widths[1])
-            if unit != base and local is not None:
-                break
-            if n_wr and base < d.wr_widths[0] and base < byte_log2:
-                continue
-            uw = d.dbits[unit]
-            eb = 1 if not n_wr else (d.byte if d.byte and d.byte <= uw else uw)
-            n = (depth - 1) // (1 << (d.abits - base)) + 1
-            tiles = -(-(n * -(-width // eb) * eb) // uw)
-            demux = n * n_wr if n != 1 else 0
-            mux = read_ports * (n - 1) * width
-            cost = d.cost * tiles * repl_port + 0.5 * mux + 0.5 * demux + 2 * emu
-            if local is None or cost < int(local[0]):
-                local = (cost, mux + demux)
-        if local is not None and (best is None or local[0] < best[0]):
-            best = local
-    return Resources(lut4=best[1] if best else 0)
+    """The logic around the block RAM tiles of a plain ``width`` × ``depth`` memory (no
+    style attribute: :func:`~rtl_templates.memory.yosys_mapping` follows ``memory_libmap``'s
+    choice of geometry) that Yosys stacks ``n`` tiles in depth (``Mapping.stack``): their
+    read data joined by ``(n - 1) × width`` LUT4 per read port, the write enable decoded into
+    ``n`` (a RAM). Measured: 228 LUT4 after the 8-bit, 59,008-word weight ROM of the 8-bit
+    TFC on the engine (29 deep). :func:`memory` counts none of it; nothing for a memory one
+    tile deep (the memory helpers write deep ones as columns: ``memory.block_columns``)."""
+    n = yosys_mapping(width, depth, family, style=BLOCK, rom=rom, read_ports=read_ports,
+                      rw=rw).stack
+    return Resources(lut4=read_ports * (n - 1) * width + (n if n > 1 and not rom else 0))
 
 
 def rom_depth_logic(init, width: int, family: str, read_ports: int = 1) -> Resources:
     """:func:`block_depth_logic` of a ROM built by :func:`rtl_templates.memory.rom` when the
     policy puts it in block RAM (else nothing)."""
     spec = rom_spec(init, width, read_ports)
-    if spec is None or spec.mapping(family).kind != BLOCK:
+    if spec is None:
         return Resources()
-    return block_depth_logic(spec.width, spec.depth, family, rom=True, read_ports=read_ports)
+    mp = spec.mapping(family)
+    if mp.kind != BLOCK or mp.stack == 1:
+        return Resources()
+    return Resources(lut4=read_ports * (mp.stack - 1) * spec.width)
 
 
 def fifo(width: int, depth: int, family: str, live=None) -> Resources:
