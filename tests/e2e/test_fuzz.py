@@ -52,8 +52,9 @@ def test_time_limit_counts_cpu_not_waiting(tmp_path):
         p = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
         return fuzz_run._wait(p.pid, p.poll, limit)
 
+    # it ran to its end (the limit's wall-time clock starts a little after the child's own)
     code, secs = run("import time; time.sleep(1.5)", 0.5)
-    assert code == 0 and secs >= 1.5
+    assert code == 0 and secs >= 1.0
     code, secs = run("while True: pass", 0.5)
     assert code is None and secs < 0.5 * fuzz_run.WALL_FACTOR
     code, secs = run("import time; time.sleep(60)", 0.2)
