@@ -49,6 +49,7 @@ from hwgen import design as design_folder
 from hwgen.boards.synth import place_and_route, synthesize, timing_wrapper
 from hwgen.dataflow import operators  # noqa: F401  (registers every block kind)
 from hwgen.dataflow.lower import lower
+from hwgen.errors import HwgenError
 from hwgen.rtl_templates.block import block_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -179,7 +180,13 @@ def run_kinds(args) -> None:
     rows = []
     freq = args.freq or TARGETS[args.family][1]
     for source, b in largest_per_kind(args.board or "ulx3s-85f"):
-        r = run_block(b, args.family, freq, args.seed, ("--router", args.router), args.path)
+        try:
+            r = run_block(b, args.family, freq, args.seed, ("--router", args.router),
+                          args.path)
+        except HwgenError as e:     # a tool failure is a row of the table, not the end
+            print(f"{b.name:36} {b.kind:8} failed: {e}", flush=True)
+            r = {"kind": b.kind, "block": b.name, "fmax_mhz": None, "met": False,
+                 "path": f"failed: {str(e).splitlines()[0][:160]}"}
         rows.append({"source": source, **r})
     print(f"\n{'kind':11} {'fmax':>6}  {'source':34} {'block':30} critical path")
     for r in rows:
