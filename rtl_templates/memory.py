@@ -61,6 +61,7 @@ What Yosys makes of a memory
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
@@ -253,10 +254,15 @@ def lane_rom_slices(lanes: int, lane_bits: int, depth: int, live_bits: int,
     families) has its read address drive every one of its LUTs: a few hundred columns put
     one register's fan-out across the die, and the route, not the logic, sets the clock.
     Such a ROM is cut at lane boundaries into pieces of about :data:`ROM_FANOUT` LUTs each
-    (about one LUT per 16 words of a column). Narrower pieces stay logic; a ROM in block
-    RAM (or of one piece) is one memory. ``logic``: the ROM is logic by its style
+    (about one LUT per 16 words of a column). Narrower pieces stay logic. A ROM pinned to
+    block RAM (deeper than :data:`LOGIC_ROM_MAX_DEPTH`) is cut into pieces of at most
+    :data:`ROM_ADDRESS_TILES` tiles (:func:`_tile_groups`): one address register reaching
+    the 29 tiles of a 256-bit ROM of 1,152 words was a 10 ns route across the die. Other
+    ROMs are one memory. ``logic``: the ROM is logic by its style
     (``rom_style = "logic"``), whatever Yosys would pick."""
     width = lanes * lane_bits
+    if not logic and depth > LOGIC_ROM_MAX_DEPTH and lanes > 1:
+        return _tile_groups(lanes, lane_bits, depth, live_bits)
     if depth < 2 or live_bits < 1 or lanes < 2 or not logic and (
             depth > LOGIC_ROM_MAX_DEPTH or any(
                 yosys_mapping(live_bits, depth, f, style=DISTRIBUTED, rom=True).kind != LOGIC
@@ -265,6 +271,28 @@ def lane_rom_slices(lanes: int, lane_bits: int, depth: int, live_bits: int,
     per = max(1, ROM_FANOUT // (lane_bits * -(-depth // 16)))
     if per >= lanes:
         return [(0, width)]
+    return [(i * lane_bits, min(lanes, i + per) * lane_bits) for i in range(0, lanes, per)]
+
+
+#: block RAM tiles one copy of a block ROM's read address drives at most
+#: (:func:`lane_rom_slices`)
+ROM_ADDRESS_TILES = 8
+
+
+def _tile_groups(lanes: int, lane_bits: int, depth: int, live_bits: int
+                 ) -> list[tuple[int, int]]:
+    """A block ROM's pieces (:func:`lane_rom_slices`) of at most :data:`ROM_ADDRESS_TILES`
+    ECP5 tiles each (at the tile's width for ``depth`` words), cut at lane boundaries; each
+    as wide as a whole number of tiles where a few lanes make one. One piece when the
+    ``live_bits`` stored fit that many tiles."""
+    tile = tile_width(depth)
+    if live_bits <= ROM_ADDRESS_TILES * tile:
+        return [(0, lanes * lane_bits)]
+    whole = tile // math.gcd(tile, lane_bits)      # lanes filling whole tiles
+    per = ROM_ADDRESS_TILES * tile // lane_bits
+    if per >= whole:
+        per -= per % whole
+    per = max(1, per)
     return [(i * lane_bits, min(lanes, i + per) * lane_bits) for i in range(0, lanes, per)]
 
 
@@ -377,6 +405,12 @@ def _register_ram(m: Module, name: str, width: int, rw: str, read_en: bool):
 _TILE_DEPTHS = ((512, 36), (1024, 18), (2048, 9), (4096, 4), (8192, 2), (16384, 1))
 
 
+def tile_width(depth: int) -> int:
+    """The widest data an ECP5 tile holds ``depth`` words at (one bit beyond 16,384 words:
+    the tiles are then stacked)."""
+    return next((w for d, w in _TILE_DEPTHS if depth <= d), 1)
+
+
 def block_columns(width: int, depth: int) -> list[int]:
     """The widths of the column memories :func:`ram` builds a block RAM of ``depth`` words
     of ``width`` bits of: each as wide as an ECP5 tile is at that depth, so every column's
@@ -384,7 +418,7 @@ def block_columns(width: int, depth: int) -> list[int]:
     up to 512 words (and beyond 16,384, where no tile holds every word)."""
     if depth <= _TILE_DEPTHS[0][0] or depth > _TILE_DEPTHS[-1][0]:
         return [width]
-    cw = next(w for d, w in _TILE_DEPTHS if depth <= d)
+    cw = tile_width(depth)
     full, rest = divmod(width, cw)
     return [cw] * full + ([rest] if rest else [])
 

@@ -3,9 +3,11 @@ no multiplexer of tiles stacked in depth follows a tile's slow data output, and 
 model counts the tiles Yosys uses."""
 from __future__ import annotations
 
+import math
+
 import pytest
 from amaranth.back import verilog
-from amaranth.hdl import Elaboratable, Module, Signal
+from amaranth.hdl import Cat, Elaboratable, Module, Signal
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.sim import Simulator
 
@@ -100,15 +102,22 @@ def test_column_fifo_equals_syncfifobuffered():
 class _RomTop(Elaboratable):
     """A plain lane ROM from :func:`memory.lane_rom` with its ports as the top's."""
 
-    def __init__(self, width: int, init: list[int]):
+    def __init__(self, width: int, init: list[int], slices=None):
         self.width, self.init = width, init
+        self.slices = slices or [(0, width)]
         self.addr = Signal(range(len(init)))
         self.data = Signal(width)
 
     def elaborate(self, platform):
         m = Module()
-        (rd,) = M.lane_rom(m, "rom", self.width, self.init, [(0, self.width)])
-        m.d.comb += [rd.addr.eq(self.addr), self.data.eq(rd.data)]
+        rds = M.lane_rom(m, "rom", self.width, self.init, self.slices)
+        assert len(rds) == len(self.slices)
+        # one address register per piece, as the units' rom_counter keeps them
+        for k, rd in enumerate(rds):
+            a = Signal.like(self.addr, name=f"addr{k}", attrs={"keep": 1}, reset_less=True)
+            m.d.sync += a.eq(self.addr)
+            m.d.comb += rd.addr.eq(a)
+        m.d.comb += self.data.eq(Cat(*(rd.data for rd in rds)))
         return m
 
 
@@ -142,11 +151,82 @@ def test_deep_lane_rom_reads_every_word():
     got = []
 
     async def bench(ctx):
-        for a in range(depth + 1):
+        for a in range(depth + 2):
             ctx.set(top.addr, a % depth)
             await ctx.tick()
             got.append(ctx.get(top.data))
 
     sim.add_testbench(bench)
     sim.run()
-    assert got[:depth] == init
+    assert got[1:depth + 1] == init
+
+
+@pytest.mark.parametrize("lanes,lane_bits,depth", [
+    (32, 8, 1152), (64, 4, 600), (16, 8, 1152), (40, 8, 300), (33, 3, 5000), (7, 20, 2000),
+])
+def test_deep_rom_pieces_of_few_tiles(lanes, lane_bits, depth):
+    """A ROM pinned to block RAM is cut at lane boundaries into pieces of at most
+    ``ROM_ADDRESS_TILES`` tiles (one address copy each), and the pieces use no more tiles
+    than the ROM whole wherever a whole number of lanes fills whole tiles."""
+    width = lanes * lane_bits
+    pieces = M.lane_rom_slices(lanes, lane_bits, depth, width)
+    assert pieces[0][0] == 0 and pieces[-1][1] == width
+    assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
+    assert all(lo % lane_bits == 0 for lo, _ in pieces)
+    tiles = [len(M.block_columns(hi - lo, depth)) if depth > 512
+             else -(-(hi - lo) // M.tile_width(depth)) for lo, hi in pieces]
+    if lane_bits <= M.ROM_ADDRESS_TILES * M.tile_width(depth):
+        assert max(tiles) <= M.ROM_ADDRESS_TILES
+    whole = M.tile_width(depth) // math.gcd(M.tile_width(depth), lane_bits)
+    if whole * lane_bits <= M.ROM_ADDRESS_TILES * M.tile_width(depth):
+        assert sum(tiles) == -(-width // M.tile_width(depth))
+    assert (len(pieces) > 1) == (width > M.ROM_ADDRESS_TILES * M.tile_width(depth))
+
+
+def test_narrow_live_rom_stays_one_piece():
+    """Few live columns fit the tiles one address drives: one piece."""
+    assert M.lane_rom_slices(32, 8, 1152, 60) == [(0, 256)]
+
+
+@pytest.mark.synth
+def test_deep_rom_pieces_synthesize_to_the_modelled_tiles():
+    """A deep ROM in pieces (one address copy each): Yosys uses the tiles the model counts
+    piece by piece, and no LUT after them."""
+    import random
+
+    from hwgen.rtl_templates import resources as res
+    lanes, lane_bits, depth = 24, 8, 1152
+    width = lanes * lane_bits
+    rng = random.Random(7)
+    init = [rng.getrandbits(width) for _ in range(depth)]
+    pieces = M.lane_rom_slices(lanes, lane_bits, depth, width)
+    assert len(pieces) == 3
+    top = _RomTop(width, init, pieces)
+    got = synthesize(verilog.convert(top, name="top", ports=[top.addr, top.data],
+                                     emit_src=False), "top", "ecp5")
+    est = sum(res.memory(hi - lo, depth, "ecp5", rom=True, plain=True).bram
+              for lo, hi in pieces)
+    assert got.bram == est == 22
+    assert got.lut4 == 0, f"{got.lut4} LUT4 after the tiles"
+
+
+@pytest.mark.sim
+def test_deep_rom_pieces_read_every_word():
+    width, depth = 160, 600
+    init = [(k * 0x9E3779B97F4A7C15 * 0x1000193) % (1 << width) for k in range(depth)]
+    pieces = M.lane_rom_slices(20, 8, depth, width)
+    assert len(pieces) == 2
+    top = _RomTop(width, init, pieces)
+    sim = Simulator(top)
+    sim.add_clock(1e-6)
+    got = []
+
+    async def bench(ctx):
+        for a in range(depth + 2):
+            ctx.set(top.addr, a % depth)
+            await ctx.tick()
+            got.append(ctx.get(top.data))
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert got[1:depth + 1] == init

@@ -503,3 +503,22 @@ def test_late_multipliers_from_block_ram(cfg: Cfg):
     res = _run("verilator", cfg, _job(p, x))
     _check_outputs(p, x, res)
     _check_cycles(p, x, res)
+
+
+# A weight ROM pinned to block RAM and wider than the tiles one address drives
+# (memory.ROM_ADDRESS_TILES): stored in pieces, each read through its own copy of the
+# address counter.
+DEEP = Cfg(80, 240, 4, 8, INT8, INT8, per_channel=True)
+
+
+@pytest.mark.verilator
+def test_deep_weight_rom_in_pieces():
+    p = DEEP.params
+    assert p.nf * p.sf == 600 and len(p.weight_slices) == 2 == p.plan.rom_copies
+    x = random_frames(p, 3, seed=4)
+    _assert_meaningful(p, golden(p, x))
+    res = _run("verilator", DEEP, _job(p, x))
+    _check_outputs(p, x, res)
+    _check_cycles(p, x, res)
+    v = _verilog(p, DEEP.id)
+    assert "widx_addr1" in v and "widx_addr2" not in v
