@@ -3,7 +3,7 @@
     python benchmarks/block_pnr.py DESIGN [BLOCK ...] [--family ecp5|ice40] [--freq MHz]
                                    [--router router1|router2] [--seed N] [--list] [--path]
                                    [--lut-lanes N] [--logic-lanes] [--board NAME]
-    python benchmarks/block_pnr.py --kinds [--path] [--json OUT]
+    python benchmarks/block_pnr.py --kinds [--only KIND,...] [--path] [--json OUT]
 
 ``DESIGN`` is ``MODEL@FOLD``: ``MODEL`` a ``benchmarks/silicon.py`` model (``cnn``, ``mlp``,
 ``qonnx-cnn-4bit``, …) or an ``.onnx`` file under ``examples/``
@@ -179,7 +179,10 @@ def run_kinds(args) -> None:
     """``--kinds``: each kind's largest block placed and routed alone, then the table."""
     rows = []
     freq = args.freq or TARGETS[args.family][1]
+    only = set(args.only.split(",")) if args.only else None
     for source, b in largest_per_kind(args.board or "ulx3s-85f"):
+        if only is not None and b.kind not in only:
+            continue
         try:
             r = run_block(b, args.family, freq, args.seed, ("--router", args.router),
                           args.path)
@@ -217,6 +220,7 @@ def main(argv=None) -> None:
     ap.add_argument("--kinds", action="store_true",
                     help="every block kind: its largest instance in the example designs")
     ap.add_argument("--json", metavar="OUT", help="--kinds: write the rows to this file")
+    ap.add_argument("--only", metavar="KINDS", help="--kinds: only these (comma-separated)")
     args = ap.parse_args(argv)
     if args.kinds:
         run_kinds(args)

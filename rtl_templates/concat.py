@@ -51,10 +51,18 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.memory import plain_rom_attrs
-from hwgen.rtl_templates.pipeline import counter_bits
+from hwgen.rtl_templates.pipeline import (
+    chunk_widths,
+    counter_bits,
+    mul_pipe,
+    mul_pipe_registers,
+    mul_stages,
+    reg,
+)
 from hwgen.rtl_templates.quant import QType, Quantized, Requant, make_requant, signed_width
 from hwgen.rtl_templates.requant import (
     LANE_FIT,
+    abs_pipe,
     delay,
     requant_stages,
     round_clamp,
@@ -65,11 +73,12 @@ from hwgen.rtl_templates.words import lanes
 
 #: cycles from an input transfer to that beat's output transfer: a pass writes the taken beat
 #: (an input FIFO's output register) into the output FIFO; a table's read data passes the
-#: output stage's write register; the requantizer's clamp is a register (its stages before
-#: the clamp come on top: :attr:`ConcatParams.latency`)
+#: output stage's write register; the requantizer's operand register, then its product and
+#: rounding stages (:attr:`ConcatParams.product_stages`, ``requant_stages``) come before the
+#: output stage (:attr:`ConcatParams.latency`)
 PASS_LATENCY = output_stage.latency(registered=True)
 TABLE_LATENCY = 1 + output_stage.latency()
-REQUANT_LATENCY = 2 + output_stage.latency(registered=True)
+REQUANT_LATENCY = 1 + output_stage.latency(registered=True)
 LATENCIES = {"pass": PASS_LATENCY, "table": TABLE_LATENCY, "requant": REQUANT_LATENCY}
 #: inputs up to this width are requantized by lookup table
 TABLE_MAX_BITS = 8
@@ -143,8 +152,16 @@ class ConcatParams:
     @property
     def latency(self) -> int:
         if self.mode == "requant":
-            return LATENCIES["requant"] + requant_stages(self.hw_requant)
+            return (LATENCIES["requant"] + self.product_stages
+                    + requant_stages(self.hw_requant))
         return LATENCIES[self.mode]
+
+    @property
+    def product_stages(self) -> int:
+        """Registers from the operand ``x - z_i`` to its signed product: sign and magnitude,
+        :func:`~rtl_templates.pipeline.mul_pipe` (tiles with operand registers of their own,
+        a copy of each partial product, the sums), the sign back."""
+        return 1 + mul_stages(self.d_bits, self.mult_bits, copy=True) + 1
 
     @property
     def hw_requant(self) -> Requant:
@@ -260,6 +277,19 @@ def timing(p: ConcatParams, in_first: int, in_last: int) -> tuple[int, int]:
     return in_first + p.latency, last + p.latency
 
 
+def multiplies(p: ConcatParams) -> dict[Mul, int]:
+    """Per lane the tiles of :func:`~rtl_templates.pipeline.mul_pipe`: the magnitude of ``x -
+    z_i`` times the selected multiplier, chunk by chunk (none but a pass or tables)."""
+    if p.mode != "requant":
+        return {}
+    out: dict[Mul, int] = {}
+    for wa in chunk_widths(p.d_bits):
+        for wb in chunk_widths(p.mult_bits):
+            k = Mul(wa, False, wb, False)
+            out[k] = out.get(k, 0) + p.pe
+    return out
+
+
 def cost(p: ConcatParams) -> Cost:
     pixels = p.pixels
     if pixels < 1:
@@ -267,7 +297,7 @@ def cost(p: ConcatParams) -> Cost:
     beats = pixels * p.beats_per_pixel
     depth = output_stage.fifo_depth(p.latency)
     ob = p.out_type.bits
-    muls = {Mul(p.d_bits, True, p.mult_bits, False): p.pe} if p.mode == "requant" else {}
+    muls = multiplies(p)
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, muls)
     common = dict(cycles=beats, latency=timing(p, 0, beats - 1)[1] + 1,
                   registers=max(r.ff for r in by_family.values()), by_family=by_family,
@@ -321,9 +351,20 @@ def resource_parts(p: ConcatParams, family: str) -> dict[str, res.Resources]:
                            + res.mux(n.bit_length(), family)) * PE
         return parts
     rq = p.hw_requant
-    w = p.d_bits + p.mult_bits + 1
-    parts["lanes"] = (res.sub(p.d_bits, family) + res.mux(p.d_bits, family)
-                      + res.Resources(ff=p.d_bits + w)) * PE
+    db, mw = p.d_bits, p.mult_bits
+    w = db + mw + 1
+    ms = mul_stages(db, mw, copy=True)
+    n_tiles = len(chunk_widths(db)) * len(chunk_widths(mw))
+    # x - z_i selected; sign and magnitude; the tiles' registers and sums; the sign's delay
+    # and the signed product
+    parts["lanes"] = (res.sub(db, family) + res.mux(db, family) + res.magnitude(db, family)
+                      + res.add(w, family) * (n_tiles - 1) + res.magnitude(w, family)
+                      + res.Resources(ff=db + 1 + db + ms + w
+                                      + mul_pipe_registers(db, mw, b_regs=False, copy=True))
+                      ) * PE
+    # the selected multiplier, its copy and the tiles' operand registers of it (one set for
+    # the lanes); the valid's delays
+    parts["ctl"] = parts["ctl"] + res.Resources(ff=3 * mw + 2 + ms + 1)
     parts["rq_front"] = res.magnitude(w, family) * PE + res.Resources(ff=PE * (1 + w))
     for k, v in round_clamp_parts(w, rq, ob, family).items():
         parts[k] = v * PE
@@ -395,30 +436,35 @@ class Concat(wiring.Component):
             out.write(Cat(*outs), v1)
             return m
 
-        # --- t+1: operands (x - z_i), selected input ---------------------------------------
+        # --- t+1: operands (x - z_i) and the multiplier of the selected input ---------------
         z0, z1 = p.zero_points
-        d1 = [Signal(signed(p.d_bits), name=f"d1_{j}") for j in range(PE)]
-        sel1 = Signal()
+        m0, m1 = p.mults
+        mw = p.mult_bits
+        d1 = [Signal(signed(p.d_bits), name=f"d1_{j}", reset_less=True) for j in range(PE)]
+        mult1 = Signal(unsigned(mw), reset_less=True)
         v1 = Signal()
         m.d.sync += v1.eq(take)
         with m.If(take):
-            m.d.sync += sel1.eq(sel0)
+            m.d.sync += mult1.eq(Mux(sel0, Const(m0, unsigned(mw)), Const(m1, unsigned(mw))))
             for j, (x0, x1) in enumerate(zip(lanes(self.i0.payload, PE, t0.bits, t0.signed),
                                              lanes(self.i1.payload, PE, t1.bits, t1.signed))):
                 m.d.sync += d1[j].eq(Mux(sel0, x0 - z0, x1 - z1))
 
-        # --- t+2: product; round, zero point, clamp → FIFO ----------------------------------
-        m0, m1 = p.mults
-        mw = p.mult_bits
-        mult = Signal(unsigned(mw))
-        m.d.comb += mult.eq(Mux(sel1, Const(m0, unsigned(mw)), Const(m1, unsigned(mw))))
-        v2 = Signal()
-        m.d.sync += v2.eq(v1)
-        p2 = [Signal(signed(p.d_bits + mw + 1), name=f"p2_{j}") for j in range(PE)]
-        m.d.sync += [x.eq(d * mult) for x, d in zip(p2, d1)]
+        # --- t+2: sign and magnitude; the product in multiplier tiles; the sign back -------
+        v2 = reg(m, v1, 1, "v2")
+        mult2 = reg(m, mult1, unsigned(mw), "mult2")
+        ms = mul_stages(p.d_bits, mw, copy=True)
+        w = p.d_bits + mw + 1
+        ys = []
         rq = p.hw_requant
-        outs = [round_clamp(m, p2[j], rq, name=f"y_{j}")[:ob] for j in range(PE)]
-        out.write(Cat(*outs), delay(m, v2, requant_stages(rq), "v_rq"))
+        for j in range(PE):
+            neg, mag = abs_pipe(m, d1[j], f"d2_{j}")
+            prod = mul_pipe(m, mag, mult2, f"p_{j}", v2)
+            neg = delay(m, neg, ms, f"neg_{j}")
+            p2 = reg(m, Mux(neg, -prod.as_signed(), prod.as_signed()), signed(w), f"p2_{j}")
+            ys.append(round_clamp(m, p2, rq, name=f"y_{j}")[:ob])
+        v_p = delay(m, v2, ms + 1, "v_p")
+        out.write(Cat(*ys), delay(m, v_p, requant_stages(rq), "v_rq"))
         return m
 
 
