@@ -49,6 +49,7 @@ Cost
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,19 +100,56 @@ from hwgen.rtl_templates.resources import (
 )
 from hwgen.rtl_templates.words import lanes, pack_word
 
-#: cycles from issuing the last step of an output beat to that beat's output transfer
-#: cycles to the requantizer's input plus the output stage's (the requantizer's own
-#: stages come on top: :func:`pipeline_depth`)
-BASE_DEPTH = 7 + output_stage.latency(registered=True)
 #: registers from the operands to a lane's product register (a tile's operand registers
 #: and product; a product in logic is as deep for weights of at most 8 bits)
 LUT_PROD_STAGES = 2
 
 
+@dataclass(frozen=True)
+class VVAUPlan:
+    """The unit's structure, computed once from its parameters (:func:`plan`): what
+    :meth:`VVAU.elaborate` builds and :func:`resource_parts`, :func:`cost` and
+    :func:`timing` count."""
+    #: registers from the issue register (stage 1) to a lane's sum over its SIMD positions:
+    #: the operands once more (the weight memory's data is slow), a tile's operand and
+    #: product registers and one more, then the adder tree
+    operand: int
+    #: cycles from issuing the last step of an output beat to that beat's output transfer:
+    #: the issue register, :attr:`operand`, the accumulator and the sum's register, the
+    #: requantizer and the output stage
+    depth: int
+    #: the output FIFO's beats (:func:`output_stage.fifo_depth`)
+    fifo_depth: int
+    #: the weight ROM's pieces (:func:`~rtl_templates.memory.lane_rom_slices`), each read
+    #: through a kept copy of the step counter (:func:`~rtl_templates.pipeline.rom_counter`)
+    weight_slices: tuple[tuple[int, int], ...]
+    #: (non-constant, distinct non-constant) bit columns of each piece
+    weight_columns: tuple[tuple[int, int], ...]
+
+    @property
+    def rom_copies(self) -> int:
+        return len(self.weight_slices)
+
+
+def plan(p: VVAUParams) -> VVAUPlan:
+    """The unit's :class:`VVAUPlan` (cached on ``p``: :attr:`VVAUParams.plan`)."""
+    operand = 4 + tree_stages(p.simd)
+    depth = (1 + operand + 2 + output_stage.latency(registered=True)
+             + RequantPipeline.depth(p.requant, p.acc_bits, spacing=p.kernel_beats))
+    wb, w = p.w_bits, p.weight_rows()
+    whole = rom_live(w, wb)
+    slices = tuple(lane_rom_slices(p.simd * p.lanes, wb, p.nb * p.kernel_beats, whole[0],
+                                   logic=p.rom_logic))
+    columns = (whole,) if len(slices) == 1 else tuple(
+        rom_live(w[:, lo // wb:hi // wb], wb) for lo, hi in slices)
+    return VVAUPlan(operand=operand, depth=depth, fifo_depth=output_stage.fifo_depth(depth),
+                    weight_slices=slices, weight_columns=columns)
+
+
 def pipeline_depth(p: VVAUParams) -> int:
-    """Cycles from the last step of an output beat to that beat's output transfer."""
-    return (BASE_DEPTH + tree_stages(p.simd)
-            + RequantPipeline.depth(p.requant, p.acc_bits, spacing=p.kernel_beats))
+    """Cycles from the last step of an output beat to that beat's output transfer
+    (:attr:`VVAUPlan.depth`)."""
+    return p.plan.depth
 
 
 # ---------------------------------------------------------------------------- layout
@@ -249,14 +287,10 @@ class VVAUParams:
         return np.asarray(self.weights).reshape(NB, L, K, S).transpose(0, 2, 3, 1) \
             .reshape(NB * K, S * L)
 
-    def weight_slices(self, live: int | None = None) -> list[tuple[int, int]]:
-        """Bit ranges of the weight word stored as memories of their own
-        (:func:`~rtl_templates.memory.lane_rom_slices`); ``live``: the weight memory's
-        non-constant columns, if known."""
-        if live is None:
-            live = rom_live(self.weight_rows(), self.w_bits)[0]
-        return lane_rom_slices(self.simd * self.lanes, self.w_bits, self.nb * self.kernel_beats,
-                               live, logic=self.rom_logic)
+    @functools.cached_property
+    def plan(self) -> VVAUPlan:
+        """The unit's structure (:func:`plan`)."""
+        return plan(self)
 
     def mult_per_channel(self) -> list[int]:
         m = list(self.requant.mult)
@@ -307,7 +341,7 @@ def cost(p: VVAUParams) -> Cost:
         multiplies=muls,
         memory_bits=p.nb * p.kernel * L * p.w_bits
         + p.nb * L * (p.acc_bits + p.requant.mult_bits)
-        + output_stage.fifo_depth(pipeline_depth(p)) * L * p.out_type.bits,
+        + p.plan.fifo_depth * L * p.out_type.bits,
         registers=max(r.ff for r in by_family.values()),
         by_family=by_family, parts=parts,
     )
@@ -356,14 +390,11 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
     PE, NB, K, L, S = p.pe, p.nb, p.kernel_beats, p.lanes, p.simd
     ib, wb, A, ob = p.in_type.bits, p.w_bits, p.acc_bits, p.out_type.bits
     cbb = counter_bits(NB)
-    w = p.weight_rows()
-    whole = rom_live(w, wb)
-    slices = p.weight_slices(whole[0])
+    pl = p.plan
     shape = (NB, L)
     p_live, p_distinct, m_live = param_columns(p)
     wmem, w_reg = res.Resources(), 0
-    for lo, hi in slices:
-        live, distinct = whole if len(slices) == 1 else rom_live(w[:, lo // wb:hi // wb], wb)
+    for live, distinct in pl.weight_columns:
         part = res.memory(live, NB * K, family, rom=True, logic_width=distinct,
                           **({"style": LOGIC} if p.rom_logic else {"plain": True}))
         wmem, w_reg = wmem + part, w_reg + (live if part.bram else distinct)
@@ -374,12 +405,14 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
          np.asarray(p.mult_per_channel(), dtype=np.int64).reshape(shape), p.requant.mult_bits,
          RequantPipeline.sequential(p.requant, A, K)) if late else None)
     ctl_bits = counter_bits(K) + cbb + counter_bits(NB * K)
-    # pipeline.rom_counter's copies: one per weight ROM slice
-    ctl_bits += len(slices) * counter_bits(NB * K) if NB * K > 1 else 0
+    # pipeline.rom_counter's copies: one per weight ROM piece
+    ctl_bits += pl.rom_copies * counter_bits(NB * K) if NB * K > 1 else 0
     parts = {
         "rom_w" if p.rom_logic else "mem_w": wmem, "mem_p": pmem,
-        **output_stage.parts(L * ob, pipeline_depth(p), family, registered=True),
-        "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * 6 - 1, lut4=ctl_bits + 4,
+        **output_stage.parts(L * ob, pl.depth, family, registered=True),
+        # the valid, flags and channel block along the issue register, the operands and the
+        # accumulator
+        "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * (2 + pl.operand) - 1, lut4=ctl_bits + 4,
                              carry=ctl_bits / 2),
         # the operand registers of lanes reading one input lane are one (merged)
         "terms": res.Resources(ff=3 * PE * S * ib + 2 * w_reg
@@ -413,7 +446,7 @@ def timing(p: VVAUParams, in_first: int, in_last: int) -> tuple[int, int]:
     beat needs KB input beats (assumed to arrive one per cycle); the last follows the last
     input beat."""
     steps = p.pixels * p.kernel_beats * p.nb
-    d = pipeline_depth(p)
+    d = p.plan.depth
     out_first = in_first + p.kernel_beats - 1 + d
     out_last = max(in_last, in_first + steps - 1) + d
     return out_first, out_last
@@ -445,12 +478,14 @@ class VVAU(wiring.Component):
         wwords = [pack_word(p.weights[cb * L:(cb + 1) * L, kb * S:(kb + 1) * S].T.reshape(-1),
                             wb)
                   for cb in range(NB) for kb in range(K)]
-        w_rds = lane_rom(m, "wmem", S * L * wb, wwords, p.weight_slices(), logic=p.rom_logic)
+        pl = p.plan
+        w_rds = lane_rom(m, "wmem", S * L * wb, wwords, list(pl.weight_slices),
+                         logic=p.rom_logic)
         w_data = Cat(*(r.data for r in w_rds))
 
 
         # --- output FIFO and credits ---------------------------------------------------
-        out = output_stage.OutputStage(m, self.o, L * ob, pipeline_depth(p), registered=True)
+        out = output_stage.OutputStage(m, self.o, L * ob, pl.depth, registered=True)
 
         # --- issue stage ---------------------------------------------------------------
         k = Signal(range(max(K, 2)))
@@ -462,7 +497,8 @@ class VVAU(wiring.Component):
             self.i.ready.eq(~last_k | room),
             issue.eq(self.i.valid & self.i.ready),
         ]
-        _, waddrs = rom_counter(m, NB * K, issue, "widx", copies=len(w_rds))
+        assert len(w_rds) == pl.rom_copies
+        _, waddrs = rom_counter(m, NB * K, issue, "widx", copies=pl.rom_copies)
         m.d.comb += [r.addr.eq(a) for r, a in zip(w_rds, waddrs)]
         with m.If(issue):
             with m.If(last_k):
@@ -508,7 +544,7 @@ class VVAU(wiring.Component):
                        tw, f"prodr_{n}")
         # the adder tree over the SIMD positions of each lane
         prods = [tree_sum(m, [product(s, l) for s in range(S)], f"dot_{l}") for l in range(L)]
-        v1, first1, last1, cb1 = (delay(m, x, 3 + tree_stages(S), f"{n}_p") for x, n in
+        v1, first1, last1, cb1 = (delay(m, x, pl.operand - 1, f"{n}_p") for x, n in
                                   ((v1, "v1"), (first1, "first1"), (last1, "last1"), (cb1, "cb1")))
 
         # --- stage 2: accumulate --------------------------------------------------------
