@@ -161,7 +161,10 @@ def run_block(b, family: str, freq: float, seed: int, options: tuple[str, ...],
     wrapped, wtop = timing_wrapper(text, "blk")
     s = synthesize(wrapped, wtop, family)
     dev = TARGETS[family][0]
-    p = place_and_route(s, dev, freq, seed, options=options)
+    # the clock on the ULX3S's clock pin (a global buffer's input): a pin the placer picks
+    # may have no route to one
+    lpf = ("blk.lpf", 'LOCATE COMP "clk" SITE "G2";\n') if family == "ecp5" else None
+    p = place_and_route(s, dev, freq, seed, options=options, constraints=lpf)
     cp = p.critical_path
     print(f"{b.name:36} {b.kind:8} lut4 {s.lut4:6} ff {s.ff:6} dsp {s.dsp:3} bram {s.bram:3} "
           f"fmax {p.fmax_mhz:6.1f}  crit {cp.start if cp else '-'} -> {cp.end if cp else '-'} "
