@@ -55,6 +55,7 @@ Cost
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,12 +82,36 @@ from hwgen.rtl_templates.words import lanes
 BASE_DEPTH = {"max": 1 + output_stage.latency(), "avg": 2 + output_stage.latency(True)}
 
 
+@dataclass(frozen=True)
+class PoolPlan:
+    """The unit's structure, computed once from its parameters (:func:`plan`): what
+    :meth:`Pool.elaborate` builds and :func:`resource_parts`, :func:`cost` and
+    :func:`timing` count."""
+    #: cycles from issuing the last step of an output beat to that beat's output transfer
+    depth: int
+    #: the output FIFO's beats (:func:`output_stage.fifo_depth`)
+    fifo_depth: int
+    #: the last stage is a plain register (avg: the requantizer's clamp), so the output
+    #: stage adds no write register; max writes its compare's result through one
+    registered: bool
+    #: avg with pixels of different window counts: a ROM of each pixel's count index
+    count_rom: bool
+
+
+def plan(p: PoolParams) -> PoolPlan:
+    """The unit's :class:`PoolPlan` (cached on ``p``: :attr:`PoolParams.plan`)."""
+    depth = BASE_DEPTH[p.kind]
+    if p.kind == "avg":
+        depth += RequantPipeline.depth(p.requant, p.acc_bits, spacing=p.kernel)
+    return PoolPlan(depth=depth, fifo_depth=output_stage.fifo_depth(depth),
+                    registered=p.kind == "avg",
+                    count_rom=p.kind == "avg" and len(p.count_values) > 1)
+
+
 def pipeline_depth(p: PoolParams) -> int:
-    """Cycles from the last step of an output beat to that beat's output transfer."""
-    d = BASE_DEPTH[p.kind]
-    if p.kind == "max":
-        return d
-    return d + RequantPipeline.depth(p.requant, p.acc_bits, spacing=p.kernel)
+    """Cycles from the last step of an output beat to that beat's output transfer
+    (:attr:`PoolPlan.depth`)."""
+    return p.plan.depth
 
 
 # ---------------------------------------------------------------------------- params
@@ -105,6 +130,11 @@ class PoolParams:
     requant: Requant | None = None     # mult[j] for count_values[j] (or one multiplier)
     in_zero_point: int = 0             # z_in; pads arrive as z_in
     counts: np.ndarray | None = None   # [pixels] divisor per output pixel; None = all K
+
+    @functools.cached_property
+    def plan(self) -> PoolPlan:
+        """The unit's structure (:func:`plan`)."""
+        return plan(self)
 
     def __post_init__(self):
         if self.kind not in ("max", "avg"):
@@ -216,7 +246,7 @@ def frame_steps(channels: int, kernel: int, pixels: int, pe: int) -> int:
 def cost(p: PoolParams) -> Cost:
     """Cycles per frame, latency of an idle unit, and resources."""
     steps = frame_steps(p.channels, p.kernel, p.pixels, p.pe)
-    fifo_bits = output_stage.fifo_depth(pipeline_depth(p)) * p.pe * p.out_type.bits
+    fifo_bits = p.plan.fifo_depth * p.pe * p.out_type.bits
     rq_tiles = [] if p.kind == "max" else \
         RequantPipeline.multiplies(p.requant, p.acc_bits, p.pe, spacing=p.kernel)
     by_family, parts = res.estimate(resource_parts, p, RESOURCE_FIT, unsigned_muls(rq_tiles))
@@ -224,7 +254,7 @@ def cost(p: PoolParams) -> Cost:
     if p.kind == "max":
         return Cost(cycles=steps, latency=timing(p, 0, steps - 1)[1] + 1,
                     memory_bits=fifo_bits, registers=regs, by_family=by_family, parts=parts)
-    idx_rom = p.pixels * p.index_bits if len(p.count_values) > 1 else 0
+    idx_rom = p.pixels * p.index_bits if p.plan.count_rom else 0
     return Cost(
         cycles=steps,
         latency=timing(p, 0, steps - 1)[1] + 1,
@@ -263,7 +293,8 @@ def resource_parts(p: PoolParams, family: str) -> dict[str, res.Resources]:
     PE, NB, K = p.pe, p.nb, p.kernel
     ib, ob = p.in_type.bits, p.out_type.bits
     ctl_bits = counter_bits(K) + counter_bits(NB)
-    parts = output_stage.parts(PE * ob, pipeline_depth(p), family, p.kind == "avg")
+    pl = p.plan
+    parts = output_stage.parts(PE * ob, pl.depth, family, pl.registered)
     parts["ctl"] = res.Resources(ff=ctl_bits + 1, lut4=ctl_bits + 2, carry=ctl_bits / 2)
     if p.kind == "max":
         parts["run"] = (res.compare(ib, family) + res.mux(ib, family)) * PE \
@@ -274,7 +305,7 @@ def resource_parts(p: PoolParams, family: str) -> dict[str, res.Resources]:
     mults = p.mult_per_index()
     n_idx = len(p.count_values)
     m_live = 0
-    if n_idx > 1:
+    if pl.count_rom:
         pxb = counter_bits(p.pixels)
         m_live = sum(len({(v >> b) & 1 for v in mults}) > 1 for b in range(rq.mult_bits))
         parts["idx"] = (res.rom([int(j) for j in p.count_index], p.index_bits, family)
@@ -289,7 +320,7 @@ def timing(p: PoolParams, in_first: int, in_last: int) -> tuple[int, int]:
     beat needs K input beats (assumed to arrive one per cycle); the last follows the last
     input beat."""
     steps = frame_steps(p.channels, p.kernel, p.pixels, p.pe)
-    d = pipeline_depth(p)
+    d = p.plan.depth
     return in_first + p.kernel - 1 + d, max(in_last, in_first + steps - 1) + d
 
 
@@ -312,8 +343,8 @@ class Pool(wiring.Component):
         ib, ob = p.in_type.bits, p.out_type.bits
 
         # --- output FIFO and credits ---------------------------------------------------
-        out = output_stage.OutputStage(m, self.o, PE * ob, pipeline_depth(p),
-                                       registered=p.kind == "avg")
+        pl = p.plan
+        out = output_stage.OutputStage(m, self.o, PE * ob, pl.depth, registered=pl.registered)
 
         # --- issue stage ---------------------------------------------------------------
         k = Signal(range(max(K, 2)))
@@ -355,8 +386,7 @@ class Pool(wiring.Component):
             m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]
 
         # count index of the pixel of the beat issued at t: ROM read at t, data at t+1
-        n_idx = len(p.count_values)
-        if n_idx > 1:
+        if pl.count_rom:
             px = Signal(range(max(p.pixels, 2)))
             with m.If(issue & last_k & (cb == NB - 1)):
                 m.d.sync += px.eq(Mux(px == p.pixels - 1, 0, px + 1))
@@ -370,7 +400,7 @@ class Pool(wiring.Component):
         m.d.sync += v2.eq(v1 & last1)
         m.d.sync += [s.eq(n) for s, n in zip(s2, acc_next)]
         mults = p.mult_per_index()
-        if n_idx > 1:
+        if pl.count_rom:
             idx2 = Signal(p.index_bits)
             m.d.sync += idx2.eq(idx1)
             mult_sel = Array([Const(v, unsigned(mult_w)) for v in mults])[idx2]

@@ -115,6 +115,11 @@ class SWGParParams:
     #: face), not through ``o.valid`` and ``o.ready``
     out_slice_ports: bool = field(default=False, metadata={"digest": "omit_default"})
 
+    @functools.cached_property
+    def plan(self) -> SWGParPlan:
+        """The generator's structure (:func:`plan`)."""
+        return plan(self)
+
     def __post_init__(self):
         w = self.window   # checks the geometry
         for name in ("in_shape", "kernel", "stride", "pads", "dilation"):
@@ -301,9 +306,10 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
     ctl = cb(Hp) + cb(Wp) + 2 * cb(N) + cb(p.beats_per_window) + 3
     # the shift register's copies of the step control: held, inside and room flags, a beat
     # index
-    copies = (len(shift_slices(p)) + len(output_slices(p)) - 2) * (3 + cb(p.beats_per_window))
+    pl = p.plan
+    copies = pl.control_copies * (3 + cb(p.beats_per_window))
     # the copies of the output FIFO write's valid
-    copies += len(set(write_valids(p)) - {None})
+    copies += len(set(pl.write_valids) - {None})
     ctl += copies
     # shift_out: the output word is the first beat or the shift register's low beat (a
     # multiplexer per bit), the shift register loads beats 1..B-1 or shifts (a multiplexer
@@ -314,7 +320,7 @@ def resource_parts(p: SWGParParams, family: str) -> dict[str, res.Resources]:
         "win": res.Resources(ff=EW * KH * pix),
         "data": (res.mux(width, family) + res.mux((p.beats_per_window - 2) * width, family)
                  + res.Resources(ff=p.beats_per_window * width + 1)
-                 if shift_out(p) else
+                 if pl.shift_out else
                  res.mux(width, family, p.beats_per_window) + res.Resources(ff=width + 1))
         + res.mux(pix, family),
         **output_stage.parts(width, PIPELINE_DEPTH, family, registered=True,
@@ -408,6 +414,40 @@ def write_valids(p: SWGParParams) -> list[tuple | None]:
     return keys
 
 
+@dataclass(frozen=True)
+class SWGParPlan:
+    """The generator's structure, computed once from its parameters (:func:`plan`): what
+    :meth:`SWGPar.elaborate` builds and :func:`resource_parts` counts."""
+    #: a window's beats after its first leave through a shift register (:func:`shift_out`)
+    shift_out: bool
+    #: the window shift register's slices, a step control each (:func:`shift_slices`)
+    shift_slices: tuple[tuple[int, int, int], ...]
+    #: the output word's slices, a beat index each (:func:`output_slices`)
+    output_slices: tuple[tuple[int, int], ...]
+    #: the widths of the output FIFO's slices (:func:`out_fifo_slices`)
+    out_fifo_slices: tuple[int, ...]
+    #: a window in its emitted order as pieces of the shift register (:func:`window_segments`)
+    window_segments: tuple[tuple[int, int, int], ...]
+    #: per output FIFO slice, the control copy whose emit is its write valid
+    #: (:func:`write_valids`)
+    write_valids: tuple
+
+    @property
+    def control_copies(self) -> int:
+        """Copies of the step control beside the main one: one per shift register slice and
+        per output word slice but the first of each."""
+        return len(self.shift_slices) + len(self.output_slices) - 2
+
+
+def plan(p: SWGParParams) -> SWGParPlan:
+    """The generator's :class:`SWGParPlan` (cached on ``p``: :attr:`SWGParParams.plan`)."""
+    return SWGParPlan(shift_out=shift_out(p), shift_slices=tuple(shift_slices(p)),
+                      output_slices=tuple(output_slices(p)),
+                      out_fifo_slices=tuple(out_fifo_slices(p)),
+                      window_segments=tuple(window_segments(p)),
+                      write_valids=tuple(write_valids(p)))
+
+
 def _bits(flags: list[bool]) -> Const:
     return Const(sum(1 << k for k, f in enumerate(flags) if f), max(len(flags), 1))
 
@@ -428,7 +468,7 @@ class SWGPar(wiring.Component):
 
     def __init__(self, p: SWGParParams):
         self.p = p
-        n = len(out_fifo_slices(p)) if p.out_slice_ports else 0
+        n = len(p.plan.out_fifo_slices) if p.out_slice_ports else 0
         super().__init__({
             "i": In(stream.Signature(unsigned(p.simd * p.qtype.bits))),
             # with out_slice_ports, a sliced stream: a valid and a ready per FIFO slice
@@ -445,7 +485,8 @@ class SWGPar(wiring.Component):
         P, B, N = p.window_par, p.beats_per_window, p.line_words
         rin, cin, rwin, cwin = p.masks()
 
-        wide = len(out_fifo_slices(p)) > 1
+        pl = p.plan
+        wide = len(pl.out_fifo_slices) > 1
         out = output_stage.OutputStage(m, self.o, P * bits, PIPELINE_DEPTH, registered=True,
                                        late_return=LATE_RETURN, slice_ports=p.out_slice_ports)
         if p.out_slice_ports:
@@ -545,13 +586,13 @@ class SWGPar(wiring.Component):
         # tools keep them apart; they step together).
         sh = [Signal(KH * pix, name=f"sh{s}", reset_less=True) for s in range(EW)]
         emits = {}      # the copies' emits, for the output FIFO's write valids
-        for s, lo, hi in shift_slices(p):
+        for s, lo, hi in pl.shift_slices:
             c = ctl if (s, lo) == (0, 0) else control(f"sh{s}_{lo}_")
             emits[("sh", s, lo)] = c.emit
             with m.If(c.step):
                 m.d.sync += sh[s][lo:hi].eq(Cat(*col)[lo:hi] if s == 0 else sh[s - 1][lo:hi])
 
-        window = Cat(*(sh[s][lo:hi] for s, lo, hi in window_segments(p)))
+        window = Cat(*(sh[s][lo:hi] for s, lo, hi in pl.window_segments))
 
         # --- output beat: registered, then the FIFO ------------------------------------------
         data = Signal(P * bits, reset_less=True)    # data: ``valid`` says when
@@ -565,11 +606,11 @@ class SWGPar(wiring.Component):
         def beat(b, lo, hi):
             return window[b * P * bits + lo:b * P * bits + hi]
 
-        for k, (lo, hi) in enumerate(output_slices(p)):
+        for k, (lo, hi) in enumerate(pl.output_slices):
             c = ctl if k == 0 else control(f"o{lo}_")
             c_emit, c_bi = c.emit, c.bi
             emits[("o", lo)] = c_emit
-            if not shift_out(p):
+            if not pl.shift_out:
                 with m.Switch(c_bi):
                     for b in range(B):
                         with (m.Case(b) if b < B - 1 else m.Default()):
@@ -589,7 +630,7 @@ class SWGPar(wiring.Component):
             # each slice of the output FIFO is written on a copy of ``valid`` of its own, the
             # registered emit of a copy of the control beside the slice's bits
             # (:func:`write_valids`): one valid would reach every slice's enables
-            keys = write_valids(p)
+            keys = pl.write_valids
             valids = {None: valid}
             for key in keys:
                 if key not in valids:
