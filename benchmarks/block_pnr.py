@@ -4,6 +4,7 @@
                                    [--router router1|router2] [--seed N] [--list] [--path]
                                    [--lut-lanes N] [--logic-lanes] [--board NAME]
     python benchmarks/block_pnr.py --kinds [--only KIND,...] [--path] [--json OUT]
+                                   [--markdown OUT] [--rows A.json,B.json]
 
 ``DESIGN`` is ``MODEL@FOLD``: ``MODEL`` a ``benchmarks/silicon.py`` model (``cnn``, ``mlp``,
 ``qonnx-cnn-4bit``, …) or an ``.onnx`` file under ``examples/``
@@ -163,7 +164,10 @@ def run_block(b, family: str, freq: float, seed: int, options: tuple[str, ...],
     dev = TARGETS[family][0]
     # the clock on the ULX3S's clock pin (a global buffer's input): a pin the placer picks
     # may have no route to one
-    lpf = ("blk.lpf", 'LOCATE COMP "clk" SITE "G2";\n') if family == "ecp5" else None
+    lpf = None
+    if family == "ecp5":
+        lpf = ("blk.lpf", 'LOCATE COMP "clk" SITE "G2";\n')
+        options = (*options, "--lpf-allow-unconstrained")
     p = place_and_route(s, dev, freq, seed, options=options, constraints=lpf)
     cp = p.critical_path
     print(f"{b.name:36} {b.kind:8} lut4 {s.lut4:6} ff {s.ff:6} dsp {s.dsp:3} bram {s.bram:3} "
@@ -178,10 +182,33 @@ def run_block(b, family: str, freq: float, seed: int, options: tuple[str, ...],
                      f"levels, {cp.routing_ns:.1f} ns route)") if cp else "-"}
 
 
+def kinds_markdown(rows: list[dict], freq: float) -> str:
+    """The ``--kinds`` table as a Markdown page (rows in kind order)."""
+    out = ["# Block kinds placed and routed alone", "",
+           f"Written by `python benchmarks/block_pnr.py --kinds --markdown` ({len(rows)} kinds). "
+           f"Each kind's largest block in the example designs folded for the ULX3S-85F (or "
+           f"its largest conformance example), alone in a timing wrapper, placed and routed "
+           f"on the LFE5U-85F at {freq:g} MHz, seed 1.", "",
+           "| kind | fmax MHz | source | block | LUT4 | FF | DSP | BRAM | critical path |",
+           "|---|---:|---|---|---:|---:|---:|---:|---|"]
+    for r in sorted(rows, key=lambda r: r["kind"]):
+        fm = f"{r['fmax_mhz']:.1f}" if r.get("fmax_mhz") else "–"
+        cells = [str(r.get(k, "")) for k in ("lut4", "ff", "dsp", "bram")]
+        path = r["path"].replace("|", "\\|")
+        out.append(f"| {r['kind']} | {fm} | {r['source']} | `{r['block']}` | "
+                   f"{' | '.join(cells)} | `{path}` |")
+    return "\n".join(out) + "\n"
+
+
 def run_kinds(args) -> None:
     """``--kinds``: each kind's largest block placed and routed alone, then the table."""
     rows = []
     freq = args.freq or TARGETS[args.family][1]
+    if args.rows:
+        rows = {r["kind"]: r for f in args.rows.split(",")
+                for r in json.loads(Path(f).read_text())}
+        Path(args.markdown).write_text(kinds_markdown(list(rows.values()), freq))
+        return
     only = set(args.only.split(",")) if args.only else None
     for source, b in largest_per_kind(args.board or "ulx3s-85f"):
         if only is not None and b.kind not in only:
@@ -200,6 +227,8 @@ def run_kinds(args) -> None:
         print(f"{r['kind']:11} {fm}  {r['source'][:34]:34} {r['block'][:30]:30} {r['path']}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    if args.markdown:
+        Path(args.markdown).write_text(kinds_markdown(rows, freq))
 
 
 def main(argv=None) -> None:
@@ -224,7 +253,13 @@ def main(argv=None) -> None:
                     help="every block kind: its largest instance in the example designs")
     ap.add_argument("--json", metavar="OUT", help="--kinds: write the rows to this file")
     ap.add_argument("--only", metavar="KINDS", help="--kinds: only these (comma-separated)")
+    ap.add_argument("--markdown", metavar="OUT", help="--kinds: write the table as Markdown")
+    ap.add_argument("--rows", metavar="JSON",
+                    help="--kinds --markdown: comma-separated --json files (the later "
+                         "file's row of a kind wins) instead of placing and routing")
     args = ap.parse_args(argv)
+    if args.rows and not (args.kinds and args.markdown):
+        ap.error("--rows goes with --kinds --markdown")
     if args.kinds:
         run_kinds(args)
         return
