@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from hwgen.build import ROUTERS, build
+from hwgen.errors import HwgenError
 
 EX = Path(__file__).resolve().parent.parent / "examples"
 MODELS = {"mlp": "digits_mlp_qdq.onnx", "cnn": "digits_cnn_qdq.onnx",
@@ -97,14 +98,25 @@ def main() -> None:
             t0 = time.perf_counter()
             print(f"building {name} ...", file=sys.stderr, flush=True)
             router = args.router or ("router2" if name in MLPERF else "router1")
-            res = build(EX / MODELS[model], out, board, args.freq, args.seed, force=True,
-                        router=router)
-            rows.append(row(name, res.report, time.perf_counter() - t0))
+            try:
+                res = build(EX / MODELS[model], out, board, args.freq, args.seed, force=True,
+                            router=router)
+                rows.append(row(name, res.report, time.perf_counter() - t0))
+            except HwgenError as e:     # a failed build is a row of the table, not the end
+                why = str(e).splitlines()[0][:200]
+                print(f"{name} failed: {why}", file=sys.stderr, flush=True)
+                rows.append({"design": name, "failed": why, "router": router,
+                             "path": f"failed: {why}"})
+            if args.json:       # each row as soon as it is known
+                Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     head = (f"{'design':24s} {'MHz':>5s} {'fmax':>6s} {'met':>3s} {'LUT4 est/syn':>15s} "
             f"{'FF est/syn':>15s} {'DSP':>7s} {'BRAM':>7s} {'inf/s':>10s} {'synth s':>7s} "
             f"{'pnr s':>7s}")
     print(head)
     for r in rows:
+        if r.get("failed"):
+            print(f"{r['design']:24s} failed ({r['router']})")
+            continue
         fm = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] is not None else "-"
         print(f"{r['design']:24s} {r['target_mhz']:5g} {fm:>6s} {'yes' if r['met'] else 'no':>3s} "
               f"{r['lut4_est']:>7,}/{r['lut4_syn']:<7,} {r['ff_est']:>7,}/{r['ff_syn']:<7,} "
@@ -130,6 +142,9 @@ def markdown(rows: list[dict], seed: int) -> str:
            "BRAM | cycles per frame | inferences/s | router |",
            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
+        if r.get("failed"):
+            out.append(f"| {r['design']} | | failed | no | | | | | | | {r['router']} |")
+            continue
         fm = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] is not None else "-"
         out.append(f"| {r['design']} | {r['target_mhz']:g} | {fm} | "
                    f"{'yes' if r['met'] else 'no'} | {r['lut4_est']:,} / {r['lut4_syn']:,} | "
