@@ -20,6 +20,13 @@ from hwgen.rtl_templates.memory import BufferedFIFO, fifo_slices
 from hwgen.rtl_templates.quant import QType
 
 LATENCY = 2
+#: deepest FIFO built as one :class:`~hwgen.rtl_templates.memory.BufferedFIFO`: its inner
+#: queue (a word less) is block RAM columns that hold every word in one tile
+#: (:func:`~hwgen.rtl_templates.memory.block_columns`, at most 16,384 words). A deeper FIFO
+#: is a chain of equal FIFOs of at most this depth: one memory of more words stacks tiles in
+#: depth, and the multiplexer of their outputs after the tile's late data missed the clock
+#: (ResNet-8's second residual FIFO, 8 bits × 22,782 words: 9.4 ns)
+CHAIN_DEPTH = 16384 + 1
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,21 @@ class FIFOParams:
         return len(self.slice_widths)
 
     @property
+    def chain(self) -> list[int]:
+        """The depths of the FIFOs in series that hold the beats (:data:`CHAIN_DEPTH`)."""
+        if self.depth <= CHAIN_DEPTH or self.slice_ports or self.in_slice_ports:
+            return [self.depth]
+        n = -(-self.depth // CHAIN_DEPTH)
+        base, extra = divmod(self.depth, n)
+        return [base + 1] * extra + [base] * (n - extra)
+
+    @property
+    def latency(self) -> int:
+        """Cycles from a beat's input transfer to its earliest output transfer: each FIFO of
+        the chain's :data:`LATENCY`."""
+        return LATENCY * len(self.chain)
+
+    @property
     def slice_widths(self) -> list[int]:
         return fifo_slices(self.width, self.depth)
 
@@ -52,7 +74,7 @@ def golden(p: FIFOParams, x: np.ndarray) -> np.ndarray:
 
 def timing(p: FIFOParams, in_first: int, in_last: int) -> tuple[int, int]:
     """First and last output transfer given the first and last input transfer."""
-    return in_first + LATENCY, in_last + LATENCY
+    return in_first + p.latency, in_last + p.latency
 
 
 def cost(p: FIFOParams) -> Cost:
@@ -77,8 +99,12 @@ RESOURCE_FIT: res.Fit = {
 
 
 def resource_parts(p: FIFOParams, family: str, live=None) -> dict[str, res.Resources]:
-    """The FIFO in the resource model's parts (:func:`rtl_templates.resources.fifo`)."""
-    return {"fifo": res.fifo(p.width, p.depth, family, live)}
+    """The FIFO in the resource model's parts (:func:`rtl_templates.resources.fifo`), each
+    of its chain's."""
+    out = res.Resources()
+    for d in p.chain:
+        out = out + res.fifo(p.width, d, family, live)
+    return {"fifo": out}
 
 
 def resources_live(p: FIFOParams, family: str, live) -> res.Resources:
@@ -103,6 +129,8 @@ class StreamFIFO(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        if len(self.p.chain) > 1:
+            return self._chain(m)
         m.submodules.fifo = fifo = BufferedFIFO(width=self.p.width, depth=self.p.depth,
                                                 slice_ports=self.p.slice_ports,
                                                 w_slice_ports=self.p.in_slice_ports)
@@ -121,6 +149,18 @@ class StreamFIFO(wiring.Component):
         return m
 
 
+    def _chain(self, m: Module) -> Module:
+        """FIFOs of :attr:`FIFOParams.chain` in series, each reading its predecessor."""
+        w, valid, data = self.i.ready, self.i.valid, self.i.payload
+        for k, depth in enumerate(self.p.chain):
+            f = BufferedFIFO(width=self.p.width, depth=depth)
+            m.submodules[f"fifo{k}"] = f
+            m.d.comb += [f.w_data.eq(data), f.w_en.eq(valid), w.eq(f.w_rdy)]
+            w, valid, data = f.r_en, f.r_rdy, f.r_data
+        m.d.comb += [self.o.payload.eq(data), self.o.valid.eq(valid), w.eq(self.o.ready)]
+        return m
+
+
 def slice_ports(p: FIFOParams, port: str, widths: list[int]) -> FIFOParams | None:
     """The FIFO with ``port`` a sliced stream, when its own slices are ``widths``."""
     if len(widths) < 2 or list(widths) != p.slice_widths:
@@ -132,7 +172,7 @@ def examples() -> list[Example]:
     """Small instances for the conformance test: the lowering's shallowest full-rate depth and
     a deeper, wider one."""
     out = []
-    for width, depth, beats in ((8, 3, 12), (20, 8, 10)):
+    for width, depth, beats in ((8, 3, 12), (20, 8, 10), (2, 2 * CHAIN_DEPTH + 5, 40)):
         port = Port(QType(width, False), 1, beats)
         out.append(Example(FIFOParams(width, depth, beats), (port,), (port,),
                            f"w{width}-d{depth}"))

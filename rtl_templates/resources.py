@@ -540,8 +540,13 @@ def fifo(width: int, depth: int, family: str, live=None) -> Resources:
     elif live is not None and kept < width:
         store = _live_tiles(store, width, n, family, np.asarray(live, dtype=bool))
     if n > 1 and fifo_memory(width, depth).chosen_style == BLOCK:
-        # the output word beside the tile, the last word written, the next head's address
-        store = store + Resources(ff=2 * kept + ptr + 1, lut4=kept + ptr)
+        # the output word beside the tile, the last word written, the next head's address;
+        # the wrap compares of the three pointers with n - 1 and the one-word compare of the
+        # level (a LUT4 tree each)
+        def tree(bits: int) -> int:
+            return max(1, -(-(bits - 1) // 3))
+        store = store + Resources(ff=2 * kept + ptr + 1,
+                                  lut4=kept + ptr + 3 * tree(ptr) + tree(lvl))
     ctl = (Resources(ff=(2 * ptr if n > 1 else 0) + lvl + 3, lut4=lvl + 6) + add(lvl, family)
            + (add(ptr, family) * 2 if n > 1 else Resources()))
     return store + ctl
