@@ -34,6 +34,7 @@ from hwgen.dataflow.lower import DataflowGraph
 from hwgen.errors import HwgenError
 from hwgen.rtl_templates.axis_top import AxisTop
 from hwgen.rtl_templates.block import block_spec
+from hwgen.rtl_templates.memory import strip_ram_init
 from hwgen.rtl_templates.spram import strip_load_init
 
 
@@ -229,7 +230,7 @@ def block_rtlil(kind: str, params, module: str) -> str:
     """The RTLIL of one block, as module ``module`` (its submodules ``module.<name>``), not
     marked as a top module."""
     comp = block_spec(kind).component(params)
-    text = strip_load_init(rtlil.convert(comp, name=module, emit_src=False))
+    text = strip_ram_init(strip_load_init(rtlil.convert(comp, name=module, emit_src=False)))
     return text.replace(f"attribute \\top 1\nmodule \\{module}\n", f"module \\{module}\n", 1)
 
 
@@ -347,7 +348,7 @@ def whole_verilog(dfg: DataflowGraph, name: str) -> tuple[str, AxisTop]:
     """The Verilog of :func:`build_top`'s design converted as one Amaranth design (slower
     than :func:`to_verilog`; the same hardware cycle for cycle), and its top component."""
     top = build_top(dfg)
-    text = strip_load_init(rtlil.convert(top, name=name, emit_src=False))
+    text = strip_ram_init(strip_load_init(rtlil.convert(top, name=name, emit_src=False)))
     return verilog._convert_rtlil_text(text), top
 
 

@@ -62,6 +62,7 @@ What Yosys makes of a memory
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
@@ -611,6 +612,37 @@ class BufferedFIFO(Elaboratable):
         with m.Elif(self.r_en):
             m.d.sync += self.r_rdy.eq(0)
         return m
+
+
+#: a RAM of at least this many words loses its all-zero initial content in the emitted
+#: design (:func:`strip_ram_init`): block RAM, which the bitstream clears anyway
+NO_INIT_MIN_WORDS = 513
+
+_MEMINIT = re.compile(r"\n  cell \$meminit_v2 \S+\n    parameter \\MEMID \"([^\"\n]*)\"\n"
+                      r"(?:    .*\n)*?  end\n")
+_MEMWR = re.compile(r"\n  cell \$memwr_v2 \S+\n    parameter \\MEMID \"([^\"\n]*)\"\n")
+
+
+def strip_ram_init(text: str) -> str:
+    """RTLIL ``text`` without the initial content of its RAMs (memories with a write port)
+    of at least :data:`NO_INIT_MIN_WORDS` words whose content is all zeros.
+
+    Amaranth writes every memory's initial content, and Yosys's Verilog writes it a line per
+    word: a FIFO of 11,390 words in 8 one-bit columns is 91,000 lines, and ResNet-8's
+    FIFOs took Yosys's synthesis past its memory at the flatten pass. These RAMs are read
+    only where written (a FIFO's queue, a line buffer); their block RAM tiles start cleared
+    by the bitstream, and simulation starts them at zero all the same."""
+    rams = set(_MEMWR.findall(text))
+
+    def keep(m: re.Match) -> str:
+        cell = m.group(0)
+        words = re.search(r"parameter \\WORDS (\d+)", cell)
+        data = re.search(r"connect \\DATA \d+'([01]*)", cell)
+        if (m.group(1) in rams and words and int(words.group(1)) >= NO_INIT_MIN_WORDS
+                and data and "1" not in data.group(1)):
+            return "\n"
+        return cell
+    return _MEMINIT.sub(keep, text)
 
 
 # ============================================================================ what Yosys does
