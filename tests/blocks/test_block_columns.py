@@ -230,3 +230,36 @@ def test_deep_rom_pieces_read_every_word():
     sim.add_testbench(bench)
     sim.run()
     assert got[1:depth + 1] == init
+
+
+def test_deep_zero_rams_lose_their_initial_content():
+    """memory.strip_ram_init: a deep RAM's all-zero content goes (a line per word in the
+    Verilog otherwise), a shallow RAM's and every ROM's stays."""
+    from amaranth.back import rtlil
+
+    outs = [Signal(4, name=f"{n}_q") for n in ("deep", "shallow", "table")]
+
+    class _Two(Elaboratable):
+        def elaborate(self, platform):
+            m = Module()
+            for q, (name, depth) in zip(outs, (("deep", 600), ("shallow", 100))):
+                wr, rd = M.ram(m, name, width=4, depth=depth, rw="dont_care")
+                a = Signal(range(depth), name=f"{name}_a")
+                m.d.sync += a.eq(a + 1)
+                m.d.comb += [wr.addr.eq(a), wr.data.eq(a), wr.en.eq(1), rd.addr.eq(a),
+                             q.eq(rd.data)]
+            (r,) = M.rom(m, "table", width=4, init=[k % 16 for k in range(600)])
+            a = Signal(range(600), name="table_a")
+            m.d.sync += a.eq(a + 1)
+            m.d.comb += [r.addr.eq(a), outs[2].eq(r.data)]
+            return m
+
+    text = rtlil.convert(_Two(), name="top", emit_src=False, ports=outs)
+    stripped = M.strip_ram_init(text)
+    inits = [line for line in stripped.splitlines() if "MEMID" in line and "meminit" not in line]
+    assert text.count("$meminit_v2") == stripped.count("$meminit_v2") + 1
+    kept = stripped.split("cell $meminit_v2")[1:]
+    assert not any('"\\\\deep' in c.split("\n")[1] for c in kept)
+    assert any('"\\\\shallow' in c.split("\n")[1] for c in kept)
+    assert any('"\\\\table' in c.split("\n")[1] for c in kept)
+    assert inits
