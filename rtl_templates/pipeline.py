@@ -232,26 +232,27 @@ def mul_pipe(m: Module, a, b, name: str, valid=None):
 def seq_mul_registers(a_bits: int, b_bits: int, pairs: int, b_regs: bool = True) -> int:
     """Flip-flops of :class:`SeqMul` for ``pairs`` pairs: the ``b`` operands' counter; per
     pair its counter and the counter's delayed copies, the operand latches, the selected
-    chunks, the tile's operands, the product and the accumulator (``b_regs`` False: the
-    ``b`` latches, selected chunks and tile operands are shared or constant, counted
-    once)."""
+    chunks, the tile's operands, the product and its copy and the accumulator (``b_regs``
+    False: the ``b`` latches, selected chunks and tile operands are shared or constant,
+    counted once)."""
     n = chunks(a_bits) * chunks(b_bits)
     k = counter_bits(n)
-    control = 4 * k + 5
+    # the counter, its run flag and their delays to each stage (the step valid to the copy)
+    control = 5 * k + 9
     a = min(a_bits, MUL_CHUNK)
     b = min(b_bits, MUL_CHUNK)
-    # latches, selected chunk and tile operand, product, shifted product, the two
-    # accumulator halves and their carry, the resolved product
-    per = a_bits + 2 * a + a + b + 3 * (a_bits + b_bits) + 1
+    # latches, selected chunk and tile operand, product and its copy, shifted product, the
+    # two accumulator halves and their carry, the resolved product
+    per = a_bits + 2 * a + 2 * (a + b) + 3 * (a_bits + b_bits) + 1
     bb = b_bits + 2 * b
     return k + 1 + pairs * (control + per) + (pairs * bb if b_regs else bb)
 
 
 def seq_mul_stages(a_bits: int, b_bits: int) -> int:
     """Cycles from :class:`SeqMul`'s start to its products: one per tile-sized partial
-    product, then the selected chunks, the tile's operand, product, shifted-product,
-    accumulator and resolved-product registers."""
-    return chunks(a_bits) * chunks(b_bits) + 6
+    product, then the selected chunks, the tile's operand, product, the product's copy,
+    shifted-product, accumulator and resolved-product registers."""
+    return chunks(a_bits) * chunks(b_bits) + 7
 
 
 def _latched_chunk(m: Module, start, v, k, steps: list[list[int]], name: str):
@@ -342,8 +343,11 @@ class SeqMul:
             first_x = reg(m, run & (k == 0), unsigned(1), f"{name}_fx{p}")
             k_x = delay(m, k, 2, f"{name}_kx{p}")
             first_y = delay(m, first_x, 2, f"{name}_fy{p}")
-            first_z = reg(m, first_y, unsigned(1), f"{name}_fz{p}")
+            # stage C: the product's copy in the fabric; Z after it
+            first_z = delay(m, first_y, 2, f"{name}_fz{p}")
             k_y = reg(m, k_x, k.shape(), f"{name}_ky{p}")
+            k_c = reg(m, k_y, k.shape(), f"{name}_kc{p}")
+            run_y = delay(m, run, 3, f"{name}_ry{p}")
             # this step's chunks (stage X): outside a run the select picks some chunks, whose
             # products are never read
             sel_a = _latched_chunk(m, start, a, k, [[i * cb + j for j in range(cb)]
@@ -361,10 +365,19 @@ class SeqMul:
             opb = Signal.like(sel_b, name=f"{name}_opb{p}", reset_less=True)
             m.d.sync += [opa.eq(sel_a), opb.eq(sel_b)]
             pp = reg(m, opa * opb, unsigned(len(opa) + len(opb)), f"{name}_pp{p}")
+            # the product register is the tile's (boards/dsp_pack.py), and the tile sits
+            # wherever one is free: a copy in the fabric gives that route a period of its own
+            # (ResNet-8's stem requantizer: 10.3 ns from a tile across the die). It loads
+            # only in a step, as mul_pipe's copies (Yosys's ice40_dsp would take a plain
+            # second register for the SB_MAC16's)
+            ppc = Signal(unsigned(len(pp)), name=f"{name}_pc{p}", reset_less=True)
+            with m.If(run_y):
+                m.d.sync += ppc.eq(pp)
+            pp = ppc
             acc = Signal(unsigned(wa + wb), name=f"{name}_acc{p}", reset_less=True)
             # the partial product in place, registered: the accumulator's carry chain alone
             shifted = Signal(unsigned(wa + wb), name=f"{name}_sh{p}", reset_less=True)
-            with m.Switch(k_y):
+            with m.Switch(k_c):
                 for i in range(ca):
                     for j in range(cb):
                         with m.Case(i * cb + j):
