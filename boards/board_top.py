@@ -13,8 +13,11 @@ FPGA, from the USB-serial bridge), ``uart_tx`` (out to it) and ``led``. Inside:
   core's ``rst`` (synchronous, active high) and the link's reset are that reset, each from a
   copy of its last register (released a cycle later; the copies split the fan-out);
 * **register slices** (:func:`slice_stream`): 2-word FIFOs with registered flags on the
-  streams between the link and the core, so neither side's control reaches the other's
-  logic (the core's input register enables are hundreds of bits wide);
+  streams from the core to the link (its output, the weight load), so neither side's
+  control reaches the other's logic. The core's input takes the link's beat register
+  directly: that register is held until taken and its valid is a flip-flop, and a slice
+  between them would be another copy of a word that can be thousands of bits wide, read on
+  one ready across every one of its FIFO slices;
 * **host link**: a component with the interface of ``rtl_templates/host_link.py``'s
   ``HostLink`` (UART pins ``rx``/``tx``, the core's AXI4-Stream ports seen from the other
   side, the weight-load stream when the core has one, status ``busy`` and ``error``), in the
@@ -254,19 +257,18 @@ class BoardTop(wiring.Component):
         m.submodules.link = link
         m.d.comb += [link.rx.eq(self.uart_rx), self.uart_tx.eq(link.tx)]
 
-        # register slices between the link and the core (2-word FIFOs, both sides' flags
-        # from flip-flops): the core's wide input enables and the link's control meet no
-        # combinational path of the other
-        s_in = slice_stream(m, "slice_in", link.s_axis_tdata, link.s_axis_tlast,
-                            link.s_axis_tvalid, link.s_axis_tready)
+        # the input: the link's beat register (held until taken, valid from a flip-flop)
+        # straight into the core's input FIFO, each of whose slices decides its own write
+        # enable from the one valid. Register slices (2-word FIFOs, both sides' flags from
+        # flip-flops) on the output and the weight load.
         s_out_data = Signal(self.ports.out_width)
         s_out_last, s_out_valid, s_out_ready = Signal(), Signal(), Signal()
         out = slice_stream(m, "slice_out", s_out_data, s_out_last, s_out_valid, s_out_ready)
         m.d.comb += [link.m_axis_tdata.eq(out.data), link.m_axis_tlast.eq(out.last),
                      link.m_axis_tvalid.eq(out.valid), out.ready.eq(link.m_axis_tready)]
         conns = dict(i_clk=cd.clk, i_rst=self._global_reset(m, rst_core, "core"),
-                     i_s_axis_tdata=s_in.data, i_s_axis_tvalid=s_in.valid,
-                     o_s_axis_tready=s_in.ready, i_s_axis_tlast=s_in.last,
+                     i_s_axis_tdata=link.s_axis_tdata, i_s_axis_tvalid=link.s_axis_tvalid,
+                     o_s_axis_tready=link.s_axis_tready, i_s_axis_tlast=link.s_axis_tlast,
                      o_m_axis_tdata=s_out_data, o_m_axis_tvalid=s_out_valid,
                      i_m_axis_tready=s_out_ready, o_m_axis_tlast=s_out_last)
         if self.ports.loads:
@@ -382,7 +384,7 @@ def link_estimate(ports: CorePorts, divisor: int, family: str) -> dict:
     it and the core (lut4, ff, carry, ... as the core's estimate counts them)."""
     total = link_resources(LinkParams(ports.in_width, ports.in_beats, ports.out_width,
                                       ports.out_beats, divisor, ports.loads), family)
-    widths = [ports.in_width + 1, ports.out_width + 1] + ([LOAD_BITS] if ports.loads else [])
+    widths = [ports.out_width + 1] + ([LOAD_BITS] if ports.loads else [])
     for w in widths:        # the register slices between the link and the core
         total = total + fifo_cost(FIFOParams(w, 2, 1)).resources(family)
     return total.as_dict()

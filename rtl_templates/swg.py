@@ -107,14 +107,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from amaranth.hdl import Const, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hwgen.rtl_templates import output_stage
+from hwgen.rtl_templates import output_stage, streams
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
@@ -143,6 +143,10 @@ class SWGParams:
     simd: int = 1
     depthwise: bool = False            # output order (cb, kh, kw, ci) instead of (kh, kw, c)
     dilation: tuple[int, int] = (1, 1)  # (DH, DW)
+    #: a copy of the input's ready register per slice of the FIFO before the generator
+    #: (``i`` a sliced stream: ``i.ready_slices``; the ``slice_ports`` face), each beside
+    #: its slice's read enables
+    ready_copies: int = field(default=0, metadata={"digest": "omit_default"})
 
     def __post_init__(self):
         for name, n in (("in_shape", 3), ("kernel", 2), ("stride", 2), ("pads", 4),
@@ -472,6 +476,8 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
     }
     if late_write(p):       # the late write's data, address and enable: registers only
         parts["late"] = res.Resources(ff=width + cb(depth) + 1)
+    if p.ready_copies:      # the input ready's copies, one per slice of the FIFO before
+        parts["flags"] = parts["flags"] + res.Resources(ff=p.ready_copies)
     return parts
 
 
@@ -567,7 +573,7 @@ class SWG(wiring.Component):
         self.p = p
         width = p.simd * p.qtype.bits
         super().__init__({
-            "i": In(stream.Signature(unsigned(width))),
+            "i": In(streams.signature(width, p.ready_copies)),
             "o": Out(stream.Signature(unsigned(width))),
         })
 
@@ -723,10 +729,15 @@ class SWG(wiring.Component):
         # next bound is one carry chain between registers (or a register and a constant),
         # made in parallel with the issue logic; the late ``row_adv``, ``oh_last`` and
         # ``row_done`` only select among them
-        m.d.sync += [
-            take.eq(_next_compare(wrel, wrel1, row_done, row_adv, oh_last,
+        take_next = _next_compare(wrel, wrel1, row_done, row_adv, oh_last,
                                   lambda x: x < FR, lambda x: x < FR_next,
-                                  lambda x: x < const_first(-top) + R + H)),
+                                  lambda x: x < const_first(-top) + R + H)
+        for k in range(p.ready_copies):     # each slice's ready: a kept copy of ``take``
+            copy = Signal(init=take.init, name=f"take_c{k}", attrs={"keep": 1})
+            m.d.sync += copy.eq(take_next)
+            m.d.comb += self.i.ready_slices[k].eq(copy)
+        m.d.sync += [
+            take.eq(take_next),
             row_ok.eq(_next_compare(wrel, wrel1, row_done, row_adv, oh_last,
                                     lambda x: x > need, lambda x: x > need_next,
                                     lambda x: x > const_need(-top) + H)),
@@ -778,6 +789,14 @@ def examples() -> list[Example]:
     return out
 
 
+def slice_ports(p: SWGParams, port: str, widths: list[int]) -> SWGParams | None:
+    """``p`` reading a sliced input stream of the slices ``widths``: a copy of the input's
+    ready register per slice (None for the output)."""
+    if port != "i" or len(widths) < 2:
+        return None
+    return dataclasses.replace(p, ready_copies=len(widths))
+
+
 register_block("swg", params=SWGParams, component=SWG, golden=golden, cost=cost,
                timing=timing, manifest=manifest, fold_space=fold_space,
-               examples=examples)
+               slice_ports=slice_ports, examples=examples)
