@@ -286,12 +286,6 @@ KNOWN_ESTIMATE_MISSES: dict[tuple[str, str], dict[str, tuple[int, int]]] = {
     # the netlist leads it (equivalent compare forms of one 8-bit stage: 17 to 50 LUT4), not
     # by a rule of the chain's size
     ("argmax", "c12-pe4-last"): {"lut4": (95, 117)},
-    # the counters and bounds (part ctl) of this 2x2/2 pooling shape map to 45 LUT4 where
-    # the part's measured mean (1.16 LUT4 per counted bit over 20 generators) gives 62: its
-    # moduli are powers of two and its bounds step by 2; the late write's data registers
-    # (counted as 42 LUT4 of logic before), the pad multiplexer and the flags' compares are
-    # modelled
-    ("swg", "4x4x4-k2x2-s2x2-simd4-dw"): {"lut4": (149, 128)},
 }
 
 
