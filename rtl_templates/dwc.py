@@ -26,8 +26,9 @@ at ``max(in_last + ceil(in/out), in_first + F/out)``.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from amaranth.hdl import Cat, Module, Signal, unsigned
@@ -35,6 +36,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import resources as res
+from hwgen.rtl_templates import streams
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.pipeline import counter_bits
@@ -51,6 +53,10 @@ class DWCParams:
     #: element slots of the shift buffer; ``None``: :func:`capacity` (for experiments: smaller
     #: loses rate, below ``in + out - gcd`` it can deadlock)
     capacity: int | None = None
+    #: a copy of the output's valid register per slice of the FIFO after the converter
+    #: (``o`` a sliced stream: ``o.valid_slices``; the ``slice_ports`` face), each beside
+    #: its slice's write enables
+    valid_copies: int = field(default=0, metadata={"digest": "omit_default"})
 
     def __post_init__(self):
         if self.in_elems < 1 or self.out_elems < 1:
@@ -133,7 +139,8 @@ def resource_parts(p: DWCParams, family: str) -> dict[str, res.Resources]:
         extra += max(0, (j < n - o) + lands - 1)
     lv = counter_bits(n + 1)
     # valid and ready registered: each from the comparisons of the four next levels
-    return {"slots": res.Resources(ff=n * b + lv + 2, lut4=b * extra + 2 * n),
+    # (and the valid's copies, one per slice of a sliced output)
+    return {"slots": res.Resources(ff=n * b + lv + 2 + p.valid_copies, lut4=b * extra + 2 * n),
             "level": res.add(lv, family) * 2 + res.compare(lv, family, True) * 8
             + res.Resources(lut4=2)}
 
@@ -154,7 +161,7 @@ class DWC(wiring.Component):
         self.p = p
         super().__init__({
             "i": In(stream.Signature(unsigned(p.bits * p.in_elems))),
-            "o": Out(stream.Signature(unsigned(p.bits * p.out_elems))),
+            "o": Out(streams.signature(p.bits * p.out_elems, p.valid_copies)),
         })
 
     def elaborate(self, platform):
@@ -183,11 +190,18 @@ class DWC(wiring.Component):
         base = Signal(range(N + 1))  # first free slot after this cycle's pop
         m.d.comb += base.eq(level - (pop * O))
         m.d.sync += level.eq(level - pop * O + push * I)
+        valid_next = Signal()                   # for the copies of ``valid``
         with m.Switch(Cat(push, pop)):
             for case, delta in ((0, 0), (1, I), (2, -O), (3, I - O)):
                 with m.Case(case):
                     nxt = level + delta
                     m.d.sync += [valid.eq(nxt >= O), ready.eq(nxt <= N - I)]
+                    if self.p.valid_copies:
+                        m.d.comb += valid_next.eq(nxt >= O)
+        for k in range(self.p.valid_copies):    # each slice's valid: a kept copy of ``valid``
+            copy = Signal(name=f"valid_c{k}", attrs={"keep": 1})
+            m.d.sync += copy.eq(valid_next)
+            m.d.comb += self.o.valid_slices[k].eq(copy)
 
         with m.If(pop):
             for j in range(N - O):
@@ -214,6 +228,15 @@ def examples() -> list[Example]:
     return out
 
 
+def slice_ports(p: DWCParams, port: str, widths: list[int]) -> DWCParams | None:
+    """``p`` writing a sliced output stream of the slices ``widths``: a copy of the output's
+    valid register per slice (None for the input, and for a converter that passes beats
+    through)."""
+    if port != "o" or len(widths) < 2 or p.in_elems == p.out_elems:
+        return None
+    return dataclasses.replace(p, valid_copies=len(widths))
+
+
 register_block("dwc", params=DWCParams, component=DWC, golden=golden, cost=cost,
                timing=timing, manifest=manifest, fold_space=fold_space,
-               examples=examples)
+               slice_ports=slice_ports, examples=examples)
