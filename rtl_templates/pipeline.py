@@ -128,6 +128,30 @@ def rom_counter(m: Module, n: int, step, name: str, copies: int = 1
     return count, addresses
 
 
+class Loop:
+    """A counter over ``0 … n-1`` (``value``) whose ``first`` (== 0) and ``last`` (== n - 1)
+    are registers of their own, moving with it: a block's issue conditions start at
+    flip-flops, not at its counters' compares (the window generator's row flags and the
+    vector unit's input ready ran through them on ResNet-8 and DS-CNN: 9–10.5 ns)."""
+
+    def __init__(self, m: Module, n: int, name: str):
+        self.m, self.n = m, n
+        self.value = Signal(range(max(n, 2)), name=name)
+        self.first = Signal(init=1, name=f"{name}_first")
+        self.last = Signal(init=int(n == 1), name=f"{name}_last")
+
+    def step(self, cond) -> None:
+        """Advance by one (wrapping to 0 after ``n - 1``) in the cycles where ``cond``."""
+        v, last = self.value, self.last
+        with self.m.If(cond):
+            self.m.d.sync += [v.eq(Mux(last, 0, v + 1)), self.first.eq(last),
+                              self.last.eq(Mux(last, self.n == 1, v == self.n - 2))]
+
+    def clear(self) -> None:
+        """Back to 0 (in the cycles of the enclosing condition)."""
+        self.m.d.sync += [self.value.eq(0), self.first.eq(1), self.last.eq(self.n == 1)]
+
+
 def counter_bits(n: int) -> int:
     """Bits of ``Signal(range(max(n, 2)))``: a counter over ``n`` values."""
     return max(1, (max(n, 2) - 1).bit_length())

@@ -68,7 +68,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.memory import rom
-from hwgen.rtl_templates.pipeline import counter_bits
+from hwgen.rtl_templates.pipeline import Loop, counter_bits
 from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
 from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline
 from hwgen.rtl_templates.resources import merge_fits, unsigned_muls
@@ -295,7 +295,8 @@ def resource_parts(p: PoolParams, family: str) -> dict[str, res.Resources]:
     ctl_bits = counter_bits(K) + counter_bits(NB)
     pl = p.plan
     parts = output_stage.parts(PE * ob, pl.depth, family, pl.registered)
-    parts["ctl"] = res.Resources(ff=ctl_bits + 1, lut4=ctl_bits + 2, carry=ctl_bits / 2)
+    # (+4: the two loop counters' first and last flags, ``pipeline.Loop``)
+    parts["ctl"] = res.Resources(ff=ctl_bits + 5, lut4=ctl_bits + 2, carry=ctl_bits / 2)
     if p.kind == "max":
         parts["run"] = (res.compare(ib, family) + res.mux(ib, family)) * PE \
             + res.Resources(ff=2 * PE * ib)
@@ -347,26 +348,21 @@ class Pool(wiring.Component):
         out = output_stage.OutputStage(m, self.o, PE * ob, pl.depth, registered=pl.registered)
 
         # --- issue stage ---------------------------------------------------------------
-        k = Signal(range(max(K, 2)))
-        cb = Signal(range(max(NB, 2)))
-        last_k = k == K - 1
+        loop_k, loop_cb = Loop(m, K, "k"), Loop(m, NB, "cb")
+        last_k = loop_k.last
         issue = Signal()
         m.d.comb += [
             self.i.ready.eq(~last_k | out.room),
             issue.eq(self.i.valid & self.i.ready),
         ]
-        with m.If(issue):
-            with m.If(last_k):
-                m.d.sync += k.eq(0)
-                m.d.sync += cb.eq(Mux(cb == NB - 1, 0, cb + 1))
-            with m.Else():
-                m.d.sync += k.eq(k + 1)
+        loop_k.step(issue)
+        loop_cb.step(issue & last_k)
         out.spend(issue & last_k)
 
         # --- stage 1: the running maximum / sum ------------------------------------------
         v1, first1, last1 = Signal(), Signal(), Signal()
         x1 = Signal(PE * ib)
-        m.d.sync += [v1.eq(issue), first1.eq(k == 0), last1.eq(last_k), x1.eq(self.i.payload)]
+        m.d.sync += [v1.eq(issue), first1.eq(loop_k.first), last1.eq(last_k), x1.eq(self.i.payload)]
         xs = lanes(x1, PE, ib, p.in_type.signed)
 
         if p.kind == "max":
@@ -388,7 +384,7 @@ class Pool(wiring.Component):
         # count index of the pixel of the beat issued at t: ROM read at t, data at t+1
         if pl.count_rom:
             px = Signal(range(max(p.pixels, 2)))
-            with m.If(issue & last_k & (cb == NB - 1)):
+            with m.If(issue & last_k & loop_cb.last):
                 m.d.sync += px.eq(Mux(px == p.pixels - 1, 0, px + 1))
             idx_rd, = rom(m, "idxrom", width=p.index_bits, init=p.count_index)
             m.d.comb += idx_rd.addr.eq(px)

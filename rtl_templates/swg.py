@@ -119,7 +119,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.memory import DISTRIBUTED, choose_style, ram
-from hwgen.rtl_templates.pipeline import counter_bits, delay, reg
+from hwgen.rtl_templates.pipeline import Loop, counter_bits, delay, reg
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import pack_word
 
@@ -462,7 +462,7 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
     # pad flag's four compares with constants are its logic (the slot and the address are
     # carry chains and the address's products a DSP tile)
     pipe = cb(R) + cb(W) + cb(p.cb) + cb(depth) + 8
-    # each of the six loop counters' ``first`` and ``last`` registers (:class:`_Loop`)
+    # each of the six loop counters' ``first`` and ``last`` registers (``pipeline.Loop``)
     pipe += 12
     # ``take`` and ``row_ok`` (:func:`_next_compare`): each compares the next ``wrel`` (two
     # values) with the next bound (three: two registers and a constant) and picks one
@@ -568,29 +568,6 @@ def _counter(n: int, name: str | None = None) -> Signal:
     return Signal(range(max(n, 2)), name=name)
 
 
-class _Loop:
-    """A counter over ``0 … n-1`` whose ``first`` (== 0) and ``last`` (== n - 1) are
-    registers of their own, moving with it: the issue's and the row's conditions start at
-    flip-flops, not at the counters' compares (ResNet-8's 95 MHz path ran through them)."""
-
-    def __init__(self, m: Module, n: int, name: str):
-        self.m, self.n = m, n
-        self.value = _counter(n, name)
-        self.first = Signal(init=1, name=f"{name}_first")
-        self.last = Signal(init=int(n == 1), name=f"{name}_last")
-
-    def step(self, cond) -> None:
-        """Advance by one (wrapping to 0 after ``n - 1``) in the cycles where ``cond``."""
-        v, last = self.value, self.last
-        with self.m.If(cond):
-            self.m.d.sync += [v.eq(Mux(last, 0, v + 1)), self.first.eq(last),
-                              self.last.eq(Mux(last, self.n == 1, v == self.n - 2))]
-
-    def clear(self) -> None:
-        """Back to 0 (in the cycles of the enclosing condition)."""
-        self.m.d.sync += [self.value.eq(0), self.first.eq(1), self.last.eq(self.n == 1)]
-
-
 class SWG(wiring.Component):
     """The sliding-window generator. See the module documentation for the contract."""
 
@@ -625,8 +602,8 @@ class SWG(wiring.Component):
         out = output_stage.OutputStage(m, self.o, SIMD * bits, PIPELINE_DEPTH)
 
         # --- reader state -----------------------------------------------------------------
-        loop_oh, loop_ow = _Loop(m, OH, "oh"), _Loop(m, OW, "ow")
-        loop_kh, loop_kw, loop_cb = _Loop(m, KH, "kh"), _Loop(m, KW, "kw"), _Loop(m, CB, "cb")
+        loop_oh, loop_ow = Loop(m, OH, "oh"), Loop(m, OW, "ow")
+        loop_kh, loop_kw, loop_cb = Loop(m, KH, "kh"), Loop(m, KW, "kw"), Loop(m, CB, "cb")
         oh, ow, kh, kw, cb = (lp.value for lp in (loop_oh, loop_ow, loop_kh, loop_kw, loop_cb))
         hb_lo, hb_hi = -top - 1, max((OH - 1) * SH - top, H) + EH + 2
         hb = Signal(range(hb_lo, hb_hi), init=-top)
@@ -727,7 +704,7 @@ class SWG(wiring.Component):
 
         # --- writer ----------------------------------------------------------------------
         waddr = Signal(range(max(depth, 2)))
-        wbeat = _Loop(m, row_beats, "wbeat")
+        wbeat = Loop(m, row_beats, "wbeat")
         # the input's ready from a register of its own, kept equal to ``wrel < FR`` (from their
         # next values, below): it reaches the enables of every slice of the FIFO before the
         # generator from a flip-flop, not through the compare

@@ -72,6 +72,7 @@ from hwgen.rtl_templates.lutmul import (
 )
 from hwgen.rtl_templates.memory import LOGIC, lane_rom, lane_rom_slices
 from hwgen.rtl_templates.pipeline import (
+    Loop,
     counter_bits,
     delay,
     reg,
@@ -412,7 +413,8 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
         **output_stage.parts(L * ob, pl.depth, family, registered=True),
         # the valid, flags and channel block along the issue register, the operands and the
         # accumulator
-        "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * (2 + pl.operand) - 1, lut4=ctl_bits + 4,
+        # (+4: the two loop counters' first and last flags, ``pipeline.Loop``)
+        "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * (2 + pl.operand) + 3, lut4=ctl_bits + 4,
                              carry=ctl_bits / 2),
         # the operand registers of lanes reading one input lane are one (merged)
         "terms": res.Resources(ff=3 * PE * S * ib + 2 * w_reg
@@ -488,9 +490,9 @@ class VVAU(wiring.Component):
         out = output_stage.OutputStage(m, self.o, L * ob, pl.depth, registered=True)
 
         # --- issue stage ---------------------------------------------------------------
-        k = Signal(range(max(K, 2)))
-        cb = Signal(range(max(NB, 2)))
-        last_k = k == K - 1
+        loop_k, loop_cb = Loop(m, K, "k"), Loop(m, NB, "cb")
+        cb = loop_cb.value
+        last_k = loop_k.last
         room = out.room
         issue = Signal()
         m.d.comb += [
@@ -500,19 +502,15 @@ class VVAU(wiring.Component):
         assert len(w_rds) == pl.rom_copies
         _, waddrs = rom_counter(m, NB * K, issue, "widx", copies=pl.rom_copies)
         m.d.comb += [r.addr.eq(a) for r, a in zip(w_rds, waddrs)]
-        with m.If(issue):
-            with m.If(last_k):
-                m.d.sync += k.eq(0)
-                m.d.sync += cb.eq(Mux(cb == NB - 1, 0, cb + 1))
-            with m.Else():
-                m.d.sync += k.eq(k + 1)
+        loop_k.step(issue)
+        loop_cb.step(issue & last_k)
         out.spend(issue & last_k)
 
         # --- stage 1: operands, products -------------------------------------------------
         v1, first1, last1 = Signal(), Signal(), Signal()
         cb1 = Signal.like(cb)
         x1 = Signal(S * PE * ib)
-        m.d.sync += [v1.eq(issue), first1.eq(k == 0), last1.eq(last_k), cb1.eq(cb),
+        m.d.sync += [v1.eq(issue), first1.eq(loop_k.first), last1.eq(last_k), cb1.eq(cb),
                      x1.eq(self.i.payload)]
         # --- stage 1b: operands registered (the weight memory's output is slow) ------------
         w1 = reg(m, w_data, unsigned(S * L * wb), "w1")
