@@ -45,7 +45,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
 from hwgen.rtl_templates.memory import ram, rom
-from hwgen.rtl_templates.pipeline import counter_bits
+from hwgen.rtl_templates.pipeline import Loop, counter_bits
 from hwgen.rtl_templates.quant import QType, Requant, make_requant, signed_width
 from hwgen.rtl_templates.requant import LANE_FIT, RequantPipeline
 from hwgen.rtl_templates.resources import merge_fits, unsigned_muls
@@ -184,7 +184,8 @@ def resource_parts(p: GAPParams, family: str) -> dict[str, res.Resources]:
     ctl_bits = cbb + counter_bits(p.pixels)
     acc = res.memory(PE * A, NB, family, rom=False, rw="new" if NB == 1 else "dont_care")
     parts = output_stage.parts(PE * ob, pipeline_depth(p), family, registered=True)
-    parts["ctl"] = res.Resources(ff=ctl_bits + 2 + cbb, lut4=ctl_bits + 2, carry=ctl_bits / 2)
+    # (+4: the two loop counters' first and last flags, ``pipeline.Loop``)
+    parts["ctl"] = res.Resources(ff=ctl_bits + 6 + cbb, lut4=ctl_bits + 2, carry=ctl_bits / 2)
     parts["acc"] = acc + res.accumulate(A, family) * PE + res.Resources(ff=PE * (ib + A))
     m_live, copies = 0, 1
     if len(rq.mult) > 1:
@@ -231,20 +232,16 @@ class GAP(wiring.Component):
         out = output_stage.OutputStage(m, self.o, PE * ob, pipeline_depth(p), registered=True)
 
         # --- issue stage ---------------------------------------------------------------
-        cb = Signal(range(max(NB, 2)))
-        px = Signal(range(max(p.pixels, 2)))
-        last_px = px == p.pixels - 1
+        loop_cb, loop_px = Loop(m, NB, "cb"), Loop(m, p.pixels, "px")
+        cb = loop_cb.value
+        last_px = loop_px.last
         issue = Signal()
         m.d.comb += [
             self.i.ready.eq(~last_px | out.room),
             issue.eq(self.i.valid & self.i.ready),
         ]
-        with m.If(issue):
-            with m.If(cb == NB - 1):
-                m.d.sync += cb.eq(0)
-                m.d.sync += px.eq(Mux(last_px, 0, px + 1))
-            with m.Else():
-                m.d.sync += cb.eq(cb + 1)
+        loop_cb.step(issue)
+        loop_px.step(issue & loop_cb.last)
         out.spend(issue & last_px)
 
         # --- accumulator RAM: read at t, add and write back at t+1 ---------------------------
@@ -257,7 +254,7 @@ class GAP(wiring.Component):
         v1, first1, last1 = Signal(), Signal(), Signal()
         cb1 = Signal.like(cb)
         x1 = Signal(PE * ib)
-        m.d.sync += [v1.eq(issue), first1.eq(px == 0), last1.eq(last_px), cb1.eq(cb),
+        m.d.sync += [v1.eq(issue), first1.eq(loop_px.first), last1.eq(last_px), cb1.eq(cb),
                      x1.eq(self.i.payload)]
         xs = lanes(x1, PE, ib, p.in_type.signed)
         olds = lanes(acc_rd.data, PE, acc_w, signed=True)
