@@ -476,6 +476,8 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
         "flags": flag * 2,
         "data": res.Resources(ff=width, lut4=_pad_sets(p) if family == "ecp5" else 0),
     }
+    # ``wrel`` and ``wrel + 1`` each summed with and without the frame's end (two adders more)
+    parts["ctl"] = parts["ctl"] + res.add(wrel, family) * 2
     if late_write(p):       # the late write's data, address and enable: registers only
         parts["late"] = res.Resources(ff=width + cb(depth) + 1)
     if p.ready_copies:      # the input ready's copies, one per slice of the FIFO before
@@ -729,8 +731,11 @@ class SWG(wiring.Component):
             ]
         # ``wrel + 1`` is a register of its own, moving with ``wrel``
         wrel1 = Signal(wrel.shape(), init=wrel.init + 1, name="wrel1")
-        step = row_done - Mux(frame_wrap, H, 0)
-        m.d.sync += [wrel.eq(wrel + step), wrel1.eq(wrel1 + step)]
+        # the sums with and without the frame's end computed apart: the late ``frame_wrap``
+        # (the issue) selects after the carry chains, not before them (DS-CNN's 108.7 MHz
+        # path: ``row_ok`` → the issue → the wrap → ``wrel``'s adder, 10 levels)
+        m.d.sync += [wrel.eq(Mux(frame_wrap, wrel + row_done - H, wrel + row_done)),
+                     wrel1.eq(Mux(frame_wrap, wrel1 + row_done - H, wrel1 + row_done))]
         # ``take`` and ``row_ok`` in the next cycle: every compare of the next ``wrel`` with the
         # next bound is one carry chain between registers (or a register and a constant),
         # made in parallel with the issue logic; the late ``row_adv``, ``oh_last`` and
