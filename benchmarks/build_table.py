@@ -9,9 +9,8 @@ for the iCEBreaker; ``--mlperf`` adds the four MLPerf Tiny networks (QDQ per-ten
 ULX3S-85F; ``cnn_wide`` is a digits CNN that is none of the examples (``examples/timing/``).
 Each is built as ``hwgen build MODEL --board B`` builds it (folded for the board, the board
 top with PLL, reset, LED and UART link, Yosys, nextpnr at the board's default clock, the
-packer; ``--router``: nextpnr's router for every design, by default router1 for the digits
-designs and router2 for the MLPerf Tiny networks: router1 stalled on ResNet-8, 89,000 of its
-192,000 arcs left unrouted after 23 minutes and no longer shrinking). Per design the table
+packer; ``--router``: nextpnr's router for every design, by default router1, as ``hwgen
+build``'s). Per design the table
 gives the clock target and the clock nextpnr reached, whether timing is met, the estimated
 and the synthesized LUT4 and flip-flops (the core's estimate plus the link's), DSP and block
 RAM tiles, inferences per second at the target clock and the wall time of synthesis and of
@@ -75,8 +74,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--freq", type=float, help="clock target (default: the board's)")
     ap.add_argument("--router", choices=ROUTERS,
-                    help="nextpnr's router (default: router2 for the MLPerf Tiny networks, "
-                         "router1 for the others)")
+                    help="nextpnr's router (default: router1, as hwgen build's)")
     ap.add_argument("--json", metavar="OUT", help="write the rows to this JSON file")
     ap.add_argument("--keep", metavar="DIR", help="keep each build's folder under DIR")
     ap.add_argument("--markdown", metavar="OUT", help="write the table as Markdown")
@@ -97,7 +95,7 @@ def main() -> None:
             out = base / name.replace("@", "_")
             t0 = time.perf_counter()
             print(f"building {name} ...", file=sys.stderr, flush=True)
-            router = args.router or ("router2" if name in MLPERF else "router1")
+            router = args.router or "router1"
             try:
                 res = build(EX / MODELS[model], out, board, args.freq, args.seed, force=True,
                             router=router)
