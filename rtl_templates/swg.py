@@ -476,7 +476,8 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
         "flags": flag * 2,
         "data": res.Resources(ff=width, lut4=_pad_sets(p) if family == "ecp5" else 0),
     }
-    # ``wrel`` and ``wrel + 1`` each summed with and without the frame's end (two adders more)
+    # ``wrel + 2`` and ``wrel``, ``wrel + 1``, ``wrel + 2`` less H (four adders of
+    # registers), the next values picked among them
     parts["ctl"] = parts["ctl"] + res.add(wrel, family) * 2
     if late_write(p):       # the late write's data, address and enable: registers only
         parts["late"] = res.Resources(ff=width + cb(depth) + 1)
@@ -731,11 +732,15 @@ class SWG(wiring.Component):
             ]
         # ``wrel + 1`` is a register of its own, moving with ``wrel``
         wrel1 = Signal(wrel.shape(), init=wrel.init + 1, name="wrel1")
-        # the sums with and without the frame's end computed apart: the late ``frame_wrap``
-        # (the issue) selects after the carry chains, not before them (DS-CNN's 108.7 MHz
-        # path: ``row_ok`` → the issue → the wrap → ``wrel``'s adder, 10 levels)
-        m.d.sync += [wrel.eq(Mux(frame_wrap, wrel + row_done - H, wrel + row_done)),
-                     wrel1.eq(Mux(frame_wrap, wrel1 + row_done - H, wrel1 + row_done))]
+        # every sum is of registers only (``wrel``, ``wrel + 1`` and ``wrel + 2`` with and
+        # without the frame's end); the late ``row_done`` (the input's handshake) and
+        # ``frame_wrap`` (the issue) select among them after the carry chains (DS-CNN's
+        # paths: the issue or the handshake into ``wrel``'s adder, 9 and 10 levels)
+        wrel2 = wrel1 + 1
+
+        def moved(lo, hi):      # lo + row_done, less H at a frame's end (hi = lo + 1)
+            return Mux(frame_wrap, Mux(row_done, hi - H, lo - H), Mux(row_done, hi, lo))
+        m.d.sync += [wrel.eq(moved(wrel, wrel1)), wrel1.eq(moved(wrel1, wrel2))]
         # ``take`` and ``row_ok`` in the next cycle: every compare of the next ``wrel`` with the
         # next bound is one carry chain between registers (or a register and a constant),
         # made in parallel with the issue logic; the late ``row_adv``, ``oh_last`` and
