@@ -39,6 +39,7 @@ from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates import streams
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, fixed_fold, register_block
 from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.kept import kept_copies
 from hwgen.rtl_templates.pipeline import counter_bits
 from hwgen.rtl_templates.quant import QType
 from hwgen.rtl_templates.words import lanes
@@ -202,10 +203,9 @@ class DWC(wiring.Component):
                     m.d.sync += [valid.eq(nxt >= O), ready.eq(nxt <= N - I)]
                     if self.p.valid_copies:
                         m.d.comb += valid_next.eq(nxt >= O)
-        for k in range(self.p.valid_copies):    # each slice's valid: a kept copy of ``valid``
-            copy = Signal(name=f"valid_c{k}", attrs={"keep": 1})
-            m.d.sync += copy.eq(valid_next)
-            m.d.comb += self.o.valid_slices[k].eq(copy)
+        if self.p.valid_copies:                 # each slice's valid: a kept copy of ``valid``
+            m.d.comb += self.o.valid_slices.eq(Cat(*kept_copies(
+                m, valid_next, self.p.valid_copies, "valid_c", reset=True)))
 
         with m.If(pop):
             for j in range(N - O):

@@ -27,12 +27,14 @@ from amaranth.hdl import Module, Shape, Signal
 
 
 def kept_copy(m: Module, v, name: str, *, reset: bool | None = None, en=None,
-              shape=None) -> Signal:
+              shape=None, init: int = 0) -> Signal:
     """``v`` registered in a copy the tools keep apart (of ``shape``, default ``v``'s).
     ``reset``: whether the copy has the reset (default: one bit does, data does not).
-    ``en``: load only then (default: every cycle, the form a tile's register absorbs)."""
+    ``en``: load only then (default: every cycle, the form a tile's register absorbs).
+    ``init``: its value after configuration and reset (a copy of a register that starts
+    at ``init``, given that register's next value as ``v``)."""
     shape = Shape.cast(v.shape() if shape is None else shape)
-    r = Signal(shape, name=name, attrs={"keep": 1},
+    r = Signal(shape, name=name, attrs={"keep": 1}, init=init,
                reset_less=(shape.width > 1) if reset is None else not reset)
     if en is None:
         m.d.sync += r.eq(v)
@@ -43,10 +45,10 @@ def kept_copy(m: Module, v, name: str, *, reset: bool | None = None, en=None,
 
 
 def kept_copies(m: Module, v, n: int, name: str, *, reset: bool | None = None,
-                en=None) -> list[Signal]:
+                en=None, init: int = 0) -> list[Signal]:
     """``n`` kept copies of ``v`` registered (``name_0`` … ``name_{n-1}``), as
     :func:`kept_copy`."""
-    return [kept_copy(m, v, f"{name}_{k}", reset=reset, en=en) for k in range(n)]
+    return [kept_copy(m, v, f"{name}_{k}", reset=reset, en=en, init=init) for k in range(n)]
 
 
 def kept_follower(m: Module, init: int, next_of, name: str) -> Signal:

@@ -110,7 +110,7 @@ import functools
 from dataclasses import dataclass, field
 
 import numpy as np
-from amaranth.hdl import Const, Module, Mux, Shape, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -118,6 +118,7 @@ from hwgen.rtl_templates import output_stage, streams
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
+from hwgen.rtl_templates.kept import kept_copies
 from hwgen.rtl_templates.memory import DISTRIBUTED, choose_style, ram
 from hwgen.rtl_templates.pipeline import Loop, counter_bits, delay, reg
 from hwgen.rtl_templates.quant import QType
@@ -567,8 +568,8 @@ def rw_dont_care(p: SWGParams, late: int = 0) -> bool:
     return True
 
 
-def _counter(n: int, name: str | None = None) -> Signal:
-    return Signal(range(max(n, 2)), name=name)
+def _counter(n: int) -> Signal:
+    return Signal(range(max(n, 2)))
 
 
 class SWG(wiring.Component):
@@ -748,10 +749,9 @@ class SWG(wiring.Component):
         take_next = _next_compare(wrel, wrel1, row_done, row_adv, oh_last,
                                   lambda x: x < FR, lambda x: x < FR_next,
                                   lambda x: x < const_first(-top) + R + H)
-        for k in range(p.ready_copies):     # each slice's ready: a kept copy of ``take``
-            copy = Signal(init=take.init, name=f"take_c{k}", attrs={"keep": 1})
-            m.d.sync += copy.eq(take_next)
-            m.d.comb += self.i.ready_slices[k].eq(copy)
+        if p.ready_copies:                  # each slice's ready: a kept copy of ``take``
+            m.d.comb += self.i.ready_slices.eq(Cat(*kept_copies(
+                m, take_next, p.ready_copies, "take_c", reset=True, init=take.init)))
         m.d.sync += [
             take.eq(take_next),
             row_ok.eq(_next_compare(wrel, wrel1, row_done, row_adv, oh_last,

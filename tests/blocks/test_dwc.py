@@ -196,7 +196,7 @@ def test_sliced_output_writes_each_slice_on_its_own_valid():
     assert dwc.slice_ports(p0, "i", widths) is None
     assert dwc.slice_ports(DWCParams(8, 12, 12, 48), "o", widths) is None
     text = verilog.convert(DWC(p), name="dwc", emit_src=False)
-    assert len(set(re.findall(r"reg valid_c(\d+) ", text))) == 3
+    assert len(set(re.findall(r"reg valid_c_(\d+) ", text))) == 3
     x = np.random.default_rng(3).integers(t.lo, t.hi + 1, size=(5, 48))
     for kw in ({}, dict(stall_in=0.3, stall_out=0.4, seed=5)):
         r = run_block([DWC(p), fifo.StreamFIFO(fp)], x, t, 4, t, 12, 48, **kw)

@@ -445,7 +445,7 @@ def test_sliced_input_reads_each_slice_on_its_own_ready():
     assert swg.slice_ports(p0, "o", widths) is None
     chain = Chain([fifo.StreamFIFO(fp), SWG(p)])
     text = verilog.convert(chain, name="sliced", emit_src=False)
-    assert len(set(re.findall(r"reg take_c(\d+) ", text))) == 3
+    assert len(set(re.findall(r"reg take_c_(\d+) ", text))) == 3
     x = _frames(p, N_FRAMES, seed=7)
     beats, last = frames_to_beats(x.reshape(len(x), -1), p.qtype, p.simd)
     from hwgen.sim.amaranth_sim import run_amaranth
