@@ -3,7 +3,7 @@
 
     python -m hwgen.clidoc > docs/cli.md
 
-``tests/hwgen/test_docs.py`` fails when the committed page differs from :func:`markdown`. The
+``tests/api/test_docs.py`` fails when the committed page differs from :func:`markdown`. The
 usage lines are composed here, not by :mod:`argparse`, so the page does not depend on the
 terminal's width or on the Python version's help layout."""
 from __future__ import annotations

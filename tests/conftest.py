@@ -14,7 +14,7 @@ puts ``tests/`` and every folder on ``sys.path``, so a module's basename is uniq
     the link bench, exported testbenches;
 ``boards/``
     devices, boards, device folding, synthesis, the board top, UART, host link, flash;
-``hwgen/``
+``api/``
     the public API and command line: build, cache, inspect, report, cluster, progress,
     IP-XACT, errors and interrupts, the docs and the import layering;
 ``e2e/``
