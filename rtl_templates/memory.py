@@ -446,6 +446,13 @@ class _ColumnRAM:
         m.d.comb += self.rd.data.eq(Cat(*data))
 
 
+#: words of the small FIFO in logic after a block RAM queue (:meth:`BufferedFIFO._block_queue`).
+#: A word that waits in the RAM is readable five cycles after its write (the RAM's write,
+#: the issue, the RAM's read, its data register, the small FIFO's own two), three more than
+#: a word that bypasses it; it enters the RAM only when the small FIFO is full (or behind
+#: one that did), so it has this many words ahead of it, read at most one a cycle
+BLOCK_FIFO_OUT = 5
+
 #: widest slice of a :class:`BufferedFIFO` with one control whose queue is block RAM: a
 #: multiple of every block RAM data width (ECP5 36, 18, 9; iCE40 16, 8), so slicing adds no
 #: tiles
@@ -475,8 +482,9 @@ class BufferedFIFO(Elaboratable):
     module's policy says:
 
     an inner queue of ``depth - 1`` words and the output register ``r_data`` (for a block
-    RAM queue a register of its own beside the tile, fed by a read of the next head every
-    cycle). A word written in cycle t can be read from cycle t + 2 on. ``w_rdy`` (a
+    RAM queue, the RAM, a register after it and a small FIFO in logic whose output register
+    is ``r_data``: :meth:`_block_queue`). A word written in cycle t can be read from cycle
+    t + 2 on. ``w_rdy`` (a
     register) is high while the inner queue has room, ``r_rdy`` while the output register
     holds a word (neither depends on ``r_en`` or ``w_en``). The inner queue is a
     :func:`ram` whose reads never meet a write of the same word (``rw="dont_care"``): a
@@ -573,45 +581,100 @@ class BufferedFIFO(Elaboratable):
         with m.Elif(do_inner_read & ~do_write):
             m.d.sync += [self.w_rdy.eq(1), nonempty.eq(inner_level != 1)]
         block = n > 1 and self.inner_style == BLOCK
-        wr, rd = ram(m, "storage", width=max(self.width, 1), depth=n, rw="dont_care",
-                     read_en=not block)
-        produce = Signal(range(max(n, 2)))
-        consume = Signal(range(max(n, 2)))
-        m.d.comb += [wr.addr.eq(produce), wr.data.eq(self.w_data), wr.en.eq(do_write)]
         if block:
-            # A block RAM's data leaves the tile late (ECP5 DP16KD: 5.8 ns after the clock),
-            # so the output word is a register of its own, next to the tile, not the tile's
-            # read register. The RAM reads every cycle the word at the head the next cycle
-            # (``consume``, or ``consume + 1`` kept in ``consume_1`` when this cycle reads);
-            # a head written in the last cycle (the only word) comes from ``w_last``.
-            consume_1 = Signal(range(max(n, 2)), init=1)
-            w_last = Signal(self.width, reset_less=True)
-            wrote = Signal()
-            m.d.comb += rd.addr.eq(Mux(do_inner_read, consume_1, consume))
-            m.d.sync += wrote.eq(do_write)
-            with m.If(do_write):
-                m.d.sync += w_last.eq(self.w_data)
-            with m.If(do_inner_read):
-                m.d.sync += [
-                    self.r_data.eq(Mux(wrote & (inner_level == 1), w_last,
-                                       rd.data[:self.width])),
-                    consume_1.eq(Mux(consume_1 == n - 1, 0, consume_1 + 1)),
-                ]
+            self._block_queue(m, n, do_write)
         else:
-            m.d.comb += [rd.addr.eq(consume), rd.en.eq(do_inner_read),
+            wr, rd = ram(m, "storage", width=max(self.width, 1), depth=n, rw="dont_care",
+                         read_en=True)
+            produce = Signal(range(max(n, 2)))
+            consume = Signal(range(max(n, 2)))
+            m.d.comb += [wr.addr.eq(produce), wr.data.eq(self.w_data), wr.en.eq(do_write),
+                         rd.addr.eq(consume), rd.en.eq(do_inner_read),
                          self.r_data.eq(rd.data[:self.width])]
-        if n > 1:
-            with m.If(do_write):
-                m.d.sync += produce.eq(Mux(produce == n - 1, 0, produce + 1))
-            with m.If(do_inner_read):
-                m.d.sync += consume.eq(Mux(consume == n - 1, 0, consume + 1))
+            if n > 1:
+                with m.If(do_write):
+                    m.d.sync += produce.eq(Mux(produce == n - 1, 0, produce + 1))
+                with m.If(do_inner_read):
+                    m.d.sync += consume.eq(Mux(consume == n - 1, 0, consume + 1))
         # the read is the consumer's ready, often a join's handshake across blocks
         m.d.sync += inner_level.eq(up_down(m, inner_level, do_write, do_inner_read))
-        with m.If(do_inner_read):
-            m.d.sync += self.r_rdy.eq(1)
-        with m.Elif(self.r_en):
-            m.d.sync += self.r_rdy.eq(0)
+        if not block:
+            with m.If(do_inner_read):
+                m.d.sync += self.r_rdy.eq(1)
+            with m.Elif(self.r_en):
+                m.d.sync += self.r_rdy.eq(0)
         return m
+
+    def _block_queue(self, m: Module, n: int, do_write):
+        """The queue of a block RAM FIFO: the RAM (``n`` words), a register taking its data
+        every cycle (``ram_q``), and a small FIFO in logic (:data:`BLOCK_FIFO_OUT` words)
+        whose output register is ``r_data``.
+
+        A block RAM's data leaves the tile late (ECP5 DP16KD: 5.8 ns after the clock), so the
+        first register after it does nothing else, and the placer can put it beside the tile.
+        The RAM reads the word at ``consume`` every cycle; a read is *issued* (``consume``
+        advances) while the RAM holds words and the small FIFO has room for one more,
+        counting those on their way to it (``held``); the word *lands* in the small FIFO two
+        cycles later, from ``ram_q``.
+
+        A word written while the RAM is empty and the small FIFO has room does not enter the
+        RAM: it lands in the small FIFO in its write cycle, or one or two cycles later
+        (through ``w_d1``, ``w_d2``: copies of the written word a cycle and two old) when
+        older words land then, so every word lands after the words before it. A word enters
+        the RAM once the small FIFO is full, and while the RAM holds words. Then it has the
+        small FIFO's words ahead of it, enough to cover the RAM's longer way (readable five
+        cycles after the write, not two), and each word after it is readable a cycle after
+        its predecessor: the ports behave cycle for cycle as one FIFO of ``depth`` words
+        (``w_rdy`` and ``level`` as kept by the caller; ``r_rdy`` the small FIFO's)."""
+        out_words = BLOCK_FIFO_OUT
+        m.submodules.out = out = BufferedFIFO(width=self.width, depth=out_words)
+        wr, rd = ram(m, "storage", width=max(self.width, 1), depth=n, rw="dont_care",
+                     read_en=False)
+        produce = Signal(range(n))
+        consume = Signal(range(n))
+        ram_level = Signal(range(n + 1))
+        ram_nonempty = Signal()
+        held = Signal(range(out_words + 2))      # the small FIFO's words and those on the way
+        room = Signal(init=1)                    # held < out_words
+        ram_q = Signal(self.width, reset_less=True)
+        w_d1 = Signal(self.width, reset_less=True)
+        w_d2 = Signal(self.width, reset_less=True)
+        # a word lands in the small FIFO this cycle from ram_q (issued two cycles ago), from
+        # w_d1 or w_d2 (written one or two cycles ago); next cycle: issued a cycle ago, or
+        # written a cycle ago to land two cycles after its write
+        land_q, land_1, land_2 = Signal(), Signal(), Signal()
+        next_q, next_2 = Signal(), Signal()
+        issue, to_ram, bypass = Signal(), Signal(), Signal()
+        lands_now = land_q | land_1 | land_2
+        lands_next = next_q | next_2
+        m.d.comb += [
+            issue.eq(ram_nonempty & room),
+            to_ram.eq(ram_nonempty | ~room),
+            bypass.eq(do_write & ~to_ram),
+            wr.addr.eq(produce), wr.data.eq(self.w_data), wr.en.eq(do_write & to_ram),
+            rd.addr.eq(consume),
+            out.w_en.eq(lands_now | (bypass & ~lands_next)),
+            out.w_data.eq(Mux(land_q, ram_q, Mux(land_2, w_d2, Mux(land_1, w_d1,
+                                                                    self.w_data)))),
+            out.r_en.eq(self.r_en),
+            self.r_data.eq(out.r_data), self.r_rdy.eq(out.r_rdy),
+        ]
+        m.d.sync += [
+            ram_q.eq(rd.data[:self.width]), w_d1.eq(self.w_data), w_d2.eq(w_d1),
+            next_q.eq(issue), land_q.eq(next_q),
+            next_2.eq(bypass & lands_next), land_2.eq(next_2),
+            land_1.eq(bypass & lands_now & ~lands_next),
+        ]
+        with m.If(do_write & to_ram):
+            m.d.sync += produce.eq(Mux(produce == n - 1, 0, produce + 1))
+        with m.If(issue):
+            m.d.sync += consume.eq(Mux(consume == n - 1, 0, consume + 1))
+        ram_next = Signal.like(ram_level)
+        m.d.comb += ram_next.eq(up_down(m, ram_level, do_write & to_ram, issue))
+        m.d.sync += [ram_level.eq(ram_next), ram_nonempty.eq(ram_next != 0)]
+        held_next = Signal.like(held)
+        m.d.comb += held_next.eq(held + issue + bypass - (self.r_en & out.r_rdy))
+        m.d.sync += [held.eq(held_next), room.eq(held_next < out_words)]
 
 
 #: a RAM of at least this many words loses its all-zero initial content in the emitted

@@ -157,7 +157,8 @@ def test_fifo_matches_model_and_amaranth_stalls(depth, width, ports):
 def test_fifo_storage_follows_the_policy():
     """No memory for FIFOs of up to two words; 64-bit words in LUT RAM up to 33, in block
     RAM beyond; a queue of registers or LUT RAM in slices of 32 bits, each with its own
-    memory, a block RAM queue in one slice of up to 144."""
+    memory, a block RAM queue in one slice of up to 144, followed by a small FIFO in logic
+    (its own slices of 32 bits)."""
     styles, memories = {}, {}
     for d in (1, 2, 3, 4, 33, 34):
         fifo = M.BufferedFIFO(width=64, depth=d)
@@ -170,7 +171,8 @@ def test_fifo_storage_follows_the_policy():
     sliced = [("slice0", ["storage"]), ("slice1", ["storage"])]
     assert memories == {1: [("slice0", []), ("slice1", [])],
                         2: [("slice0", []), ("slice1", [])],
-                        3: sliced, 4: sliced, 33: sliced, 34: [("storage", [])]}
+                        3: sliced, 4: sliced, 33: sliced,
+                        34: [("out", ["slice0", "slice1"]), ("storage", [])]}
     assert [M.fifo_slices(64, d) for d in (2, 33, 34)] == [[32, 32], [32, 32], [64]]
     assert M.fifo_slices(300, 34) == [144, 144, 12]
     assert M.fifo_memory(64, 34).chosen_style == M.BLOCK
