@@ -154,6 +154,57 @@ def test_fifo_matches_model_and_amaranth_stalls(depth, width, ports):
     assert moved > cycles // 4
 
 
+#: (write, read) probabilities per phase of 40 cycles: a fast reader behind a slow writer right
+#: after the RAM held words, full-rate bursts, long stalls
+BLOCK_QUEUE_PATTERNS = {
+    "slow-writer": [(0.34, 1.0), (1.0, 0.5), (0.5, 0.9)],
+    "bursts": [(1.0, 1.0), (1.0, 0.0), (0.3, 1.0), (0.6, 0.95)],
+    "even": [(0.45, 0.55), (0.7, 0.5), (0.2, 0.25)],
+}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("pattern", list(BLOCK_QUEUE_PATTERNS))
+@pytest.mark.parametrize("seed", [1, 5])
+def test_block_queue_keeps_the_fifo_face(pattern, seed):
+    """A block RAM queue (the RAM, its data register, the small FIFO after it) beside
+    ``SyncFIFOBuffered`` under patterns that move it in and out of the RAM: every cycle the
+    same w_rdy, r_rdy, level and data. (A small FIFO of BLOCK_FIFO_OUT - 1 words fails
+    these.)"""
+    width, depth = 40, 70
+    dut = _Pair(width, depth)
+    new, ref = dut.new, dut.ref
+    assert new.inner_style == M.BLOCK
+    probs = BLOCK_QUEUE_PATTERNS[pattern]
+    rng = random.Random(seed)
+    log = []
+
+    async def bench(ctx):
+        data = 0
+        for cycle in range(3000):
+            pw, pr = probs[(cycle // 40) % len(probs)]
+            w_en, r_en = rng.random() < pw, rng.random() < pr
+            ctx.set(dut.w_en, w_en)
+            ctx.set(dut.r_en, r_en)
+            ctx.set(new.w_data, data % (1 << width))
+            got = tuple(ctx.get(s) for s in (new.w_rdy, new.r_rdy, new.level))
+            want = tuple(ctx.get(s) for s in (ref.w_rdy, ref.r_rdy, ref.level))
+            log.append((cycle, got, want, ctx.get(new.r_data), ctx.get(ref.r_data)))
+            if w_en and got[0]:
+                data += 1
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    for cycle, got, want, data, ref_data in log:
+        assert got == want, cycle
+        if got[1]:
+            assert data == ref_data, cycle
+    assert sum(got[1] for _, got, *_ in log) > 1000
+
+
 def test_fifo_storage_follows_the_policy():
     """No memory for FIFOs of up to two words; 64-bit words in LUT RAM up to 33, in block
     RAM beyond; a queue of registers or LUT RAM in slices of 32 bits, each with its own
