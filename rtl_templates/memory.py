@@ -452,6 +452,13 @@ class _ColumnRAM:
 #: a word that bypasses it; it enters the RAM only when the small FIFO is full (or behind
 #: one that did), so it has this many words ahead of it, read at most one a cycle
 BLOCK_FIFO_OUT = 5
+#: widest block RAM FIFO built with :meth:`BufferedFIFO._block_queue` (the widest data of
+#: one ECP5 tile): its data register and two copies of the written word cost three
+#: flip-flops per bit, which a wide word (block RAM for its width, often only tens of words
+#: deep) pays across the design, where the fold's flip-flop budget binds (MobileNet v1:
+#: a quarter of its throughput). A wider one reads the RAM straight into its output word
+#: (:meth:`BufferedFIFO._plain_queue`)
+BLOCK_STAGE_BITS = 36
 
 #: widest slice of a :class:`BufferedFIFO` with one control whose queue is block RAM: a
 #: multiple of every block RAM data width (ECP5 36, 18, 9; iCE40 16, 8), so slicing adds no
@@ -482,14 +489,14 @@ class BufferedFIFO(Elaboratable):
     module's policy says:
 
     an inner queue of ``depth - 1`` words and the output register ``r_data`` (for a block
-    RAM queue, the RAM, a register after it and a small FIFO in logic whose output register
-    is ``r_data``: :meth:`_block_queue`). A word written in cycle t can be read from cycle
-    t + 2 on. ``w_rdy`` (a
-    register) is high while the inner queue has room, ``r_rdy`` while the output register
-    holds a word (neither depends on ``r_en`` or ``w_en``). The inner queue is a
-    :func:`ram` whose reads never meet a write of the same word (``rw="dont_care"``): a
-    register for one word (so FIFOs of up to 2 words have no memory), then LUT RAM or block
-    RAM by the policy. Depth 1 is one register that takes a word only while empty.
+    RAM queue of up to :data:`BLOCK_STAGE_BITS`, the RAM, a register after it and a small
+    FIFO in logic whose output register is ``r_data``: :meth:`_block_queue`). A word written
+    in cycle t can be read from cycle t + 2 on. ``w_rdy`` (a register) is high while the
+    inner queue has room, ``r_rdy`` while the output register holds a word (neither depends
+    on ``r_en`` or ``w_en``). The inner queue is a :func:`ram` whose reads never meet a
+    write of the same word (``rw="dont_care"``): a register for one word (so FIFOs of up to
+    2 words have no memory), then LUT RAM or block RAM by the policy. Depth 1 is one
+    register that takes a word only while empty.
 
     A wide word is split into slices (:func:`fifo_slices`: of :data:`FIFO_SLICE_BITS` for a
     block RAM queue, else :data:`FIFO_LOGIC_SLICE_BITS`), each a FIFO with its own pointers
@@ -581,29 +588,54 @@ class BufferedFIFO(Elaboratable):
         with m.Elif(do_inner_read & ~do_write):
             m.d.sync += [self.w_rdy.eq(1), nonempty.eq(inner_level != 1)]
         block = n > 1 and self.inner_style == BLOCK
-        if block:
+        staged = block and self.width <= BLOCK_STAGE_BITS
+        if staged:
             self._block_queue(m, n, do_write)
         else:
-            wr, rd = ram(m, "storage", width=max(self.width, 1), depth=n, rw="dont_care",
-                         read_en=True)
-            produce = Signal(range(max(n, 2)))
-            consume = Signal(range(max(n, 2)))
-            m.d.comb += [wr.addr.eq(produce), wr.data.eq(self.w_data), wr.en.eq(do_write),
-                         rd.addr.eq(consume), rd.en.eq(do_inner_read),
-                         self.r_data.eq(rd.data[:self.width])]
-            if n > 1:
-                with m.If(do_write):
-                    m.d.sync += produce.eq(Mux(produce == n - 1, 0, produce + 1))
-                with m.If(do_inner_read):
-                    m.d.sync += consume.eq(Mux(consume == n - 1, 0, consume + 1))
+            self._plain_queue(m, n, block, do_write, do_inner_read, inner_level)
         # the read is the consumer's ready, often a join's handshake across blocks
         m.d.sync += inner_level.eq(up_down(m, inner_level, do_write, do_inner_read))
-        if not block:
+        if not staged:
             with m.If(do_inner_read):
                 m.d.sync += self.r_rdy.eq(1)
             with m.Elif(self.r_en):
                 m.d.sync += self.r_rdy.eq(0)
         return m
+
+    def _plain_queue(self, m: Module, n: int, block: bool, do_write, do_inner_read,
+                     inner_level):
+        """The queue as one RAM that ``r_data`` loads from: LUT RAM or registers read on
+        the inner read, or a block RAM wider than :data:`BLOCK_STAGE_BITS`, which reads
+        every cycle the word at the head the next cycle (``consume``, or ``consume + 1``
+        kept in ``consume_1`` when this cycle reads) into ``r_data``, a register of its own;
+        a head written in the last cycle (the only word) comes from ``w_last``."""
+        wr, rd = ram(m, "storage", width=max(self.width, 1), depth=n, rw="dont_care",
+                     read_en=not block)
+        produce = Signal(range(max(n, 2)))
+        consume = Signal(range(max(n, 2)))
+        m.d.comb += [wr.addr.eq(produce), wr.data.eq(self.w_data), wr.en.eq(do_write)]
+        if block:
+            consume_1 = Signal(range(max(n, 2)), init=1)
+            w_last = Signal(self.width, reset_less=True)
+            wrote = Signal()
+            m.d.comb += rd.addr.eq(Mux(do_inner_read, consume_1, consume))
+            m.d.sync += wrote.eq(do_write)
+            with m.If(do_write):
+                m.d.sync += w_last.eq(self.w_data)
+            with m.If(do_inner_read):
+                m.d.sync += [
+                    self.r_data.eq(Mux(wrote & (inner_level == 1), w_last,
+                                       rd.data[:self.width])),
+                    consume_1.eq(Mux(consume_1 == n - 1, 0, consume_1 + 1)),
+                ]
+        else:
+            m.d.comb += [rd.addr.eq(consume), rd.en.eq(do_inner_read),
+                         self.r_data.eq(rd.data[:self.width])]
+        if n > 1:
+            with m.If(do_write):
+                m.d.sync += produce.eq(Mux(produce == n - 1, 0, produce + 1))
+            with m.If(do_inner_read):
+                m.d.sync += consume.eq(Mux(consume == n - 1, 0, consume + 1))
 
     def _block_queue(self, m: Module, n: int, do_write):
         """The queue of a block RAM FIFO: the RAM (``n`` words), a register taking its data

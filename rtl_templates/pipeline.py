@@ -20,6 +20,11 @@ MUL_CHUNK = 16
 #: adder-tree levels between two registers: one, because two carry chains in a row with the
 #: route between them (about 2 ns on ECP5) miss 125 MHz at wide SIMD inside a full design
 TREE_LEVELS_PER_STAGE = 1
+#: registers in the fabric after a hard multiplier's product (:func:`mul_pipe` with
+#: ``valid``): a tile sits wherever the device has one free, and with most of an LFE5U-85F's
+#: tiles in use one lands across the die from its logic (7.5 ns of route from a tile at
+#: column 96 to its copy at column 18); two copies give that route two periods
+FABRIC_COPIES = 2
 
 
 def reg(m: Module, value, shape, name: str) -> Signal:
@@ -167,7 +172,8 @@ def chunk_widths(width: int) -> list[int]:
 
 
 def mul_pipe_registers(a_bits: int, b_bits: int, a_regs: bool = True, b_regs: bool = True,
-                       copy: bool = False, b_const: int | None = None) -> int:
+                       copy: bool = False, b_const: int | None = None,
+                       b_fixed: bool = False) -> int:
     """Flip-flops of :func:`mul_pipe`: the tiles' operand registers (a chunk's registers are
     the same for every tile it meets, so the tools keep one copy; ``a_regs``/``b_regs``
     False: that operand is another lane's too, or constant, and counted there), the partial
@@ -177,7 +183,9 @@ def mul_pipe_registers(a_bits: int, b_bits: int, a_regs: bool = True, b_regs: bo
 
     ``b_const``: ``b`` is this constant. A partial product by a chunk that is 0 is none; one
     by a chunk with trailing zeros has those bits 0, and its top bits end at the chunk's
-    highest one: the tools keep only the bits between."""
+    highest one: the tools keep only the bits between. ``b_fixed``: ``b`` is a constant whose
+    value is not given. Either way a one-bit chunk of ``a`` times it is that bit wherever the
+    constant has a one: the tools keep one flip-flop of each of its registers."""
     w = a_bits + b_bits
     bits = (a_bits if a_regs else 0) + (b_bits if b_regs else 0)
     parts = []                      # (lowest, highest + 1) bit a part can hold
@@ -190,7 +198,10 @@ def mul_pipe_registers(a_bits: int, b_bits: int, a_regs: bool = True, b_regs: bo
                     continue
                 tz = (c & -c).bit_length() - 1
                 lo, live = lo + tz, wa + (c >> tz).bit_length()
-            bits += live * (2 if copy else 1)
+            if min(wa, wb) == 1 and b_const is None:
+                live -= 1                   # a one-bit factor: the product fits the other
+            kept = 1 if wa == 1 and (b_fixed or b_const is not None) else live
+            bits += kept * (1 + FABRIC_COPIES if copy else 1)
             parts.append((lo, lo + live))
     if not parts:
         return bits
@@ -206,9 +217,9 @@ def mul_pipe_registers(a_bits: int, b_bits: int, a_regs: bool = True, b_regs: bo
 
 def mul_stages(a_bits: int, b_bits: int, copy: bool = False) -> int:
     """Registers :func:`mul_pipe` puts between its operands and the product: each tile's
-    operands, the partial products (``copy``: and their copies in the fabric), then one per
-    level of their sum."""
-    return 2 + int(copy) + _levels(chunks(a_bits) * chunks(b_bits))
+    operands, the partial products (``copy``: and their :data:`FABRIC_COPIES` copies in the
+    fabric), then one per level of their sum."""
+    return 2 + FABRIC_COPIES * int(copy) + _levels(chunks(a_bits) * chunks(b_bits))
 
 
 def mul_pipe(m: Module, a, b, name: str, valid=None):
@@ -218,10 +229,11 @@ def mul_pipe(m: Module, a, b, name: str, valid=None):
     partials summed by a registered tree, one level per stage.
 
     ``valid`` (high in the cycles ``a`` and ``b`` hold an operand pair; ``copy=True`` in
-    :func:`mul_stages`): each partial product is registered once more in the fabric. The tile
-    sits wherever the device has one free, often far from the logic it feeds (a design using
-    most of an LFE5U-85F's tiles: 7.9 ns of route from a tile's output register into the first
-    sum), and the copy gives that route a clock period of its own. The copy loads only when
+    :func:`mul_stages`): each partial product is registered :data:`FABRIC_COPIES` times more
+    in the fabric. The tile sits wherever the device has one free, often far from the logic
+    it feeds (a design using most of an LFE5U-85F's tiles: 7.9 ns of route from a tile's
+    output register into the first sum), and the copies give that route clock periods of its
+    own. The first copy loads only when
     its product is valid: with that enable, Yosys's ``ice40_dsp`` takes it as the SB_MAC16's
     output register correctly (a plain register there, behind the product register it takes
     as the pipeline register, it replaces by a constant: Yosys 0.70)."""
@@ -242,6 +254,8 @@ def mul_pipe(m: Module, a, b, name: str, valid=None):
                 with m.If(v_pp):
                     m.d.sync += pd.eq(pp)
                 pp = pd
+                for c in range(1, FABRIC_COPIES):
+                    pp = reg(m, pp, unsigned(len(ai) + len(bj)), f"{name}_pd{i}_{j}_{c}")
             parts.append(pp << (MUL_CHUNK * (i + j)))
     level = 0
     while len(parts) > 1:

@@ -474,7 +474,7 @@ class RequantPipeline:
                 + copies * b_per - (rq.mult_bits + 2 * min(rq.mult_bits, MUL_CHUNK))
         else:
             bits += lanes * mul_pipe_registers(acc_bits, rq.mult_bits, b_regs=False,
-                                               copy=True) \
+                                               copy=True, b_fixed=live == 0) \
                 + copies * live
         return bits + lanes * round_clamp_registers(acc_bits + rq.mult_bits, rq, out_bits)
 

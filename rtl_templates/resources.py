@@ -42,6 +42,7 @@ import numpy as np
 from hwgen.rtl_templates.memory import (
     BLOCK,
     BLOCK_FIFO_OUT,
+    BLOCK_STAGE_BITS,
     DISTRIBUTED,
     LOGIC_ROM_MAX_DEPTH,
     MemorySpec,
@@ -540,14 +541,21 @@ def fifo(width: int, depth: int, family: str, live=None) -> Resources:
         store = Resources(ff=kept * n + kept, lut4=kept * (n - 1) + n)
     elif live is not None and kept < width:
         store = _live_tiles(store, width, n, family, np.asarray(live, dtype=bool))
-    if n > 1 and fifo_memory(width, depth).chosen_style == BLOCK:
+    block = n > 1 and fifo_memory(width, depth).chosen_style == BLOCK
+    def tree(bits: int) -> int:
+        return max(1, -(-(bits - 1) // 3))
+    if block and width > BLOCK_STAGE_BITS:
+        # the output word beside the tile, the last word written, the next head's address;
+        # the wrap compares of the three pointers with n - 1 and the one-word compare of the
+        # level (a LUT4 tree each)
+        store = store + Resources(ff=2 * kept + ptr + 1,
+                                  lut4=kept + ptr + 3 * tree(ptr) + tree(lvl))
+    elif block:
         # the small FIFO after the RAM (its output register is the FIFO's), the RAM's data
         # register and the two copies of the written word, the landing multiplexer (four
         # sources); the RAM's level, the count of words on the way and six flags; the wrap
         # compares of the two pointers with n - 1 and the one-word compare of the level (a
         # LUT4 tree each)
-        def tree(bits: int) -> int:
-            return max(1, -(-(bits - 1) // 3))
         store = (store + fifo(width, BLOCK_FIFO_OUT, family, live)
                  + Resources(ff=3 * kept + lvl + 10,
                              lut4=2 * kept + 2 * tree(ptr) + tree(lvl) + lvl + 8)

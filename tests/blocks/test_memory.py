@@ -171,10 +171,10 @@ def test_block_queue_keeps_the_fifo_face(pattern, seed):
     ``SyncFIFOBuffered`` under patterns that move it in and out of the RAM: every cycle the
     same w_rdy, r_rdy, level and data. (A small FIFO of BLOCK_FIFO_OUT - 1 words fails
     these.)"""
-    width, depth = 40, 70
+    width, depth = 32, 70
     dut = _Pair(width, depth)
     new, ref = dut.new, dut.ref
-    assert new.inner_style == M.BLOCK
+    assert new.inner_style == M.BLOCK and width <= M.BLOCK_STAGE_BITS
     probs = BLOCK_QUEUE_PATTERNS[pattern]
     rng = random.Random(seed)
     log = []
@@ -208,8 +208,8 @@ def test_block_queue_keeps_the_fifo_face(pattern, seed):
 def test_fifo_storage_follows_the_policy():
     """No memory for FIFOs of up to two words; 64-bit words in LUT RAM up to 33, in block
     RAM beyond; a queue of registers or LUT RAM in slices of 32 bits, each with its own
-    memory, a block RAM queue in one slice of up to 144, followed by a small FIFO in logic
-    (its own slices of 32 bits)."""
+    memory, a block RAM queue in one slice of up to 144; up to BLOCK_STAGE_BITS bits
+    followed by a small FIFO in logic."""
     styles, memories = {}, {}
     for d in (1, 2, 3, 4, 33, 34):
         fifo = M.BufferedFIFO(width=64, depth=d)
@@ -222,8 +222,10 @@ def test_fifo_storage_follows_the_policy():
     sliced = [("slice0", ["storage"]), ("slice1", ["storage"])]
     assert memories == {1: [("slice0", []), ("slice1", [])],
                         2: [("slice0", []), ("slice1", [])],
-                        3: sliced, 4: sliced, 33: sliced,
-                        34: [("out", ["slice0", "slice1"]), ("storage", [])]}
+                        3: sliced, 4: sliced, 33: sliced, 34: [("storage", [])]}
+    staged = Fragment.get(M.BufferedFIFO(width=M.BLOCK_STAGE_BITS, depth=600), None)
+    assert sorted(name for _, name, _ in staged.subfragments) == ["out", "storage_c0",
+                                                                   "storage_c1"]
     assert [M.fifo_slices(64, d) for d in (2, 33, 34)] == [[32, 32], [32, 32], [64]]
     assert M.fifo_slices(300, 34) == [144, 144, 12]
     assert M.fifo_memory(64, 34).chosen_style == M.BLOCK
