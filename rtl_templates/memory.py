@@ -452,14 +452,6 @@ class _ColumnRAM:
 #: a word that bypasses it; it enters the RAM only when the small FIFO is full (or behind
 #: one that did), so it has this many words ahead of it, read at most one a cycle
 BLOCK_FIFO_OUT = 5
-#: widest block RAM FIFO built with :meth:`BufferedFIFO._block_queue` (the widest data of
-#: one ECP5 tile): its data register and two copies of the written word cost three
-#: flip-flops per bit, which a wide word (block RAM for its width, often only tens of words
-#: deep) pays across the design, where the fold's flip-flop budget binds (MobileNet v1:
-#: a quarter of its throughput). A wider one reads the RAM straight into its output word
-#: (:meth:`BufferedFIFO._plain_queue`)
-BLOCK_STAGE_BITS = 36
-
 #: widest slice of a :class:`BufferedFIFO` with one control whose queue is block RAM: a
 #: multiple of every block RAM data width (ECP5 36, 18, 9; iCE40 16, 8), so slicing adds no
 #: tiles
@@ -489,8 +481,8 @@ class BufferedFIFO(Elaboratable):
     module's policy says:
 
     an inner queue of ``depth - 1`` words and the output register ``r_data`` (for a block
-    RAM queue of up to :data:`BLOCK_STAGE_BITS`, the RAM, a register after it and a small
-    FIFO in logic whose output register is ``r_data``: :meth:`_block_queue`). A word written
+    RAM queue, the RAM, a register after it and a small FIFO in logic whose output register
+    is ``r_data``: :meth:`_block_queue`). A word written
     in cycle t can be read from cycle t + 2 on. ``w_rdy`` (a register) is high while the
     inner queue has room, ``r_rdy`` while the output register holds a word (neither depends
     on ``r_en`` or ``w_en``). The inner queue is a :func:`ram` whose reads never meet a
@@ -587,12 +579,11 @@ class BufferedFIFO(Elaboratable):
             m.d.sync += [self.w_rdy.eq(inner_level != n - 1), nonempty.eq(1)]
         with m.Elif(do_inner_read & ~do_write):
             m.d.sync += [self.w_rdy.eq(1), nonempty.eq(inner_level != 1)]
-        block = n > 1 and self.inner_style == BLOCK
-        staged = block and self.width <= BLOCK_STAGE_BITS
+        staged = n > 1 and self.inner_style == BLOCK
         if staged:
             self._block_queue(m, n, do_write)
         else:
-            self._plain_queue(m, n, block, do_write, do_inner_read, inner_level)
+            self._plain_queue(m, n, do_write, do_inner_read)
         # the read is the consumer's ready, often a join's handshake across blocks
         m.d.sync += inner_level.eq(up_down(m, inner_level, do_write, do_inner_read))
         if not staged:
@@ -602,35 +593,16 @@ class BufferedFIFO(Elaboratable):
                 m.d.sync += self.r_rdy.eq(0)
         return m
 
-    def _plain_queue(self, m: Module, n: int, block: bool, do_write, do_inner_read,
-                     inner_level):
-        """The queue as one RAM that ``r_data`` loads from: LUT RAM or registers read on
-        the inner read, or a block RAM wider than :data:`BLOCK_STAGE_BITS`, which reads
-        every cycle the word at the head the next cycle (``consume``, or ``consume + 1``
-        kept in ``consume_1`` when this cycle reads) into ``r_data``, a register of its own;
-        a head written in the last cycle (the only word) comes from ``w_last``."""
+    def _plain_queue(self, m: Module, n: int, do_write, do_inner_read):
+        """The queue as LUT RAM or registers that ``r_data`` loads from on the inner read
+        (the RAM's read register)."""
         wr, rd = ram(m, "storage", width=max(self.width, 1), depth=n, rw="dont_care",
-                     read_en=not block)
+                     read_en=True)
         produce = Signal(range(max(n, 2)))
         consume = Signal(range(max(n, 2)))
-        m.d.comb += [wr.addr.eq(produce), wr.data.eq(self.w_data), wr.en.eq(do_write)]
-        if block:
-            consume_1 = Signal(range(max(n, 2)), init=1)
-            w_last = Signal(self.width, reset_less=True)
-            wrote = Signal()
-            m.d.comb += rd.addr.eq(Mux(do_inner_read, consume_1, consume))
-            m.d.sync += wrote.eq(do_write)
-            with m.If(do_write):
-                m.d.sync += w_last.eq(self.w_data)
-            with m.If(do_inner_read):
-                m.d.sync += [
-                    self.r_data.eq(Mux(wrote & (inner_level == 1), w_last,
-                                       rd.data[:self.width])),
-                    consume_1.eq(Mux(consume_1 == n - 1, 0, consume_1 + 1)),
-                ]
-        else:
-            m.d.comb += [rd.addr.eq(consume), rd.en.eq(do_inner_read),
-                         self.r_data.eq(rd.data[:self.width])]
+        m.d.comb += [wr.addr.eq(produce), wr.data.eq(self.w_data), wr.en.eq(do_write),
+                     rd.addr.eq(consume), rd.en.eq(do_inner_read),
+                     self.r_data.eq(rd.data[:self.width])]
         if n > 1:
             with m.If(do_write):
                 m.d.sync += produce.eq(Mux(produce == n - 1, 0, produce + 1))
@@ -650,9 +622,12 @@ class BufferedFIFO(Elaboratable):
         cycles later, from ``ram_q``.
 
         A word written while the RAM is empty and the small FIFO has room does not enter the
-        RAM: it lands in the small FIFO in its write cycle, or one or two cycles later
-        (through ``w_d1``, ``w_d2``: copies of the written word a cycle and two old) when
-        older words land then, so every word lands after the words before it. A word enters
+        RAM: it lands in the small FIFO in its write cycle, or one or two cycles later when
+        older words land then, so every word lands after the words before it. The written
+        words of the last two cycles wait for that in ``written``, a two-word LUT RAM
+        written every cycle at a slot that alternates (a register per bit on iCE40, which
+        has no LUT RAM): read as it is written, the slot being written holds the word of two
+        cycles ago, the other the word of one cycle ago. A word enters
         the RAM once the small FIFO is full, and while the RAM holds words. Then it has the
         small FIFO's words ahead of it, enough to cover the RAM's longer way (readable five
         cycles after the write, not two), and each word after it is readable a cycle after
@@ -669,10 +644,12 @@ class BufferedFIFO(Elaboratable):
         held = Signal(range(out_words + 2))      # the small FIFO's words and those on the way
         room = Signal(init=1)                    # held < out_words
         ram_q = Signal(self.width, reset_less=True)
-        w_d1 = Signal(self.width, reset_less=True)
-        w_d2 = Signal(self.width, reset_less=True)
+        m.submodules.written = written = Memory(shape=max(self.width, 1), depth=2, init=[])
+        w_past = written.write_port()
+        past = written.read_port(domain="comb")
+        slot = Signal()
         # a word lands in the small FIFO this cycle from ram_q (issued two cycles ago), from
-        # w_d1 or w_d2 (written one or two cycles ago); next cycle: issued a cycle ago, or
+        # ``written`` (written one or two cycles ago); next cycle: issued a cycle ago, or
         # written a cycle ago to land two cycles after its write
         land_q, land_1, land_2 = Signal(), Signal(), Signal()
         next_q, next_2 = Signal(), Signal()
@@ -686,13 +663,15 @@ class BufferedFIFO(Elaboratable):
             wr.addr.eq(produce), wr.data.eq(self.w_data), wr.en.eq(do_write & to_ram),
             rd.addr.eq(consume),
             out.w_en.eq(lands_now | (bypass & ~lands_next)),
-            out.w_data.eq(Mux(land_q, ram_q, Mux(land_2, w_d2, Mux(land_1, w_d1,
-                                                                    self.w_data)))),
+            w_past.addr.eq(slot), w_past.data.eq(self.w_data), w_past.en.eq(1),
+            past.addr.eq(Mux(land_2, slot, ~slot)),
+            out.w_data.eq(Mux(land_q, ram_q, Mux(land_2 | land_1, past.data[:self.width],
+                                                  self.w_data))),
             out.r_en.eq(self.r_en),
             self.r_data.eq(out.r_data), self.r_rdy.eq(out.r_rdy),
         ]
         m.d.sync += [
-            ram_q.eq(rd.data[:self.width]), w_d1.eq(self.w_data), w_d2.eq(w_d1),
+            ram_q.eq(rd.data[:self.width]), slot.eq(~slot),
             next_q.eq(issue), land_q.eq(next_q),
             next_2.eq(bypass & lands_next), land_2.eq(next_2),
             land_1.eq(bypass & lands_now & ~lands_next),

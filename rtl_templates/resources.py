@@ -42,7 +42,6 @@ import numpy as np
 from hwgen.rtl_templates.memory import (
     BLOCK,
     BLOCK_FIFO_OUT,
-    BLOCK_STAGE_BITS,
     DISTRIBUTED,
     LOGIC_ROM_MAX_DEPTH,
     MemorySpec,
@@ -544,21 +543,24 @@ def fifo(width: int, depth: int, family: str, live=None) -> Resources:
     block = n > 1 and fifo_memory(width, depth).chosen_style == BLOCK
     def tree(bits: int) -> int:
         return max(1, -(-(bits - 1) // 3))
-    if block and width > BLOCK_STAGE_BITS:
-        # the output word beside the tile, the last word written, the next head's address;
-        # the wrap compares of the three pointers with n - 1 and the one-word compare of the
-        # level (a LUT4 tree each)
-        store = store + Resources(ff=2 * kept + ptr + 1,
-                                  lut4=kept + ptr + 3 * tree(ptr) + tree(lvl))
-    elif block:
+    if block:
         # the small FIFO after the RAM (its output register is the FIFO's), the RAM's data
-        # register and the two copies of the written word, the landing multiplexer (four
-        # sources); the RAM's level, the count of words on the way and six flags; the wrap
-        # compares of the two pointers with n - 1 and the one-word compare of the level (a
-        # LUT4 tree each)
-        store = (store + fifo(width, BLOCK_FIFO_OUT, family, live)
-                 + Resources(ff=3 * kept + lvl + 10,
-                             lut4=2 * kept + 2 * tree(ptr) + tree(lvl) + lvl + 8)
+        # register, the last two written words (LUT RAM on ECP5, a register each on iCE40),
+        # the landing multiplexer (three sources: about one LUT4 per bit on ECP5, where the
+        # choice between the two written words is the LUT RAM's address; three on iCE40,
+        # with that choice); the RAM's level, the count of words on the
+        # way and seven flags; the wrap compares of the two pointers with n - 1 and the
+        # one-word compare of the level (a LUT4 tree each)
+        bits = np.ones(width, dtype=bool) if live is None else np.asarray(live, dtype=bool)
+        if family == "ecp5":
+            past = Resources(dram=sum(bool(bits[lo:lo + DPR_BITS].any())
+                                      for lo in range(0, width, DPR_BITS)),
+                             lut4=kept)
+        else:
+            past = Resources(ff=2 * kept, lut4=3 * kept)
+        store = (store + fifo(width, BLOCK_FIFO_OUT, family, live) + past
+                 + Resources(ff=kept + lvl + 11,
+                             lut4=2 * tree(ptr) + tree(lvl) + lvl + 8)
                  + add(lvl, family) * 2 + add(3, family))
     ctl = (Resources(ff=(2 * ptr if n > 1 else 0) + lvl + 3, lut4=lvl + 6) + add(lvl, family)
            + (add(ptr, family) * 2 if n > 1 else Resources()))

@@ -166,15 +166,16 @@ BLOCK_QUEUE_PATTERNS = {
 @pytest.mark.sim
 @pytest.mark.parametrize("pattern", list(BLOCK_QUEUE_PATTERNS))
 @pytest.mark.parametrize("seed", [1, 5])
-def test_block_queue_keeps_the_fifo_face(pattern, seed):
+@pytest.mark.parametrize("width", [32, 72])
+def test_block_queue_keeps_the_fifo_face(pattern, seed, width):
     """A block RAM queue (the RAM, its data register, the small FIFO after it) beside
     ``SyncFIFOBuffered`` under patterns that move it in and out of the RAM: every cycle the
     same w_rdy, r_rdy, level and data. (A small FIFO of BLOCK_FIFO_OUT - 1 words fails
     these.)"""
-    width, depth = 32, 70
+    depth = 70
     dut = _Pair(width, depth)
     new, ref = dut.new, dut.ref
-    assert new.inner_style == M.BLOCK and width <= M.BLOCK_STAGE_BITS
+    assert new.inner_style == M.BLOCK
     probs = BLOCK_QUEUE_PATTERNS[pattern]
     rng = random.Random(seed)
     log = []
@@ -208,8 +209,8 @@ def test_block_queue_keeps_the_fifo_face(pattern, seed):
 def test_fifo_storage_follows_the_policy():
     """No memory for FIFOs of up to two words; 64-bit words in LUT RAM up to 33, in block
     RAM beyond; a queue of registers or LUT RAM in slices of 32 bits, each with its own
-    memory, a block RAM queue in one slice of up to 144; up to BLOCK_STAGE_BITS bits
-    followed by a small FIFO in logic."""
+    memory, a block RAM queue in one slice of up to 144, followed by a small FIFO in logic
+    and the two-word LUT RAM of the last written words."""
     styles, memories = {}, {}
     for d in (1, 2, 3, 4, 33, 34):
         fifo = M.BufferedFIFO(width=64, depth=d)
@@ -222,10 +223,11 @@ def test_fifo_storage_follows_the_policy():
     sliced = [("slice0", ["storage"]), ("slice1", ["storage"])]
     assert memories == {1: [("slice0", []), ("slice1", [])],
                         2: [("slice0", []), ("slice1", [])],
-                        3: sliced, 4: sliced, 33: sliced, 34: [("storage", [])]}
-    staged = Fragment.get(M.BufferedFIFO(width=M.BLOCK_STAGE_BITS, depth=600), None)
+                        3: sliced, 4: sliced, 33: sliced,
+                        34: [("out", ["slice0", "slice1"]), ("storage", []), ("written", [])]}
+    staged = Fragment.get(M.BufferedFIFO(width=36, depth=600), None)
     assert sorted(name for _, name, _ in staged.subfragments) == ["out", "storage_c0",
-                                                                   "storage_c1"]
+                                                                   "storage_c1", "written"]
     assert [M.fifo_slices(64, d) for d in (2, 33, 34)] == [[32, 32], [32, 32], [64]]
     assert M.fifo_slices(300, 34) == [144, 144, 12]
     assert M.fifo_memory(64, 34).chosen_style == M.BLOCK
