@@ -736,12 +736,13 @@ class SWG(wiring.Component):
         # every sum is of registers only (``wrel``, ``wrel + 1`` and ``wrel + 2`` with and
         # without the frame's end); the late ``row_done`` (the input's handshake) and
         # ``frame_wrap`` (the issue) select among them after the carry chains (DS-CNN's
-        # paths: the issue or the handshake into ``wrel``'s adder, 9 and 10 levels)
-        wrel2 = wrel1 + 1
-
-        def moved(lo, hi):      # lo + row_done, less H at a frame's end (hi = lo + 1)
-            return Mux(frame_wrap, Mux(row_done, hi - H, lo - H), Mux(row_done, hi, lo))
-        m.d.sync += [wrel.eq(moved(wrel, wrel1)), wrel1.eq(moved(wrel1, wrel2))]
+        # paths: the issue or the handshake into ``wrel``'s adder, 9 and 10 levels); each
+        # candidate is one register and one constant, one carry chain (``wrel1 + 1 - H`` as
+        # two adders was a chain after a chain)
+        def moved(x, x1=None):  # x + row_done, less H at a frame's end (x1: x + 1 in a register)
+            plus1 = x + 1 if x1 is None else x1
+            return Mux(frame_wrap, Mux(row_done, x + (1 - H), x - H), Mux(row_done, plus1, x))
+        m.d.sync += [wrel.eq(moved(wrel, wrel1)), wrel1.eq(moved(wrel1))]
         # ``take`` and ``row_ok`` in the next cycle: every compare of the next ``wrel`` with the
         # next bound is one carry chain between registers (or a register and a constant),
         # made in parallel with the issue logic; the late ``row_adv``, ``oh_last`` and
