@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from hwgen.boards.bram_outreg import VERSION as BRAM_OUTREG_VERSION
+from hwgen.boards.bram_outreg import pack_bram_registers
 from hwgen.boards.const_flops import VERSION as CONST_FLOPS_VERSION
 from hwgen.boards.const_flops import split_constant_flops
 from hwgen.boards.devices import Device, by_name
@@ -255,6 +257,9 @@ class PnrResult:
     #: flip-flops with constant inputs copied per load cell before place and route
     #: (:func:`hwgen.boards.const_flops.split_constant_flops`)
     constant_flop_copies: int = 0
+    #: block RAM read ports whose fabric register moved into the tile (ECP5 DP16KD
+    #: ``OUTREG``: :func:`hwgen.boards.bram_outreg.pack_bram_registers`)
+    bram_registers: int = 0
     #: the bitstream in the cache entry (a board build: ``bitstream=True``), else ""
     bitstream: str = ""
     #: wall seconds of the packer (ecppack / icepack), 0 without a bitstream
@@ -752,6 +757,8 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
     Failing timing is a result (``met`` False), not an error. ``clock`` is the port whose
     net is the main clock. ``pack_dsp`` (ECP5): the registers before and after each
     multiplier tile move into it first (:func:`~hwgen.boards.dsp_pack.pack_dsp_registers`),
+    and the register after each block RAM read port
+    (:func:`~hwgen.boards.bram_outreg.pack_bram_registers`),
     which Yosys does not do for ECP5, after each load of a flip-flop with constant inputs
     has a copy of its own (:func:`~hwgen.boards.const_flops.split_constant_flops`). A
     design with more I/O bits than the package has pins is refused (nextpnr-ecp5 would
@@ -777,8 +784,8 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
     pack_dsp = bool(pack_dsp) and dev.family == "ecp5"
     key = content_key("nextpnr", version, synth.key, dev.name, dev.nextpnr_args,
                       float(freq_mhz), int(seed), options, clock,
-                      f"dsp_pack {DSP_PACK_VERSION} const_flops {CONST_FLOPS_VERSION}"
-                      if pack_dsp else "",
+                      f"dsp_pack {DSP_PACK_VERSION} const_flops {CONST_FLOPS_VERSION} "
+                      f"bram_outreg {BRAM_OUTREG_VERSION}" if pack_dsp else "",
                       *([list(constraints)] if constraints else []),
                       *(["bitstream"] if bitstream else []))
     cons_opt, cfg_opt, cfg_name, packer, bit_name = BITSTREAM[dev.family]
@@ -800,11 +807,12 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-nextpnr-{key}-", dir=root))
     try:
-        packed, copies = {}, 0
+        packed, copies, bram_ports = {}, 0, 0
         if pack_dsp:
             data = json.loads(netlist.read_text())
             copies = split_constant_flops(data)
             packed = pack_dsp_registers(data).as_dict()
+            bram_ports = pack_bram_registers(data)
             (tmp / "netlist.json").write_text(json.dumps(data))
         else:
             try:
@@ -837,7 +845,8 @@ def place_and_route(synth: SynthResult, device: Device | str, freq_mhz: float, s
                         nextpnr_version=f"{dev.nextpnr} {version}", seconds=seconds,
                         options=options, log=str(final / "nextpnr.log"),
                         report=str(final / "report.json"), key=key, dsp_registers=packed,
-                        constant_flop_copies=copies, bitstream=bit,
+                        constant_flop_copies=copies, bram_registers=bram_ports,
+                        bitstream=bit,
                         pack_seconds=pack_seconds)
         (tmp / "result.json").write_text(json.dumps(res.as_dict(), indent=1) + "\n")
         publish(tmp, final)
