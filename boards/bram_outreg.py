@@ -18,7 +18,7 @@ placement and timing, never a value.
 """
 from __future__ import annotations
 
-from hwgen.boards.dsp_pack import _param, _plain_ff, netlist_top
+from hwgen.boards.dsp_pack import cell_param, netlist_top, plain_ff
 
 #: bumped when what the packing does changes (place-and-route cache entries are keyed on it)
 VERSION = 1
@@ -60,9 +60,9 @@ def pack_bram_registers(netlist: dict) -> int:
             return None
         ff = cells[users[0][0]]
         conn = ff["connections"]
-        if (not _plain_ff(ff) or "LSR" in conn and conn["LSR"] not in (["0"], [0])
-                or _param(ff, "REGSET", "RESET") != "RESET"
-                or _param(ff, "GSR", "DISABLED") != "DISABLED" or conn["CLK"] != [clock]):
+        if (not plain_ff(ff) or "LSR" in conn and conn["LSR"] not in (["0"], [0])
+                or cell_param(ff, "REGSET", "RESET") != "RESET"
+                or cell_param(ff, "GSR", "DISABLED") != "DISABLED" or conn["CLK"] != [clock]):
             return None
         return users[0][0]
 
@@ -70,13 +70,13 @@ def pack_bram_registers(netlist: dict) -> int:
     for name in sorted(n for n, c in cells.items() if c.get("type") == "DP16KD"):
         tile = cells[name]
         conn, params = tile["connections"], tile.setdefault("parameters", {})
-        if any(_param(tile, f"REGMODE_{s}", "NOREG") != "NOREG" for s in "AB"):
+        if any(cell_param(tile, f"REGMODE_{s}", "NOREG") != "NOREG" for s in "AB"):
             continue
         pdp = _int(params.get("DATA_WIDTH_A", 18)) == 36
         ports = [("B", ("DOA", "DOB"))] if pdp else [("A", ("DOA",)), ("B", ("DOB",))]
         for side, prefixes in ports:
             clock = conn.get(f"CLK{side}", ["0"])[0]
-            if (not isinstance(clock, int) or _param(tile, f"CLK{side}MUX", f"CLK{side}")
+            if (not isinstance(clock, int) or cell_param(tile, f"CLK{side}MUX", f"CLK{side}")
                     != f"CLK{side}" or not _tied(conn, f"OCE{side}", "1")
                     or not _tied(conn, f"RST{side}", "0")
                     or (pdp and not _tied(conn, "RSTA", "0"))):

@@ -52,24 +52,25 @@ def netlist_top(netlist: dict) -> dict:
     raise ValueError("the netlist has no top module")
 
 
-def _param(cell: dict, name: str, default: str = "") -> str:
+def cell_param(cell: dict, name: str, default: str = "") -> str:
     return str(cell.get("parameters", {}).get(name, default)).strip()
 
 
-def _plain_ff(cell: dict) -> bool:
+def plain_ff(cell: dict) -> bool:
     """A TRELLIS_FF without clock enable or inversion, whose reset (if any) is synchronous
     and to 0."""
     if cell.get("type") != "TRELLIS_FF":
         return False
     conn = cell["connections"]
-    if _param(cell, "CLKMUX", "CLK") != "CLK" or _param(cell, "CEMUX", "1") != "1":
+    if cell_param(cell, "CLKMUX", "CLK") != "CLK" or cell_param(cell, "CEMUX", "1") != "1":
         return False
     if "CE" in conn and conn["CE"] not in (["1"], [1]):
         return False
     lsr = conn.get("LSR")
     if lsr and isinstance(lsr[0], int):
-        if (_param(cell, "LSRMUX", "LSR") != "LSR" or _param(cell, "REGSET", "RESET") != "RESET"
-                or _param(cell, "SRMODE", "LSR_OVER_CE") != "LSR_OVER_CE"):
+        if (cell_param(cell, "LSRMUX", "LSR") != "LSR"
+                or cell_param(cell, "REGSET", "RESET") != "RESET"
+                or cell_param(cell, "SRMODE", "LSR_OVER_CE") != "LSR_OVER_CE"):
             return False
     elif lsr not in (None, ["0"], [0]):
         return False
@@ -103,7 +104,7 @@ def pack_dsp_registers(netlist: dict) -> PackStats:
 
     def ff_driving(bit):
         d = drivers.get(bit)
-        if d is None or d[1] != "Q" or not _plain_ff(cells[d[0]]):
+        if d is None or d[1] != "Q" or not plain_ff(cells[d[0]]):
             return None
         return d[0]
 
@@ -114,7 +115,7 @@ def pack_dsp_registers(netlist: dict) -> PackStats:
         tile = cells[name]
         tiles += 1
         conn = tile["connections"]
-        if any(_param(tile, f"REG_{g}_CLK", "NONE") != "NONE"
+        if any(cell_param(tile, f"REG_{g}_CLK", "NONE") != "NONE"
                for g in ("INPUTA", "INPUTB", "INPUTC", "PIPELINE", "OUTPUT")):
             continue
         plan = {}                               # group → (clock, reset, {pin: ff})
@@ -146,7 +147,7 @@ def pack_dsp_registers(netlist: dict) -> PackStats:
             if not users:
                 continue
             ff, port = users[0]
-            if port != "DI" or not _plain_ff(cells[ff]) or ff in removed:
+            if port != "DI" or not plain_ff(cells[ff]) or ff in removed:
                 ok = False
                 break
             ffs[pin] = ff
