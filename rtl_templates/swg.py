@@ -118,7 +118,7 @@ from hwgen.rtl_templates import output_stage, streams
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.block import Example, FoldSpace, Port, divisors, register_block
 from hwgen.rtl_templates.cost import Cost
-from hwgen.rtl_templates.kept import kept_copies
+from hwgen.rtl_templates.kept import kept_copies, kept_copy
 from hwgen.rtl_templates.memory import DISTRIBUTED, choose_style, ram
 from hwgen.rtl_templates.pipeline import Loop, counter_bits, delay, reg
 from hwgen.rtl_templates.quant import QType
@@ -477,13 +477,13 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
         "flags": flag * 2,
         "data": res.Resources(ff=width, lut4=_pad_sets(p) if family == "ecp5" else 0),
     }
-    # ``wrel + 2`` and ``wrel``, ``wrel + 1``, ``wrel + 2`` less H (four adders of
-    # registers), the next values picked among them
+    # ``wrel + 1`` and ``wrel``, ``wrel + 1``, ``wrel + 2`` less H (four adders of a
+    # register and a constant), the next values picked among them
     parts["ctl"] = parts["ctl"] + res.add(wrel, family) * 2
     if late_write(p):       # the late write's data, address and enable: registers only
         parts["late"] = res.Resources(ff=width + cb(depth) + 1)
-    if p.ready_copies:      # the input ready's copies, one per slice of the FIFO before
-        parts["flags"] = parts["flags"] + res.Resources(ff=p.ready_copies)
+    # the input ready's copies: the writer's own, one per slice of the FIFO before
+    parts["flags"] = parts["flags"] + res.Resources(ff=1 + p.ready_copies)
     return parts
 
 
@@ -714,7 +714,13 @@ class SWG(wiring.Component):
         # generator from a flip-flop, not through the compare
         take = Signal(init=int(wrel.init < FR.init), name="take")
         m.d.comb += self.i.ready.eq(take)
-        fire = self.i.valid & self.i.ready
+        # the generator's own handshake from a kept copy of ``take``: the ready's loads are
+        # the FIFO's read enables, and the handshake the tools build for them sits by the
+        # FIFO (ResNet-8: ``take`` to a gate beside the FIFO and back into ``row_ok``, 6.5 ns
+        # of route); this copy's loads are the writer's own
+        take_next_s = Signal(name="take_next")
+        take_w = kept_copy(m, take_next_s, "take_w", reset=True, init=take.init)
+        fire = self.i.valid & take_w
         if late:
             # the write a cycle late, from registers: the enable reaches every LUT RAM cell
             # of the buffer from a flip-flop (see *Line buffer memory*)
@@ -753,6 +759,7 @@ class SWG(wiring.Component):
         if p.ready_copies:                  # each slice's ready: a kept copy of ``take``
             m.d.comb += self.i.ready_slices.eq(Cat(*kept_copies(
                 m, take_next, p.ready_copies, "take_c", reset=True, init=take.init)))
+        m.d.comb += take_next_s.eq(take_next)
         m.d.sync += [
             take.eq(take_next),
             row_ok.eq(_next_compare(wrel, wrel1, row_done, row_adv, oh_last,
