@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,9 +45,27 @@ MLPERF = ["resnet8@ulx3s-85f", "dscnn@ulx3s-85f", "mobilenet@ulx3s-85f",
           "autoencoder@ulx3s-85f"]
 
 
+def _commit() -> str:
+    """The commit of the source tree the builds run from ("" outside a git checkout; a
+    "+" when it has uncommitted changes)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=7", "HEAD"],
+                              capture_output=True, text=True, timeout=30)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    if head.returncode:
+        return ""
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
+
+
 def row(name: str, doc: dict, wall: float) -> dict:
     r, c, p = doc["resources"], doc["clock"], doc["performance"]
-    return {"design": name, "target_mhz": c["clock_mhz"], "fmax_mhz": c["achieved_mhz"],
+    return {"design": name, "commit": _commit(), "target_mhz": c["clock_mhz"],
+            "fmax_mhz": c["achieved_mhz"],
             "met": c["timing_met"], "router": doc.get("router", "router1"),
             **{f"{k}_est": r[k]["estimated"] for k in ("lut4", "ff", "dsp", "bram")},
             **{f"{k}_syn": r[k]["synthesized"] for k in ("lut4", "ff", "dsp", "bram")},
@@ -103,7 +122,8 @@ def main() -> None:
             except HwgenError as e:     # a failed build is a row of the table, not the end
                 why = str(e).splitlines()[0][:200]
                 print(f"{name} failed: {why}", file=sys.stderr, flush=True)
-                rows.append({"design": name, "failed": why, "router": router,
+                rows.append({"design": name, "commit": _commit(), "failed": why,
+                             "router": router,
                              "path": f"failed: {why}"})
             if args.json:       # each row as soon as it is known
                 Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
@@ -135,16 +155,19 @@ def markdown(rows: list[dict], seed: int) -> str:
     out = ["# Board builds", "",
            "Written by `python benchmarks/build_table.py --markdown docs/build_results.md` "
            f"(`hwgen build`, default options, placement seed {seed}). LUT4 and flip-flops: "
-           "the estimate and what Yosys made of the design (core and link).", "",
-           "| design | target MHz | fmax MHz | met | LUT4 est / syn | FF est / syn | DSP | "
-           "BRAM | cycles per frame | inferences/s | router |",
-           "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+           "the estimate and what Yosys made of the design (core and link); commit: the "
+           "source the row was built from.", "",
+           "| design | commit | target MHz | fmax MHz | met | LUT4 est / syn | FF est / syn | "
+           "DSP | BRAM | cycles per frame | inferences/s | router |",
+           "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
+        commit = r.get("commit") or "-"
         if r.get("failed"):
-            out.append(f"| {r['design']} | | failed | no | | | | | | | {r['router']} |")
+            out.append(f"| {r['design']} | {commit} | | failed | no | | | | | | | "
+                       f"{r['router']} |")
             continue
         fm = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] is not None else "-"
-        out.append(f"| {r['design']} | {r['target_mhz']:g} | {fm} | "
+        out.append(f"| {r['design']} | {commit} | {r['target_mhz']:g} | {fm} | "
                    f"{'yes' if r['met'] else 'no'} | {r['lut4_est']:,} / {r['lut4_syn']:,} | "
                    f"{r['ff_est']:,} / {r['ff_syn']:,} | {r['dsp_syn']} | {r['bram_syn']} | "
                    f"{r['cycles_per_frame']:,} | {r['inferences_per_second']:,.0f} | "
