@@ -75,7 +75,9 @@ from hwgen.rtl_templates.lutmul import (
     tile_operand,
 )
 from hwgen.rtl_templates.memory import (
+    BLOCK,
     LOGIC,
+    choose_style,
     lane_rom,
     lane_rom_slices,
     ram,
@@ -175,6 +177,11 @@ class MVAUPlan:
     in_slices: tuple[tuple[int, int], ...]
     #: copies of the issue control, one per slice of the sliced input stream
     ready_copies: int
+    #: the input buffer (NF > 1, SF > 1) is in block RAM and the operands are registered
+    #: twice (weights in block RAM): its read data and the stream word are registered apart
+    #: (``x0b``, ``x0s``) and selected into ``x1`` by copies of the select a cycle later, so
+    #: the buffer's register is the tile's own output register (``boards.bram_outreg``)
+    ibuf_apart: bool = False
 
     @property
     def sel_copies(self) -> int:
@@ -198,11 +205,13 @@ def plan(p: MVAUParams) -> MVAUPlan:
     width = p.simd * p.in_type.bits
     in_slices = tuple((lo, min(lo + IBUF_SLICE_BITS, width))
                       for lo in range(0, width, IBUF_SLICE_BITS)) if p.nf > 1 else ()
+    ibuf_apart = bool(bram and p.nf > 1 and p.sf > 1 and choose_style(
+        width, p.sf, rom=False, rw="dont_care") == BLOCK)
     return MVAUPlan(bram=bram, spread=spread, lut_extra=lut_extra, operand=operand,
                     depth=depth, late_return=late_return,
                     fifo_depth=output_stage.fifo_depth(depth, late_return),
                     rom_copies=1 if p.spram else len(p.weight_slices),
-                    in_slices=in_slices, ready_copies=p.ready_copies)
+                    in_slices=in_slices, ready_copies=p.ready_copies, ibuf_apart=ibuf_apart)
 
 
 def lut_extra_stages(p: MVAUParams) -> int:
@@ -732,7 +741,8 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
     ctl_bits += pl.rom_copies * counter_bits(NF * SF) if NF * SF > 1 else 0
     # the valid, flags and fold delayed along the operand stages; the select's kept copies
     parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + pl.operand)
-                                 - pl.late_return + pl.sel_copies,
+                                 - pl.late_return + pl.sel_copies
+                                 + pl.ibuf_apart * len(pl.in_slices),
                                  lut4=ctl_bits + 4, carry=ctl_bits / 2)
     if pl.ready_copies:  # each copy of the issue control: its counters, flags and credits
         bits = counter_bits(SF) + nfb + counter_bits(pl.fifo_depth + 1)
@@ -740,6 +750,7 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
                                                     carry=bits / 2) * pl.ready_copies
     # operands, products or ±1 terms, adder trees
     ff = (2 * SIMD * ib + w_reg) * (2 if p.weights_in_bram else 1)
+    ff += pl.ibuf_apart * SIMD * ib     # the buffer's word and the stream's apart
     kept = None     # (PE, SIMD): the lanes whose products are left (None: all)
     early = None    # (PE, SIMD): ±1 terms Yosys knows in its coarse passes (tree_cost)
     if p.datapath == "mul":
@@ -759,7 +770,7 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
         if zero and res.dsp_tiles(dot, family) == 0 and not p.lut_lanes:
             kept = _zero_products(p) == 0
             dead = int(dead_input_lanes(p, family).sum())
-            ff -= dead * ib * (1 + 2 * (2 if p.weights_in_bram else 1))
+            ff -= dead * ib * (1 + 2 * (2 if p.weights_in_bram else 1) + pl.ibuf_apart)
             if NF > 1:
                 parts["mem_i"] = res.memory((SIMD - dead) * ib, SF, family, rom=False,
                                             rw="dont_care") + res.mux((SIMD - dead) * ib, family)
@@ -954,14 +965,20 @@ class MVAU(wiring.Component):
                 sel = use_stream1
                 if lo:
                     sel = kept_copy(m, first_nf, f"use_stream1_{lo}", reset=True)
-                parts.append(Mux(sel, x_reg[lo:hi], buffered[lo:hi]))
+                stream, buf = x_reg[lo:hi], buffered[lo:hi]
+                if pl.ibuf_apart:   # stage 1b per source; the select follows a cycle later
+                    sel = kept_copy(m, sel, f"use_stream2_{lo}", reset=True)
+                    stream = reg(m, stream, unsigned(hi - lo), f"x0s_{lo}")
+                    buf = reg(m, buf, unsigned(hi - lo), f"x0b_{lo}")
+                parts.append(Mux(sel, stream, buf))
             x_word = Cat(*parts)
         else:
             x_word = x_reg
 
         # --- stage 1b: operands registered (memory outputs are slow) ----------------------
         if p.weights_in_bram:   # a register next to the block RAM, the input alike
-            x_word = reg(m, x_word, unsigned(SIMD * ib), "x0")
+            if not pl.ibuf_apart:
+                x_word = reg(m, x_word, unsigned(SIMD * ib), "x0")
             w_data = reg(m, w_data, unsigned(PE * SIMD * wb), "w0")
         x1 = reg(m, x_word, unsigned(SIMD * ib), "x1")
         w1 = reg(m, w_data, unsigned(PE * SIMD * wb), "w1")

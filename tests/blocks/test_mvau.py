@@ -522,3 +522,25 @@ def test_deep_weight_rom_in_pieces():
     _check_cycles(p, x, res)
     v = _verilog(p, DEEP.id)
     assert "widx_addr1" in v and "widx_addr2" not in v
+
+
+# An input buffer in block RAM (64 words of 32 bits) beside weights in block RAM: its read
+# data and the stream word are registered apart and selected a cycle later
+# (MVAUPlan.ibuf_apart), so the buffer's register can be the tile's output register.
+APART = Cfg(8, 256, 4, 4, INT8, INT8)
+
+
+@pytest.mark.verilator
+def test_input_buffer_in_block_ram_registered_apart():
+    p = APART.params
+    assert p.weights_in_bram and p.nf == 2 and p.sf == 64 and p.plan.ibuf_apart
+    x = random_frames(p, 4, seed=6)
+    _assert_meaningful(p, golden(p, x))
+    res = _run("verilator", APART, _job(p, x))
+    _check_outputs(p, x, res)
+    _check_cycles(p, x, res)
+    for seed in (1, 2):
+        res = _run("verilator", APART, _job(p, x, stall_in=0.3, stall_out=0.5, seed=seed))
+        _check_outputs(p, x, res)
+    v = _verilog(p, APART.id)
+    assert "x0b_0" in v and "x0s_0" in v and "use_stream2_0" in v

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import netlist_miter
+import numpy as np
 import pytest
 from amaranth.back import verilog
 from amaranth.hdl import Cat, Module, Signal
@@ -168,3 +169,24 @@ def test_nextpnr_places_the_packed_tiles(netlist, tmp_path):
     assert pnr.used("TRELLIS_FF") < res.ff
     plain = place_and_route(res, "ECP5 LFE5U-25F", 125, cache_dir=tmp_path, pack_dsp=False)
     assert plain.bram_registers == 0 and plain.key != pnr.key
+
+
+def test_a_matrix_units_input_buffer_moves_into_its_tiles():
+    """A matrix unit with its input buffer in block RAM (``MVAUPlan.ibuf_apart``): the
+    buffer's read data is registered apart from the stream word, so its tiles take that
+    register, as the weight ROM's take ``w0``."""
+    from hwgen.rtl_templates.mvau import MVAU, MVAUParams
+    from hwgen.rtl_templates.quant import INT8, make_requant
+    rng = np.random.default_rng(3)
+    p = MVAUParams(rng.integers(-128, 128, (8, 256)), rng.integers(-999, 999, 8),
+                   make_requant(0.001, 0, -128, 127), INT8, INT8, 4, 4)
+    assert p.plan.ibuf_apart
+    unit = MVAU(p)
+    text = verilog.convert(unit, name="t")
+    res = synthesize(text, "t", "ecp5")
+    gate = json.loads(Path(res.netlist).read_text())
+    moved = pack_bram_registers(gate)
+    ibuf = {n: c["parameters"] for n, c in tiles(gate).items() if "ibuf" in n}
+    assert ibuf and all("OUTREG" in (q["REGMODE_A"], q["REGMODE_B"]) for q in ibuf.values())
+    assert moved == sum("OUTREG" in (q["REGMODE_A"], q["REGMODE_B"])
+                        for q in (c["parameters"] for c in tiles(gate).values()))
