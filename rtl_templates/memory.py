@@ -683,9 +683,16 @@ class BufferedFIFO(Elaboratable):
         ram_next = Signal.like(ram_level)
         m.d.comb += ram_next.eq(up_down(m, ram_level, do_write & to_ram, issue))
         m.d.sync += [ram_level.eq(ram_next), ram_nonempty.eq(ram_next != 0)]
-        held_next = Signal.like(held)
-        m.d.comb += held_next.eq(held + issue + bypass - (self.r_en & out.r_rdy))
-        m.d.sync += [held.eq(held_next), room.eq(held_next < out_words)]
+        # the write (bypass) and the read are the neighbours' late handshakes: each next
+        # value is chosen by them among values from the registers alone
+        issued = Signal.like(held, name="held_issued")
+        m.d.comb += issued.eq(held + issue)
+        read = self.r_en & out.r_rdy
+        m.d.sync += [
+            held.eq(up_down(m, issued, bypass, read)),
+            room.eq(Mux(bypass, Mux(read, issued < out_words, issued < out_words - 1),
+                        Mux(read, issued < out_words + 1, issued < out_words))),
+        ]
 
 
 #: a RAM of at least this many words loses its all-zero initial content in the emitted
