@@ -658,11 +658,16 @@ class SWG(wiring.Component):
         win_last = carry
         ow_last = loop_ow.last
         oh_last = loop_oh.last
-        frame_wrap = issue & win_last & ow_last & oh_last
+        # a row's last beat issues on ``out.room`` alone when rows are two beats or more
+        # (its last beat is not its first, which waits for ``row_ok``): ``row_ok`` and
+        # ``take`` then leave the paths of ``row_adv`` into their own next values (ResNet-8:
+        # ``row_ok`` through the issue into its own compares' select, 5 levels)
+        last_issue = out.room if bounds_registered(p) else issue
+        frame_wrap = last_issue & win_last & ow_last & oh_last
 
         # the reader's row advances: the bounds move to the next row's (the first row's at a
         # frame's end) and ``wrel`` drops by ``H``
-        row_adv = issue & win_last & ow_last
+        row_adv = last_issue & win_last & ow_last
         m.d.sync += FR.eq(Mux(row_adv, Mux(oh_last, const_first(-top) + R, FR_next), FR))
         with m.If(issue & win_last):
             with m.If(ow_last):
