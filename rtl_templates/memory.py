@@ -506,14 +506,19 @@ class BufferedFIFO(Elaboratable):
     ``w_slice_ports``: likewise on the write side, ``w_en_slices`` and ``w_rdy_slices``, each
     slice writing on its bit of ``w_en_slices`` instead of on ``w_en`` (unused then): a
     writer keeping a copy of its valid per slice (a sliced FIFO before this one, slice to
-    slice) drives them."""
+    slice) drives them.
+
+    ``w_room_known``: the writer writes only while the FIFO has room (it keeps the count
+    itself), so a write is ``w_en`` alone, not ``w_en & w_rdy``: one input less on the
+    writer's late enable (the small FIFO of a block RAM queue, whose writes ``held`` and
+    ``room`` admit)."""
 
     def __init__(self, *, width: int, depth: int, slice_ports: bool = False,
-                 w_slice_ports: bool = False):
+                 w_slice_ports: bool = False, w_room_known: bool = False):
         if width < 0 or depth < 1:
             raise ValueError(f"a FIFO needs depth ≥ 1 and width ≥ 0, not {width}×{depth}")
         self.width, self.depth, self.slice_ports = width, depth, slice_ports
-        self.w_slice_ports = w_slice_ports
+        self.w_slice_ports, self.w_room_known = w_slice_ports, w_room_known
         n = len(fifo_slices(width, depth))
         self.r_en_slices = Signal(n)
         self.r_rdy_slices = Signal(n)
@@ -539,7 +544,7 @@ class BufferedFIFO(Elaboratable):
         if len(slices) > 1 or self.slice_ports or self.w_slice_ports:
             lo = 0
             for k, w in enumerate(slices):
-                part = BufferedFIFO(width=w, depth=self.depth)
+                part = BufferedFIFO(width=w, depth=self.depth, w_room_known=self.w_room_known)
                 m.submodules[f"slice{k}"] = part
                 r_en = self.r_en_slices[k] if self.slice_ports else self.r_en
                 w_en = self.w_en_slices[k] if self.w_slice_ports else self.w_en
@@ -553,7 +558,7 @@ class BufferedFIFO(Elaboratable):
                 lo += w
             return m
         D = self.depth
-        do_write = self.w_en & self.w_rdy
+        do_write = self.w_en if self.w_room_known else self.w_en & self.w_rdy
         if D == 1:
             m.d.comb += [self.w_rdy.eq(self.level == 0), self.r_rdy.eq(self.level == 1)]
             with m.If(do_write):
@@ -634,7 +639,8 @@ class BufferedFIFO(Elaboratable):
         its predecessor: the ports behave cycle for cycle as one FIFO of ``depth`` words
         (``w_rdy`` and ``level`` as kept by the caller; ``r_rdy`` the small FIFO's)."""
         out_words = BLOCK_FIFO_OUT
-        m.submodules.out = out = BufferedFIFO(width=self.width, depth=out_words)
+        m.submodules.out = out = BufferedFIFO(width=self.width, depth=out_words,
+                                              w_room_known=True)
         wr, rd = ram(m, "storage", width=max(self.width, 1), depth=n, rw="dont_care",
                      read_en=False)
         produce = Signal(range(n))
@@ -656,13 +662,17 @@ class BufferedFIFO(Elaboratable):
         issue, to_ram, bypass = Signal(), Signal(), Signal()
         lands_now = land_q | land_1 | land_2
         lands_next = next_q | next_2
+        # a write lands at once if it bypasses the RAM and no older word lands next cycle:
+        # that condition from registers alone, so the writer's late enable meets one gate
+        bypass_lands = Signal()
         m.d.comb += [
             issue.eq(ram_nonempty & room),
             to_ram.eq(ram_nonempty | ~room),
             bypass.eq(do_write & ~to_ram),
+            bypass_lands.eq(self.w_rdy & ~to_ram & ~lands_next),
             wr.addr.eq(produce), wr.data.eq(self.w_data), wr.en.eq(do_write & to_ram),
             rd.addr.eq(consume),
-            out.w_en.eq(lands_now | (bypass & ~lands_next)),
+            out.w_en.eq(lands_now | (self.w_en & bypass_lands)),
             w_past.addr.eq(slot), w_past.data.eq(self.w_data), w_past.en.eq(1),
             past.addr.eq(Mux(land_2, slot, ~slot)),
             out.w_data.eq(Mux(land_q, ram_q, Mux(land_2 | land_1, past.data[:self.width],
@@ -680,9 +690,14 @@ class BufferedFIFO(Elaboratable):
             m.d.sync += produce.eq(Mux(produce == n - 1, 0, produce + 1))
         with m.If(issue):
             m.d.sync += consume.eq(Mux(consume == n - 1, 0, consume + 1))
-        ram_next = Signal.like(ram_level)
-        m.d.comb += ram_next.eq(up_down(m, ram_level, do_write & to_ram, issue))
-        m.d.sync += [ram_level.eq(ram_next), ram_nonempty.eq(ram_next != 0)]
+        # ``ram_nonempty`` kept equal to ``ram_level != 0``: the late write selects, the
+        # compare is of the register
+        up = do_write & to_ram
+        m.d.sync += [
+            ram_level.eq(up_down(m, ram_level, up, issue)),
+            ram_nonempty.eq(Mux(up, Mux(issue, ram_nonempty, 1),
+                                Mux(issue, ram_level != 1, ram_nonempty))),
+        ]
         # the write (bypass) and the read are the neighbours' late handshakes: each next
         # value is chosen by them among values from the registers alone
         issued = Signal.like(held, name="held_issued")
