@@ -100,8 +100,9 @@ Cost model
     ``latency`` and :func:`timing` come from the same recurrence for one frame.
     ``memory_bits = R*W*C*bits`` (line buffer) ``+ D*SIMD*bits`` (output FIFO of
     ``D = output_stage.fifo_depth(PIPELINE_DEPTH)`` beats);
-    ``registers``: the counters, the two pipeline stages and one beat (an estimate); no
-    multipliers (the address ``slot*W*CB + w*CB`` multiplies by constants).
+    ``registers``: the counters, the two pipeline stages and one beat (an estimate). The
+    address ``slot*W*CB + w*CB`` multiplies by constants: each product is a table of its
+    factor's values (:data:`TABLE_BITS`), a multiplier only for a factor wider than that.
 """
 from __future__ import annotations
 
@@ -110,7 +111,7 @@ import functools
 from dataclasses import dataclass, field
 
 import numpy as np
-from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -404,20 +405,58 @@ def cost(p: SWGParams) -> Cost:
     )
 
 
-def address_multiplies(p: SWGParams) -> dict[res.Mul, int]:
-    """The line buffer address's products by constants (``slot * W*CB``, ``w * CB``), which
-    Yosys maps like any product (on ECP5 a MULT18X18D when both factors have 2 bits or
-    more)."""
+#: an address product whose variable factor has at most this many bits is a table of
+#: constants (one LUT function of those bits per product bit), not a multiplier: a hard
+#: multiplier's output leaves the tile late (DS-CNN: a MULT18X18D into ``addr2``, 8.4 ns)
+#: and the tiles are the matrix units'
+TABLE_BITS = 6
+
+
+def _address_products(p: SWGParams) -> list[tuple[int, int, res.Mul | None]]:
+    """The line buffer address's products by constants (``slot * W*CB``, ``w * CB``): for
+    each, the variable factor's bits, the constant, and the product as a multiplier (None:
+    a shift, or a table of at most :data:`TABLE_BITS` index bits)."""
     W, R = p.in_shape[1], p.buffer_rows
     addr_bits = (p.buffer_words - 1).bit_length()
-    muls: dict[res.Mul, int] = {}
+    out = []
     for n, value in ((max(R, 2), W * p.cb), (max(W, 2), p.cb)):
+        bits = (n - 1).bit_length()
         shift = (value & -value).bit_length() - 1
-        m = res.Mul.by_constant((n - 1).bit_length(), False, value,
-                                y_bits=max(addr_bits - shift, 1))
+        m = res.Mul.by_constant(bits, False, value, y_bits=max(addr_bits - shift, 1))
+        out.append((bits, value, None if bits <= TABLE_BITS else m))
+    return out
+
+
+def address_multiplies(p: SWGParams) -> dict[res.Mul, int]:
+    """The address products Yosys maps like any product (on ECP5 a MULT18X18D when both
+    factors have 2 bits or more): those of more than :data:`TABLE_BITS` index bits."""
+    muls: dict[res.Mul, int] = {}
+    for _, _, m in _address_products(p):
         if m is not None:
             muls[m] = muls.get(m, 0) + 1
     return muls
+
+
+def _address_tables(p: SWGParams, family: str) -> res.Resources:
+    """LUT4s of the address products written as tables: a product bit above the
+    constant's trailing zeros and the index's own low bit is a function of the index bits
+    (on ECP5 a LUT4 per bit up to four, two or four joined by the slice's multiplexers for
+    five or six; iCE40 the same count of SB_LUT4)."""
+    addr_bits = (p.buffer_words - 1).bit_length()
+    luts = 0
+    for bits, value, m in _address_products(p):
+        if m is not None or value & (value - 1) == 0:
+            continue
+        shift = (value & -value).bit_length() - 1
+        luts += max(0, addr_bits - shift - 1) * (1 << max(0, bits - 4))
+    return res.Resources(lut4=luts)
+
+
+def _times(x: Signal, value: int, width: int, table: bool):
+    """``x * value`` modulo ``2**width``: a table of every value of ``x`` or a product."""
+    if not table or value & (value - 1) == 0:
+        return x * value
+    return Array(Const((k * value) % (1 << width), width) for k in range(1 << len(x)))[x]
 
 
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``). ECP5's LUT4
@@ -476,6 +515,7 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
         "ctl": res.Resources(ff=logic + pipe, lut4=logic + 4, carry=logic / 2),
         "flags": flag * 2,
         "data": res.Resources(ff=width, lut4=_pad_sets(p) if family == "ecp5" else 0),
+        "addr": _address_tables(p, family),
     }
     # ``wrel + 1`` and ``wrel``, ``wrel + 1``, ``wrel + 2`` less H (four adders of a
     # register and a constant), the next values picked among them
@@ -669,25 +709,24 @@ class SWG(wiring.Component):
         # frame's end) and ``wrel`` drops by ``H``
         row_adv = last_issue & win_last & ow_last
         m.d.sync += FR.eq(Mux(row_adv, Mux(oh_last, const_first(-top) + R, FR_next), FR))
-        with m.If(issue & win_last):
-            with m.If(ow_last):
-                loop_ow.clear()
-                m.d.sync += wb.eq(-left)
-                with m.If(oh_last):
-                    loop_oh.clear()
-                    m.d.sync += [hb.eq(-top),
-                                 need.eq(const_need(-top)), hb_fr.eq(hb_fr.init),
-                                 hb_need.eq(hb_need.init)]
-                with m.Else():
-                    loop_oh.step(Const(1))
-                    m.d.sync += [hb.eq(hb + SH),
-                                 need.eq(need_next), hb_fr.eq(hb_fr + SH),
-                                 hb_need.eq(hb_need + SH)]
-                nsb = sb + Mux(oh_last, (H - (OH - 1) * SH) % R, SH % R)
-                m.d.sync += sb.eq(Mux(nsb >= R, nsb - R, nsb))
+        with m.If(row_adv):
+            loop_ow.clear()
+            m.d.sync += wb.eq(-left)
+            with m.If(oh_last):
+                loop_oh.clear()
+                m.d.sync += [hb.eq(-top),
+                             need.eq(const_need(-top)), hb_fr.eq(hb_fr.init),
+                             hb_need.eq(hb_need.init)]
             with m.Else():
-                loop_ow.step(Const(1))
-                m.d.sync += wb.eq(wb + SW)
+                loop_oh.step(Const(1))
+                m.d.sync += [hb.eq(hb + SH),
+                             need.eq(need_next), hb_fr.eq(hb_fr + SH),
+                             hb_need.eq(hb_need + SH)]
+            nsb = sb + Mux(oh_last, (H - (OH - 1) * SH) % R, SH % R)
+            m.d.sync += sb.eq(Mux(nsb >= R, nsb - R, nsb))
+        with m.If(issue & win_last & ~ow_last):
+            loop_ow.step(Const(1))
+            m.d.sync += wb.eq(wb + SW)
 
         # --- issue stage: position, pad flag, slot ---------------------------------------
         h = hb + kh * DH
@@ -701,7 +740,10 @@ class SWG(wiring.Component):
         m.d.sync += [v1.eq(issue), pad1.eq(pad), slot1.eq(slot), w1.eq(wcol), cb1.eq(cb)]
 
         # --- stage 1: read address (registered) --------------------------------------------
-        addr2 = reg(m, slot1 * row_beats + w1 * CB + cb1, range(max(depth, 2)), "addr2")
+        abits = Shape.cast(range(max(depth, 2))).width
+        (_, _, slot_mul), (_, _, w_mul) = _address_products(p)
+        addr2 = reg(m, _times(slot1, row_beats, abits, slot_mul is None)
+                    + _times(w1, CB, abits, w_mul is None) + cb1, unsigned(abits), "addr2")
         m.d.comb += rd.addr.eq(addr2)
         v2, pad2 = delay(m, v1, 1, "v1"), delay(m, pad1, 1, "pad1")
 
