@@ -662,17 +662,18 @@ class BufferedFIFO(Elaboratable):
         issue, to_ram, bypass = Signal(), Signal(), Signal()
         lands_now = land_q | land_1 | land_2
         lands_next = next_q | next_2
-        # a write lands at once if it bypasses the RAM and no older word lands next cycle:
-        # that condition from registers alone, so the writer's late enable meets one gate
-        bypass_lands = Signal()
+        # a write bypasses the RAM when it may (``may_bypass``) and lands at once if no older
+        # word lands next cycle: both from registers alone, so the writer's late enable
+        # meets one gate
+        may_bypass = Signal()
         m.d.comb += [
             issue.eq(ram_nonempty & room),
             to_ram.eq(ram_nonempty | ~room),
-            bypass.eq(do_write & ~to_ram),
-            bypass_lands.eq(self.w_rdy & ~to_ram & ~lands_next),
+            may_bypass.eq(self.w_rdy & ~to_ram),
+            bypass.eq(self.w_en & may_bypass),
             wr.addr.eq(produce), wr.data.eq(self.w_data), wr.en.eq(do_write & to_ram),
             rd.addr.eq(consume),
-            out.w_en.eq(lands_now | (self.w_en & bypass_lands)),
+            out.w_en.eq(lands_now | (bypass & ~lands_next)),
             w_past.addr.eq(slot), w_past.data.eq(self.w_data), w_past.en.eq(1),
             past.addr.eq(Mux(land_2, slot, ~slot)),
             out.w_data.eq(Mux(land_q, ram_q, Mux(land_2 | land_1, past.data[:self.width],

@@ -412,10 +412,19 @@ def cost(p: SWGParams) -> Cost:
 TABLE_BITS = 6
 
 
-def _address_products(p: SWGParams) -> list[tuple[int, int, res.Mul | None]]:
-    """The line buffer address's products by constants (``slot * W*CB``, ``w * CB``): for
-    each, the variable factor's bits, the constant, and the product as a multiplier (None:
-    a shift, or a table of at most :data:`TABLE_BITS` index bits)."""
+@dataclass(frozen=True)
+class AddressProduct:
+    """One of the line buffer address's products by a constant: the variable factor's
+    ``bits``, the constant ``value``, and how it is built: a shift (a power of two), a
+    ``table`` of the factor's values (at most :data:`TABLE_BITS`), else ``mul``."""
+    bits: int
+    value: int
+    table: bool
+    mul: res.Mul | None
+
+
+def _address_products(p: SWGParams) -> tuple[AddressProduct, AddressProduct]:
+    """``slot * W*CB`` and ``w * CB`` (:class:`AddressProduct`)."""
     W, R = p.in_shape[1], p.buffer_rows
     addr_bits = (p.buffer_words - 1).bit_length()
     out = []
@@ -423,40 +432,40 @@ def _address_products(p: SWGParams) -> list[tuple[int, int, res.Mul | None]]:
         bits = (n - 1).bit_length()
         shift = (value & -value).bit_length() - 1
         m = res.Mul.by_constant(bits, False, value, y_bits=max(addr_bits - shift, 1))
-        out.append((bits, value, None if bits <= TABLE_BITS else m))
-    return out
+        table = m is not None and bits <= TABLE_BITS
+        out.append(AddressProduct(bits, value, table, None if table else m))
+    return tuple(out)
 
 
 def address_multiplies(p: SWGParams) -> dict[res.Mul, int]:
     """The address products Yosys maps like any product (on ECP5 a MULT18X18D when both
     factors have 2 bits or more): those of more than :data:`TABLE_BITS` index bits."""
     muls: dict[res.Mul, int] = {}
-    for _, _, m in _address_products(p):
-        if m is not None:
-            muls[m] = muls.get(m, 0) + 1
+    for a in _address_products(p):
+        if a.mul is not None:
+            muls[a.mul] = muls.get(a.mul, 0) + 1
     return muls
 
 
-def _address_tables(p: SWGParams, family: str) -> res.Resources:
+def _address_tables(p: SWGParams) -> res.Resources:
     """LUT4s of the address products written as tables: a product bit above the
     constant's trailing zeros and the index's own low bit is a function of the index bits
     (on ECP5 a LUT4 per bit up to four, two or four joined by the slice's multiplexers for
     five or six; iCE40 the same count of SB_LUT4)."""
     addr_bits = (p.buffer_words - 1).bit_length()
     luts = 0
-    for bits, value, m in _address_products(p):
-        if m is not None or value & (value - 1) == 0:
-            continue
-        shift = (value & -value).bit_length() - 1
-        luts += max(0, addr_bits - shift - 1) * (1 << max(0, bits - 4))
+    for a in _address_products(p):
+        if a.table:
+            shift = (a.value & -a.value).bit_length() - 1
+            luts += max(0, addr_bits - shift - 1) * (1 << max(0, a.bits - 4))
     return res.Resources(lut4=luts)
 
 
-def _times(x: Signal, value: int, width: int, table: bool):
-    """``x * value`` modulo ``2**width``: a table of every value of ``x`` or a product."""
-    if not table or value & (value - 1) == 0:
-        return x * value
-    return Array(Const((k * value) % (1 << width), width) for k in range(1 << len(x)))[x]
+def _times(x: Signal, a: AddressProduct, width: int):
+    """``x * a.value`` modulo ``2**width``: a table of every value of ``x`` or a product."""
+    if not a.table:
+        return x * a.value
+    return Array(Const((k * a.value) % (1 << width), width) for k in range(1 << len(x)))[x]
 
 
 #: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``). ECP5's LUT4
@@ -515,7 +524,7 @@ def resource_parts(p: SWGParams, family: str) -> dict[str, res.Resources]:
         "ctl": res.Resources(ff=logic + pipe, lut4=logic + 4, carry=logic / 2),
         "flags": flag * 2,
         "data": res.Resources(ff=width, lut4=_pad_sets(p) if family == "ecp5" else 0),
-        "addr": _address_tables(p, family),
+        "addr": _address_tables(p),
     }
     # ``wrel + 1`` and ``wrel``, ``wrel + 1``, ``wrel + 2`` less H (four adders of a
     # register and a constant), the next values picked among them
@@ -741,9 +750,9 @@ class SWG(wiring.Component):
 
         # --- stage 1: read address (registered) --------------------------------------------
         abits = Shape.cast(range(max(depth, 2))).width
-        (_, _, slot_mul), (_, _, w_mul) = _address_products(p)
-        addr2 = reg(m, _times(slot1, row_beats, abits, slot_mul is None)
-                    + _times(w1, CB, abits, w_mul is None) + cb1, unsigned(abits), "addr2")
+        slot_p, w_p = _address_products(p)
+        addr2 = reg(m, _times(slot1, slot_p, abits) + _times(w1, w_p, abits) + cb1,
+                    unsigned(abits), "addr2")
         m.d.comb += rd.addr.eq(addr2)
         v2, pad2 = delay(m, v1, 1, "v1"), delay(m, pad1, 1, "pad1")
 
