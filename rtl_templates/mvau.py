@@ -88,6 +88,7 @@ from hwgen.rtl_templates.pipeline import (
     delay,
     reg,
     rom_counter,
+    rom_counter_registers,
     tree_stages,
     tree_sum,
     tree_sum_groups,
@@ -736,9 +737,9 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
             parts["mem_i"] = parts["mem_i"] + res.Resources(ff=SIMD * ib + counter_bits(SF) + 1)
         else:           # the one word's kept write enables, one per slice
             parts["mem_i"] = parts["mem_i"] + res.Resources(ff=len(pl.in_slices))
-    ctl_bits = counter_bits(SF) + nfb + counter_bits(NF * SF)
-    # the weight memory's addresses: a kept copy of its counter per read port
-    ctl_bits += pl.rom_copies * counter_bits(NF * SF) if NF * SF > 1 else 0
+    # the loop counters; pipeline.rom_counter: the count, its next value and an address
+    # copy per weight ROM piece
+    ctl_bits = counter_bits(SF) + nfb + rom_counter_registers(NF * SF, pl.rom_copies)
     # the valid, flags and fold delayed along the operand stages; the select's kept copies
     parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + pl.operand)
                                  - pl.late_return + pl.sel_copies

@@ -117,20 +117,29 @@ def rom_counter(m: Module, n: int, step, name: str, copies: int = 1
     register of its own (Yosys ``keep``) for a read port of the ROM (or of one of its
     slices, :func:`~rtl_templates.memory.lane_rom`): Yosys would otherwise merge the counter
     into the read port and read the ROM through the counter's increment, a carry chain
-    before the ROM's logic; each copy also carries its ROM's fan-out alone. The copies add
-    ``copies`` · :func:`counter_bits` (``n``) flip-flops when ``n`` > 1."""
+    before the ROM's logic; each copy also carries its ROM's fan-out alone. The count's next
+    value is a register too (``name_ahead``, a step ahead), so a copy's next value is
+    ``step`` choosing between two registers: the late step is one LUT level from the copies,
+    the increment and its wrap compare are not on that path (cnn_wide's unit: 6 levels from
+    the counter to a copy). Flip-flops: :func:`rom_counter_registers`."""
     count = Signal(range(max(n, 2)), name=name)
     if n == 1:
         return count, [count] * copies
-    nxt = Mux(count == n - 1, 0, count + 1)
+    ahead = Signal(range(n), name=f"{name}_ahead", init=1)
     with m.If(step):
-        m.d.sync += count.eq(nxt)
+        m.d.sync += [count.eq(ahead), ahead.eq(Mux(ahead == n - 1, 0, ahead + 1))]
     addresses = []
     for k in range(copies):
         # written without an enable, so that no tool takes it for the same flip-flops as count
-        addresses.append(kept_copy(m, Mux(step, nxt, count), f"{name}_addr{k if k else ''}",
+        addresses.append(kept_copy(m, Mux(step, ahead, count), f"{name}_addr{k if k else ''}",
                                    reset=True, shape=range(n)))
     return count, addresses
+
+
+def rom_counter_registers(n: int, copies: int) -> int:
+    """Flip-flops of :func:`rom_counter`: the count, its next value and the ``copies``
+    addresses (none of them when ``n`` is 1)."""
+    return (copies + 2) * counter_bits(n) if n > 1 else 0
 
 
 class Loop:
@@ -215,6 +224,23 @@ def mul_pipe_registers(a_bits: int, b_bits: int, a_regs: bool = True, b_regs: bo
     return bits
 
 
+def fabric_copies(m: Module, product, load, name: str) -> Signal:
+    """A hard multiplier tile's ``product`` register copied :data:`FABRIC_COPIES` times in
+    the fabric (``name``, then ``name_1`` …): the tile sits wherever the device has one free,
+    and the copies give the route from it to its logic that many periods, so the placer can
+    put a copy between them. The first copy loads only when ``load`` (the product is valid):
+    with that enable, Yosys's ``ice40_dsp`` takes it as the SB_MAC16's output register
+    correctly (a plain register behind the product register, which it takes as the
+    pipeline register, it replaces by a constant: Yosys 0.70); the others are plain."""
+    first = Signal(unsigned(len(product)), name=name, reset_less=True)
+    with m.If(load):
+        m.d.sync += first.eq(product)
+    r = first
+    for c in range(1, FABRIC_COPIES):
+        r = reg(m, r, unsigned(len(product)), f"{name}_{c}")
+    return r
+
+
 def mul_stages(a_bits: int, b_bits: int, copy: bool = False) -> int:
     """Registers :func:`mul_pipe` puts between its operands and the product: each tile's
     operands, the partial products (``copy``: and their :data:`FABRIC_COPIES` copies in the
@@ -233,10 +259,7 @@ def mul_pipe(m: Module, a, b, name: str, valid=None):
     in the fabric. The tile sits wherever the device has one free, often far from the logic
     it feeds (a design using most of an LFE5U-85F's tiles: 7.9 ns of route from a tile's
     output register into the first sum), and the copies give that route clock periods of its
-    own. The first copy loads only when
-    its product is valid: with that enable, Yosys's ``ice40_dsp`` takes it as the SB_MAC16's
-    output register correctly (a plain register there, behind the product register it takes
-    as the pipeline register, it replaces by a constant: Yosys 0.70)."""
+    own (:func:`fabric_copies`)."""
     wa, wb = len(a), len(b)
     if valid is not None:
         v_pp = reg(m, reg(m, valid, 1, f"{name}_va"), 1, f"{name}_vp")
@@ -249,13 +272,7 @@ def mul_pipe(m: Module, a, b, name: str, valid=None):
             rb = reg(m, bj, unsigned(len(bj)), f"{name}_b{i}_{j}")
             pp = reg(m, ra * rb, unsigned(len(ai) + len(bj)), f"{name}_pp{i}_{j}")
             if valid is not None:
-                pd = Signal(unsigned(len(ai) + len(bj)), name=f"{name}_pd{i}_{j}",
-                            reset_less=True)
-                with m.If(v_pp):
-                    m.d.sync += pd.eq(pp)
-                pp = pd
-                for c in range(1, FABRIC_COPIES):
-                    pp = reg(m, pp, unsigned(len(ai) + len(bj)), f"{name}_pd{i}_{j}_{c}")
+                pp = fabric_copies(m, pp, v_pp, f"{name}_pd{i}_{j}")
             parts.append(pp << (MUL_CHUNK * (i + j)))
     level = 0
     while len(parts) > 1:
@@ -275,22 +292,24 @@ def seq_mul_registers(a_bits: int, b_bits: int, pairs: int, b_regs: bool = True)
     counted once)."""
     n = chunks(a_bits) * chunks(b_bits)
     k = counter_bits(n)
-    # the counter, its run flag and their delays to each stage (the step valid to the copy)
-    control = 5 * k + 9
+    f = FABRIC_COPIES
+    # the counter, its run flag and their delays to each stage (the step valid to the copies)
+    control = (4 + f) * k + 8 + f
     a = min(a_bits, MUL_CHUNK)
     b = min(b_bits, MUL_CHUNK)
-    # latches, selected chunk and tile operand, product and its copy, shifted product, the
+    # latches, selected chunk and tile operand, product and its copies, shifted product, the
     # two accumulator halves and their carry, the resolved product
-    per = a_bits + 2 * a + 2 * (a + b) + 3 * (a_bits + b_bits) + 1
+    per = a_bits + 2 * a + (1 + f) * (a + b) + 3 * (a_bits + b_bits) + 1
     bb = b_bits + 2 * b
     return k + 1 + pairs * (control + per) + (pairs * bb if b_regs else bb)
 
 
 def seq_mul_stages(a_bits: int, b_bits: int) -> int:
     """Cycles from :class:`SeqMul`'s start to its products: one per tile-sized partial
-    product, then the selected chunks, the tile's operand, product, the product's copy,
-    shifted-product, accumulator and resolved-product registers."""
-    return chunks(a_bits) * chunks(b_bits) + 7
+    product, then the selected chunks, the tile's operand, product, the product's
+    :data:`FABRIC_COPIES` copies, shifted-product, accumulator and resolved-product
+    registers."""
+    return chunks(a_bits) * chunks(b_bits) + 6 + FABRIC_COPIES
 
 
 def _latched_chunk(m: Module, start, v, k, steps: list[list[int]], name: str):
@@ -381,10 +400,10 @@ class SeqMul:
             first_x = reg(m, run & (k == 0), unsigned(1), f"{name}_fx{p}")
             k_x = delay(m, k, 2, f"{name}_kx{p}")
             first_y = delay(m, first_x, 2, f"{name}_fy{p}")
-            # stage C: the product's copy in the fabric; Z after it
-            first_z = delay(m, first_y, 2, f"{name}_fz{p}")
+            # stages C: the product's copies in the fabric; Z after them
+            first_z = delay(m, first_y, 1 + FABRIC_COPIES, f"{name}_fz{p}")
             k_y = reg(m, k_x, k.shape(), f"{name}_ky{p}")
-            k_c = reg(m, k_y, k.shape(), f"{name}_kc{p}")
+            k_c = delay(m, k_y, FABRIC_COPIES, f"{name}_kc{p}")
             run_y = delay(m, run, 3, f"{name}_ry{p}")
             # this step's chunks (stage X): outside a run the select picks some chunks, whose
             # products are never read
@@ -404,14 +423,10 @@ class SeqMul:
             m.d.sync += [opa.eq(sel_a), opb.eq(sel_b)]
             pp = reg(m, opa * opb, unsigned(len(opa) + len(opb)), f"{name}_pp{p}")
             # the product register is the tile's (boards/dsp_pack.py), and the tile sits
-            # wherever one is free: a copy in the fabric gives that route a period of its own
-            # (ResNet-8's stem requantizer: 10.3 ns from a tile across the die). It loads
-            # only in a step, as mul_pipe's copies (Yosys's ice40_dsp would take a plain
-            # second register for the SB_MAC16's)
-            ppc = Signal(unsigned(len(pp)), name=f"{name}_pc{p}", reset_less=True)
-            with m.If(run_y):
-                m.d.sync += ppc.eq(pp)
-            pp = ppc
+            # wherever one is free: copies in the fabric give that route periods of their own
+            # (ResNet-8's stem requantizer: 10.3 ns from a tile across the die with none,
+            # 8.5 ns from the tile to a single copy placed beside its accumulator)
+            pp = fabric_copies(m, pp, run_y, f"{name}_pc{p}")
             acc = Signal(unsigned(wa + wb), name=f"{name}_acc{p}", reset_less=True)
             # the partial product in place, registered: the accumulator's carry chain alone
             shifted = Signal(unsigned(wa + wb), name=f"{name}_sh{p}", reset_less=True)

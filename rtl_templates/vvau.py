@@ -77,6 +77,7 @@ from hwgen.rtl_templates.pipeline import (
     delay,
     reg,
     rom_counter,
+    rom_counter_registers,
     tree_stages,
     tree_sum,
     tree_sum_groups,
@@ -405,9 +406,9 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
         (bias_live(np.asarray(p.bias, dtype=np.int64).reshape(shape), A),
          np.asarray(p.mult_per_channel(), dtype=np.int64).reshape(shape), p.requant.mult_bits,
          RequantPipeline.sequential(p.requant, A, K)) if late else None)
-    ctl_bits = counter_bits(K) + cbb + counter_bits(NB * K)
-    # pipeline.rom_counter's copies: one per weight ROM piece
-    ctl_bits += pl.rom_copies * counter_bits(NB * K) if NB * K > 1 else 0
+    # the loop counters; pipeline.rom_counter: the count, its next value and an address
+    # copy per weight ROM piece
+    ctl_bits = counter_bits(K) + cbb + rom_counter_registers(NB * K, pl.rom_copies)
     parts = {
         "rom_w" if p.rom_logic else "mem_w": wmem, "mem_p": pmem,
         **output_stage.parts(L * ob, pl.depth, family, registered=True),
