@@ -11,6 +11,7 @@ from test_synth import TINY
 from hwgen.boards import synth
 from hwgen.boards.devices import by_name
 from hwgen.boards.synth import (
+    ROUTER1_STALL_ITERATIONS,
     ROUTER2_STALL_ITERATIONS,
     NextpnrWatch,
     RoutingStalled,
@@ -141,3 +142,26 @@ def test_the_verilator_build_reports_its_objects(tmp_path):
     assert seen[0] == (None, "verilating")
     compiled = [(f, d) for f, d in seen if d.startswith("compiling C++")]
     assert compiled and [f for f, _ in compiled] == sorted(f for f, _ in compiled)
+
+
+def _router1_line(k: int, left: int) -> str:
+    return f"Info: {k:10d} |      580        419 |  580   419 | {left:9d}|      1.62     11.62|"
+
+
+def test_router1_that_stops_converging_is_stopped():
+    """router1 rerouting the same arcs without end is stopped once no report has had fewer
+    arcs left for ROUTER1_STALL_ITERATIONS iterations; a run whose arcs left go up and down
+    on the way down is not."""
+    n = NextpnrWatch()
+    n("Info: Routing 203674 arcs.")
+    for k in range(1, 1000):                    # down, with ripups putting some back
+        n(_router1_line(1000 * k, 203_674 - 200 * k + 150 * (k % 3)))
+    n = NextpnrWatch()
+    n("Info: Routing 203674 arcs.")
+    last = 1000 + ROUTER1_STALL_ITERATIONS
+    for k in range(1000, last, 1000):
+        n(_router1_line(k, 12 + (k // 1000 + 1) % 2))
+    with pytest.raises(RoutingStalled, match=r"router1 stopped converging: 12 arcs left at "
+                       r"iteration 301,000, none fewer since iteration 1,000; try --router "
+                       r"router2"):
+        n(_router1_line(last, 12))
