@@ -47,8 +47,9 @@ Stream contract
 
 Join and pipeline (a beat pair taken in cycle t)
     A beat is taken from both inputs together, when both are valid and the output FIFO is
-    sure to have room (credit counter, as in :mod:`rtl_templates.mvau`):
-    ``i0.ready = i1.valid & room``, ``i1.ready = i0.valid & room``. Each input's ready thus
+    sure to have room (credit counter, :meth:`~rtl_templates.output_stage.OutputStage.join`):
+    ``i0.ready = i1.valid & room``, ``i1.ready = i0.valid & room``, each on a copy of
+    ``room`` of its own. Each input's ready thus
     depends on the other input's valid and on the credits, never on ``o.ready``; ``o.valid`` is
     the output FIFO's ``r_rdy``. One beat per cycle.
     ``"exact"``: t+1 operands; t+2 products ``(a-za)·Ma``, ``(b-zb)·Mb``; t+3 sum, then
@@ -397,7 +398,7 @@ def resource_parts(p: AddParams, family: str) -> dict[str, res.Resources]:
             + _const_product_parts(p.db_bits, p.mb, cs, pb_bits, family)
             + res.add(max(pa_bits, pb_bits), family) + res.Resources(ff=p.sum_bits))
     parts = output_stage.parts(PE * ob, p.pipeline_depth, family, registered=True)
-    parts["ctl"] = res.Resources(ff=p.pipeline_depth - 2, lut4=2)
+    parts["ctl"] = res.Resources(ff=p.pipeline_depth - 2, lut4=2) + output_stage.join_cost(2)
     if p.ort:
         tb = signed_width(pb_lo, pb_hi)
         n_st = 2 + ROUND24_STAGES
@@ -493,13 +494,7 @@ class AddBlock(wiring.Component):
                                        registered=True)
 
         # --- join -------------------------------------------------------------------------
-        take = Signal()
-        m.d.comb += [
-            take.eq(self.i0.valid & self.i1.valid & out.room),
-            self.i0.ready.eq(self.i1.valid & out.room),
-            self.i1.ready.eq(self.i0.valid & out.room),
-        ]
-        out.spend(take)
+        take = out.join([self.i0, self.i1])
 
         # --- t+1: operands ----------------------------------------------------------------
         v1 = Signal()
