@@ -737,8 +737,8 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
             parts["mem_i"] = parts["mem_i"] + res.Resources(ff=SIMD * ib + counter_bits(SF) + 1)
         else:           # the one word's kept write enables, one per slice
             parts["mem_i"] = parts["mem_i"] + res.Resources(ff=len(pl.in_slices))
-    # the loop counters; pipeline.rom_counter: the count, its next value and an address
-    # copy per weight ROM piece
+    # the loop counters; pipeline.rom_counter: an address per weight ROM piece and their
+    # next value
     ctl_bits = counter_bits(SF) + nfb + rom_counter_registers(NF * SF, pl.rom_copies)
     # the valid, flags and fold delayed along the operand stages; the select's kept copies
     parts["ctl"] = res.Resources(ff=ctl_bits + (3 + nfb) * (2 + pl.operand)

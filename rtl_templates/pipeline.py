@@ -113,33 +113,30 @@ def tree_sum_groups(n: int, width: int) -> list[tuple[int, int]]:
 def rom_counter(m: Module, n: int, step, name: str, copies: int = 1
                 ) -> tuple[Signal, list[Signal]]:
     """A counter over the ``n`` words of a ROM, advanced (wrapping) when ``step``:
-    ``(count, addresses)``. Each of the ``copies`` addresses is a copy of ``count`` kept as a
-    register of its own (Yosys ``keep``) for a read port of the ROM (or of one of its
+    ``(count, addresses)``. The count is kept as ``copies`` registers of its own (Yosys
+    ``keep``; ``count`` is the first), one per read port of the ROM (or of one of its
     slices, :func:`~rtl_templates.memory.lane_rom`): Yosys would otherwise merge the counter
     into the read port and read the ROM through the counter's increment, a carry chain
     before the ROM's logic; each copy also carries its ROM's fan-out alone. The count's next
-    value is a register too (``name_ahead``, a step ahead), so a copy's next value is
-    ``step`` choosing between two registers: the late step is one LUT level from the copies,
-    the increment and its wrap compare are not on that path (cnn_wide's unit: 6 levels from
-    the counter to a copy). Flip-flops: :func:`rom_counter_registers`."""
-    count = Signal(range(max(n, 2)), name=name)
+    value is a register too (``name_ahead``, a step ahead), which each copy loads when
+    ``step``: the late step is a copy's enable, the increment and its wrap compare are not
+    on its path (cnn_wide's unit: 6 levels from the counter to a copy). Flip-flops:
+    :func:`rom_counter_registers`."""
     if n == 1:
+        count = Signal(range(2), name=name)
         return count, [count] * copies
     ahead = Signal(range(n), name=f"{name}_ahead", init=1)
     with m.If(step):
-        m.d.sync += [count.eq(ahead), ahead.eq(Mux(ahead == n - 1, 0, ahead + 1))]
-    addresses = []
-    for k in range(copies):
-        # written without an enable, so that no tool takes it for the same flip-flops as count
-        addresses.append(kept_copy(m, Mux(step, ahead, count), f"{name}_addr{k if k else ''}",
-                                   reset=True, shape=range(n)))
-    return count, addresses
+        m.d.sync += ahead.eq(Mux(ahead == n - 1, 0, ahead + 1))
+    addresses = [kept_copy(m, ahead, f"{name}_addr{k if k else ''}", reset=True, en=step,
+                           shape=range(n)) for k in range(copies)]
+    return addresses[0], addresses
 
 
 def rom_counter_registers(n: int, copies: int) -> int:
-    """Flip-flops of :func:`rom_counter`: the count, its next value and the ``copies``
-    addresses (none of them when ``n`` is 1)."""
-    return (copies + 2) * counter_bits(n) if n > 1 else 0
+    """Flip-flops of :func:`rom_counter`: the ``copies`` addresses and the next value (none
+    when ``n`` is 1)."""
+    return (copies + 1) * counter_bits(n) if n > 1 else 0
 
 
 class Loop:
@@ -294,12 +291,12 @@ def seq_mul_registers(a_bits: int, b_bits: int, pairs: int, b_regs: bool = True)
     k = counter_bits(n)
     f = FABRIC_COPIES
     # the counter, its run flag and their delays to each stage (the step valid to the copies)
-    control = (4 + f) * k + 8 + f
+    control = (4 + f) * k + 7 + f
     a = min(a_bits, MUL_CHUNK)
     b = min(b_bits, MUL_CHUNK)
-    # latches, selected chunk and tile operand, product and its copies, shifted product, the
-    # two accumulator halves and their carry, the resolved product
-    per = a_bits + 2 * a + (1 + f) * (a + b) + 3 * (a_bits + b_bits) + 1
+    # latches, selected chunk and tile operand, product and its copies, the two accumulator
+    # halves and their carry, the resolved product
+    per = a_bits + 2 * a + (1 + f) * (a + b) + 2 * (a_bits + b_bits) + 1
     bb = b_bits + 2 * b
     return k + 1 + pairs * (control + per) + (pairs * bb if b_regs else bb)
 
@@ -307,9 +304,8 @@ def seq_mul_registers(a_bits: int, b_bits: int, pairs: int, b_regs: bool = True)
 def seq_mul_stages(a_bits: int, b_bits: int) -> int:
     """Cycles from :class:`SeqMul`'s start to its products: one per tile-sized partial
     product, then the selected chunks, the tile's operand, product, the product's
-    :data:`FABRIC_COPIES` copies, shifted-product, accumulator and resolved-product
-    registers."""
-    return chunks(a_bits) * chunks(b_bits) + 6 + FABRIC_COPIES
+    :data:`FABRIC_COPIES` copies, accumulator and resolved-product registers."""
+    return chunks(a_bits) * chunks(b_bits) + 5 + FABRIC_COPIES
 
 
 def _latched_chunk(m: Module, start, v, k, steps: list[list[int]], name: str):
@@ -400,8 +396,8 @@ class SeqMul:
             first_x = reg(m, run & (k == 0), unsigned(1), f"{name}_fx{p}")
             k_x = delay(m, k, 2, f"{name}_kx{p}")
             first_y = delay(m, first_x, 2, f"{name}_fy{p}")
-            # stages C: the product's copies in the fabric; Z after them
-            first_z = delay(m, first_y, 1 + FABRIC_COPIES, f"{name}_fz{p}")
+            # stages C: the product's copies in the fabric, then the accumulator (Z)
+            first_z = delay(m, first_y, FABRIC_COPIES, f"{name}_fz{p}")
             k_y = reg(m, k_x, k.shape(), f"{name}_ky{p}")
             k_c = delay(m, k_y, FABRIC_COPIES, f"{name}_kc{p}")
             run_y = delay(m, run, 3, f"{name}_ry{p}")
@@ -428,15 +424,15 @@ class SeqMul:
             # 8.5 ns from the tile to a single copy placed beside its accumulator)
             pp = fabric_copies(m, pp, run_y, f"{name}_pc{p}")
             acc = Signal(unsigned(wa + wb), name=f"{name}_acc{p}", reset_less=True)
-            # the partial product in place, registered: the accumulator's carry chain alone
-            shifted = Signal(unsigned(wa + wb), name=f"{name}_sh{p}", reset_less=True)
+            # the partial product in place: the last copy's bits selected into the
+            # accumulator's carry chains (a LUT level before them; the copies are the plain
+            # registers the tile's route needs, so the shift takes no register of its own)
+            shifted = Signal(unsigned(wa + wb), name=f"{name}_sh{p}")
             with m.Switch(k_c):
                 for i in range(ca):
                     for j in range(cb):
                         with m.Case(i * cb + j):
-                            m.d.sync += shifted.eq(pp << (MUL_CHUNK * (i + j)))
-                with m.Default():
-                    m.d.sync += shifted.eq(0)
+                            m.d.comb += shifted.eq(pp << (MUL_CHUNK * (i + j)))
             # accumulate: lower half with its carry out registered, upper half with the
             # previous step's carry (none on a product's first step)
             w = wa + wb

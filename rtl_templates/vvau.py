@@ -406,8 +406,8 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
         (bias_live(np.asarray(p.bias, dtype=np.int64).reshape(shape), A),
          np.asarray(p.mult_per_channel(), dtype=np.int64).reshape(shape), p.requant.mult_bits,
          RequantPipeline.sequential(p.requant, A, K)) if late else None)
-    # the loop counters; pipeline.rom_counter: the count, its next value and an address
-    # copy per weight ROM piece
+    # the loop counters; pipeline.rom_counter: an address per weight ROM piece and their
+    # next value
     ctl_bits = counter_bits(K) + cbb + rom_counter_registers(NB * K, pl.rom_copies)
     parts = {
         "rom_w" if p.rom_logic else "mem_w": wmem, "mem_p": pmem,

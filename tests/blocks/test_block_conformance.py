@@ -286,11 +286,6 @@ KNOWN_ESTIMATE_MISSES: dict[tuple[str, str], dict[str, tuple[int, int]]] = {
     # the netlist leads it (equivalent compare forms of one 8-bit stage: 17 to 50 LUT4), not
     # by a rule of the chain's size
     ("argmax", "c12-pe4-last"): {"lut4": (95, 117)},
-    # flip-flops, DSP and block RAM tiles within bounds. The same netlist but for a second
-    # fabric copy of the requantizer's products (pipeline.FABRIC_COPIES: registers only)
-    # maps to 394 LUT4 with one copy and 371 with two; the model counts the same logic for
-    # both (1.09 and 1.15 of Yosys), as for the other depthwise examples (1.01 to 1.06)
-    ("vvau", "c2-m2-k4-pe1-simd2-px3"): {"lut4": (430, 373)},
     # flip-flops within bounds. The slots' multiplexers: each of the six 4-bit slots takes
     # one of up to three input elements or the shifted slot, selected by the one-hot level
     # and the late pop and push; ABC builds the selects into each bit's logic (146 LUT4,
