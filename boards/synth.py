@@ -123,6 +123,9 @@ ROUTER2_STALL_ITERATIONS = 100
 #: 203,674 arcs in 230,000 iterations, never 10,000 without a new least); one that cannot
 #: rips up and reroutes the same few arcs without end
 ROUTER1_STALL_ITERATIONS = 300_000
+#: or router1 seconds (its own count) without one: near the end a congested design's
+#: iterations slow down (DS-CNN on an LFE5U-85F: 300–400 s per 1,000 with 300 arcs left)
+ROUTER1_STALL_SECONDS = 1_800
 
 
 class RoutingStalled(HwgenError):
@@ -136,25 +139,28 @@ class NextpnrWatch:
     a guess: it stops when the placement is legal). ``report`` None: no progress, only the
     router's watch: :class:`RoutingStalled` when router2's overuse has found no new least
     value for :data:`ROUTER2_STALL_ITERATIONS` iterations, or router1's arcs left none for
-    :data:`ROUTER1_STALL_ITERATIONS`."""
+    :data:`ROUTER1_STALL_ITERATIONS` iterations or :data:`ROUTER1_STALL_SECONDS` of its
+    time."""
 
     def __init__(self, report: Report | None = None):
         self.report, self.arcs = report or (lambda share, what: None), 0
-        self.best, self.best_iter = None, 0
+        self.best, self.best_iter, self.best_time = None, 0, 0.0
 
-    def _least(self, k: int, value: int, window: int) -> bool:
-        """Records ``value`` at iteration ``k``; whether none less has come for ``window``
-        iterations."""
+    def _least(self, k: int, value: int, window: int, t: float = 0.0) -> bool:
+        """Records ``value`` at iteration ``k`` (router time ``t``); whether none less has
+        come for ``window`` iterations."""
         if self.best is None or value < self.best:
-            self.best, self.best_iter = value, k
+            self.best, self.best_iter, self.best_time = value, k, t
         return k - self.best_iter >= window
 
-    def _router1(self, k: int, left: int) -> None:
-        if self._least(k, left, ROUTER1_STALL_ITERATIONS):
+    def _router1(self, k: int, left: int, t: float) -> None:
+        if (self._least(k, left, ROUTER1_STALL_ITERATIONS, t)
+                or t - self.best_time >= ROUTER1_STALL_SECONDS):
             raise RoutingStalled(
                 f"router1 stopped converging: {left:,} arc{'s' * (left != 1)} left at "
-                f"iteration {k:,}, none fewer since iteration {self.best_iter:,}; try "
-                f"--router router2 or another --seed")
+                f"iteration {k:,} ({t:,.0f} s), none fewer since iteration "
+                f"{self.best_iter:,} ({self.best_time:,.0f} s); try --router router2 or "
+                f"another --seed")
 
     def _router2(self, k: int, overused: int, overuse: int) -> None:
         if self._least(k, overuse, ROUTER2_STALL_ITERATIONS):
@@ -181,9 +187,10 @@ class NextpnrWatch:
         elif m := re.match(r"Info: Routing (\d+) arcs", line):
             self.arcs = int(m.group(1))
             r(0.6, f"routing {self.arcs:,} arcs")
-        elif self.arcs and (m := re.match(r"Info:\s+(\d+) \|.*\|\s+(\d+)\|", line)):
+        elif self.arcs and (m := re.match(r"Info:\s+(\d+) \|.*\|\s+(\d+)\|(.*)", line)):
             left = int(m.group(2))
-            self._router1(int(m.group(1)), left)
+            t = re.findall(r"[\d.]+", m.group(3))       # the batch's seconds, the total
+            self._router1(int(m.group(1)), left, float(t[-1]) if t else 0.0)
             r(0.6 + 0.38 * (1 - left / self.arcs), f"routing: {left:,} arcs left")
         elif m := re.search(r"Running router2", line):
             r(0.6, "routing")

@@ -12,6 +12,7 @@ from hwgen.boards import synth
 from hwgen.boards.devices import by_name
 from hwgen.boards.synth import (
     ROUTER1_STALL_ITERATIONS,
+    ROUTER1_STALL_SECONDS,
     ROUTER2_STALL_ITERATIONS,
     NextpnrWatch,
     RoutingStalled,
@@ -144,8 +145,8 @@ def test_the_verilator_build_reports_its_objects(tmp_path):
     assert compiled and [f for f, _ in compiled] == sorted(f for f, _ in compiled)
 
 
-def _router1_line(k: int, left: int) -> str:
-    return f"Info: {k:10d} |      580        419 |  580   419 | {left:9d}|      1.62     11.62|"
+def _router1_line(k: int, left: int, total: float = 11.62) -> str:
+    return f"Info: {k:10d} |      580        419 |  580   419 | {left:9d}|      1.62 {total:10.2f}|"
 
 
 def test_router1_that_stops_converging_is_stopped():
@@ -162,6 +163,15 @@ def test_router1_that_stops_converging_is_stopped():
     for k in range(1000, last, 1000):
         n(_router1_line(k, 12 + (k // 1000 + 1) % 2))
     with pytest.raises(RoutingStalled, match=r"router1 stopped converging: 12 arcs left at "
-                       r"iteration 301,000, none fewer since iteration 1,000; try --router "
-                       r"router2"):
+                       r"iteration 301,000 \(12 s\), none fewer since iteration 1,000 "
+                       r"\(12 s\); try --router router2"):
         n(_router1_line(last, 12))
+    # iterations that slow down near the end: stopped on router1's own seconds
+    n = NextpnrWatch()
+    n("Info: Routing 203674 arcs.")
+    n(_router1_line(277_000, 146, 1083.74))
+    n(_router1_line(278_000, 77, 1471.65))
+    n(_router1_line(279_000, 80, 1471.65 + ROUTER1_STALL_SECONDS - 1))
+    with pytest.raises(RoutingStalled, match=r"77 arcs left at iteration 280,000 \(3,272 s\), "
+                       r"none fewer since iteration 278,000 \(1,472 s\)"):
+        n(_router1_line(280_000, 77, 1471.65 + ROUTER1_STALL_SECONDS))
