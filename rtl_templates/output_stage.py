@@ -36,7 +36,7 @@ follows the memory policy: registers up to 2 beats, then LUT RAM or block RAM.
 """
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Module, Signal
 
 from hwgen.rtl_templates import resources as res
 from hwgen.rtl_templates.credits import Credits
@@ -84,13 +84,6 @@ def join_cost(inputs: int) -> res.Resources:
     """What :meth:`OutputStage.join` adds to a block's control: a copy of ``room`` per input
     and its next value's LUT."""
     return res.Resources(ff=inputs, lut4=inputs)
-
-
-def _all(signals):
-    out = Const(1)
-    for v in signals:
-        out = out & v
-    return out
 
 
 class OutputStage(Credits):
@@ -159,11 +152,12 @@ class OutputStage(Credits):
         the credits: 6.5 ns of route). Cost: :func:`join_cost`."""
         m = self._m
         take = Signal(name="take")
-        m.d.comb += take.eq(self.room & _all(s.valid for s in inputs))
+        m.d.comb += take.eq(self.room & Cat(*(s.valid for s in inputs)).all())
         self.spend(take)
         for k, s in enumerate(inputs):
             room = self.room_copy(f"room_i{k}")
-            m.d.comb += s.ready.eq(room & _all(t.valid for j, t in enumerate(inputs) if j != k))
+            others = Cat(*(t.valid for j, t in enumerate(inputs) if j != k))
+            m.d.comb += s.ready.eq(room & others.all())
         return take
 
     def write_slices(self, data, ens):
