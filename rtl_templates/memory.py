@@ -663,9 +663,12 @@ class BufferedFIFO(Elaboratable):
         lands_now = land_q | land_1 | land_2
         lands_next = next_q | next_2
         # a write bypasses the RAM when it may (``may_bypass``) and lands at once if no older
-        # word lands next cycle: both from registers alone, so the writer's late enable
-        # meets one gate
+        # word lands next cycle (``lands_at_once``): both from registers alone, so the
+        # writer's late enable meets one gate. ``lands_at_once`` is a wire the tools keep,
+        # so its logic stays off that gate's far input (the writer's valid, often from
+        # across the die) instead of merging into a LUT chain after it
         may_bypass = Signal()
+        lands_at_once = Signal(attrs={"keep": 1})
         m.d.comb += [
             issue.eq(ram_nonempty & room),
             to_ram.eq(ram_nonempty | ~room),
@@ -673,7 +676,8 @@ class BufferedFIFO(Elaboratable):
             bypass.eq(self.w_en & may_bypass),
             wr.addr.eq(produce), wr.data.eq(self.w_data), wr.en.eq(do_write & to_ram),
             rd.addr.eq(consume),
-            out.w_en.eq(lands_now | (bypass & ~lands_next)),
+            lands_at_once.eq(may_bypass & ~lands_next),
+            out.w_en.eq(lands_now | (self.w_en & lands_at_once)),
             w_past.addr.eq(slot), w_past.data.eq(self.w_data), w_past.en.eq(1),
             past.addr.eq(Mux(land_2, slot, ~slot)),
             out.w_data.eq(Mux(land_q, ram_q, Mux(land_2 | land_1, past.data[:self.width],
