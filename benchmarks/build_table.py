@@ -6,7 +6,9 @@
 
 Default designs: the digits MLP, CNN and ResNet (QDQ) for the ULX3S-85F and the digits MLP
 for the iCEBreaker; ``--mlperf`` adds the four MLPerf Tiny networks (QDQ per-tensor) for the
-ULX3S-85F; ``cnn_wide`` is a digits CNN that is none of the examples (``examples/timing/``).
+ULX3S-85F; ``cnn_wide`` is a digits CNN that is none of the examples (``examples/timing/``);
+``tfc_w1a1``, ``tfc_w2a2``, ``cnv_w1a1`` and ``cnv_w2a2`` are FINN's networks as QONNX
+(``examples/finn/``).
 Each is built as ``hwgen build MODEL --board B`` builds it (folded for the board, the board
 top with PLL, reset, LED and UART link, Yosys, nextpnr at the board's default clock, the
 packer; ``--router``: nextpnr's router for every design, by default router1, as ``hwgen
@@ -39,7 +41,9 @@ MODELS = {"mlp": "digits_mlp_qdq.onnx", "cnn": "digits_cnn_qdq.onnx",
           "resnet": "digits_resnet_qdq.onnx", "cnn_wide": "timing/digits_cnn_wide_qdq.onnx",
           "resnet8": "mlperf_tiny/resnet8_qdq.onnx", "dscnn": "mlperf_tiny/dscnn_qdq.onnx",
           "mobilenet": "mlperf_tiny/mobilenet_v1_025_qdq.onnx",
-          "autoencoder": "mlperf_tiny/autoencoder_qdq.onnx"}
+          "autoencoder": "mlperf_tiny/autoencoder_qdq.onnx",
+          "tfc_w1a1": "finn/tfc-w1a1.onnx", "tfc_w2a2": "finn/tfc-w2a2.onnx",
+          "cnv_w1a1": "finn/cnv-w1a1.onnx", "cnv_w2a2": "finn/cnv-w2a2.onnx"}
 DEFAULT = ["mlp@ulx3s-85f", "cnn@ulx3s-85f", "resnet@ulx3s-85f", "mlp@icebreaker"]
 MLPERF = ["resnet8@ulx3s-85f", "dscnn@ulx3s-85f", "mobilenet@ulx3s-85f",
           "autoencoder@ulx3s-85f"]
