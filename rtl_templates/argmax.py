@@ -143,9 +143,10 @@ class ArgMax(wiring.Component):
         v1, first1, end1 = Signal(), Signal(), Signal()
         x1 = Signal(p.pe * vb)
         b1 = Signal(range(max(p.beats, 2)))
-        m.d.sync += [v1.eq(take), first1.eq(beat == 0), end1.eq(end), b1.eq(beat)]
-        with m.If(take):
-            m.d.sync += x1.eq(self.i.payload)
+        # the input register loads every cycle (read only under ``v1``): no enable from the
+        # late handshake, and the lanes' chain maps as it does alone
+        m.d.sync += [v1.eq(take), first1.eq(beat == 0), end1.eq(end), b1.eq(beat),
+                     x1.eq(self.i.payload)]
 
         def better(v, best):
             return (v >= best) if p.last else (v > best)

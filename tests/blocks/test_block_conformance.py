@@ -278,18 +278,11 @@ EST_SHARE, EST_CELLS = 0.15, 16
 #: (kind, example name) → {resource: (estimate, Yosys)}: where the model misses by more, the
 #: numbers it shows, demanded exactly (so any change in either is seen), and why
 KNOWN_ESTIMATE_MISSES: dict[tuple[str, str], dict[str, tuple[int, int]]] = {
-    # flip-flops, DSP and block RAM tiles of these are within bounds.
-    # The lanes' compare-and-select chain (part chain): 54 LUT4 estimated, 78 in the netlist
-    # (the registered index 54, the value 24). The same chain alone maps to 49 to 54, and
-    # to 49 in this block with the input register loaded every cycle: ABC9 maps the three
-    # stages for depth and duplicates the lane select into each index bit as the rest of
-    # the netlist leads it (equivalent compare forms of one 8-bit stage: 17 to 50 LUT4), not
-    # by a rule of the chain's size
-    ("argmax", "c12-pe4-last"): {"lut4": (95, 117)},
-    # flip-flops within bounds. The slots' multiplexers: each of the six 4-bit slots takes
-    # one of up to three input elements or the shifted slot, selected by the one-hot level
-    # and the late pop and push; ABC builds the selects into each bit's logic (146 LUT4,
-    # 6 per bit) where for 8-bit slots it shares them (0.92 to 1.03 of the model)
+    # flip-flops, DSP and block RAM tiles within bounds. The slots' multiplexers: each of
+    # the six 4-bit slots takes one of up to three input elements or the shifted slot,
+    # selected by the one-hot level and the late pop and push; ABC builds the selects into
+    # each bit's logic (146 LUT4, 6 per bit) where for 8-bit slots it shares them (0.92 to
+    # 1.03 of the model)
     ("dwc", "b4-3to2"): {"lut4": (105, 146)},
 }
 
