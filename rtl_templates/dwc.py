@@ -108,16 +108,15 @@ def cost(p: DWCParams) -> Cost:
                 parts=parts)
 
 
-#: calibration of :func:`resource_parts` (``benchmarks/resources.py --fit``); the slots are
-#: structural (a LUT per extra source per bit), but on ECP5 Yosys spends about 1.6 times that
-#: (the conformance test's converters: 35–98 LUT4 of slots)
+#: calibration of :func:`resource_parts` (the converters of the conformance test and others
+#: of 1 to 16 elements of 4 to 8 bits against Yosys: ECP5 0.87 to 1.15, iCE40 0.66 to 1.28)
 RESOURCE_FIT: res.Fit = {
     "ecp5": {
-        "lut4": {"level": 1.085, "slots": 1.6, "1": 0.042},
+        "lut4": {"slots": 1.104, "select": 0.768, "level": 1.222, "1": 0},
         "carry": {"level": 0.255, "1": 0},
     },
     "ice40": {
-        "lut4": {"level": 0.897, "1": 0},
+        "lut4": {"slots": 1.042, "select": 1.0, "level": 1.0, "1": 0},
         "carry": {"level": 0.355, "1": 0},
     },
 }
@@ -125,31 +124,32 @@ RESOURCE_FIT: res.Fit = {
 
 def resource_parts(p: DWCParams, family: str) -> dict[str, res.Resources]:
     """The converter's hardware in the resource model's parts (see
-    :mod:`rtl_templates.resources`): the slots and the multiplexer in front of each (hold,
-    shift by an output beat, or one of the input elements that can land there), the fill
-    level."""
+    :mod:`rtl_templates.resources`): the slots and the multiplexer in front of each (shift by
+    an output beat, or one of the input elements that can land there), their selects and
+    enables, the fill level."""
     n, i, o, b = p.slots, p.in_elems, p.out_elems, p.bits
     if not n:
         return {}
-    # a slot holds through its flip-flops' enable; it takes a word from one of its sources
-    # (the slot an output beat shifts in, the input elements that can land there) through a
-    # multiplexer of one LUT per extra source per bit; an input element lands on a base that
-    # is a multiple of gcd(i, o), as the level always is, selected by a flag of the one-hot
-    # level (ABC's mapping of the selects into each bit's logic varies: the model against
-    # Yosys 0.58 to 1.29 on ECP5 for converters of 1 to 16 elements of 4 to 8 bits, see the
-    # conformance test's known misses; before the one-hot level, 0.36 to 1.15)
+    # an input element lands on a base that is a multiple of gcd(i, o), as the level always
+    # is, selected by a flag of the one-hot level; a slot's landing word is a multiplexer of
+    # the elements that can land there (one LUT per extra per bit), then the choice between
+    # it and the shifted slot (one more where both exist); it holds through its
+    # flip-flops' enable (a LUT per slot, and one per three more bases landing there)
     g = math.gcd(i, o)
-    extra = 0
+    extra = enables = 0
     for j in range(n):
         lands = sum(1 for k in range(i) if 0 <= j - k <= n - i and (j - k) % g == 0)
         extra += max(0, (j < n - o) + lands - 1)
+        enables += (lands > 0) + (lands + 1) // 3 * (lands > 1)
     lv = counter_bits(n + 1)
     # valid and ready registered: each from the comparisons of the four next levels
     # (and the valid's copies, one per slice of a sliced output); the one-hot level (a flag
-    # per multiple of gcd(i, o), each a choice of four by the pop and push)
+    # per multiple of gcd(i, o), each a choice of four by the pop and push) and a base's
+    # select (its flag before or after this cycle's pop)
     flags = n // g + 1
-    return {"slots": res.Resources(ff=n * b + lv + 2 + p.valid_copies + flags,
-                                   lut4=b * extra + 2 * n + flags),
+    bases = (n - i) // g + 1
+    return {"slots": res.Resources(ff=n * b + lv + 2 + p.valid_copies + flags, lut4=b * extra),
+            "select": res.Resources(lut4=enables + bases + flags),
             "level": res.add(lv, family) * 2 + res.compare(lv, family, True) * 8
             + res.Resources(lut4=2)}
 
@@ -223,10 +223,21 @@ class DWC(wiring.Component):
         elems = lanes(self.i.payload, I, B)
         # an input beat lands on the first free slot after this cycle's pop: base b when the
         # level is b + O with a pop, b without (only bases that are multiples of gcd(I, O))
-        with m.If(push):
-            for b in range(0, N - I + 1, g):
-                with m.If(Mux(pop, at.get(b + O, 0), at[b])):
-                    m.d.sync += [slots[b + k].eq(elems[k]) for k in range(I)]
+        # per slot: the element that lands there if a beat is pushed (chosen by the level's
+        # flags and the pop), a wire kept apart from the push that loads it
+        base = {b: Mux(pop, at.get(b + O, 0), at[b]) for b in range(0, N - I + 1, g)}
+        for j in range(N):
+            src = [(base[j - k], elems[k]) for k in range(I) if (j - k) in base]
+            if not src:
+                continue
+            val = Signal(B, name=f"val{j}", attrs={"keep": 1})
+            hit = Signal(name=f"hit{j}", attrs={"keep": 1})
+            v = src[-1][1]
+            for sel, e in reversed(src[:-1]):
+                v = Mux(sel, e, v)
+            m.d.comb += [val.eq(v), hit.eq(Cat(*(s for s, _ in src)).any())]
+            with m.If(push & hit):
+                m.d.sync += slots[j].eq(val)
         return m
 
 
