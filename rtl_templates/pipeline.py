@@ -183,9 +183,9 @@ def mul_pipe_registers(a_bits: int, b_bits: int, a_regs: bool = True, b_regs: bo
     """Flip-flops of :func:`mul_pipe`: the tiles' operand registers (a chunk's registers are
     the same for every tile it meets, so the tools keep one copy; ``a_regs``/``b_regs``
     False: that operand is another lane's too, or constant, and counted there), the partial
-    products (``copy``: and their copies in the fabric; the copies' two valid delays equal
-    the caller's valid chain, which the tools merge them into), and the sums of the tree (a
-    sum's low bits are zero below its lowest part).
+    products (``copy``: and their copies in the fabric, with an enable register per part; the
+    enables' valid delay equals the caller's valid chain, which the tools merge it into),
+    and the sums of the tree (a sum's low bits are zero below its lowest part).
 
     ``b_const``: ``b`` is this constant. A partial product by a chunk that is 0 is none; one
     by a chunk with trailing zeros has those bits 0, and its top bits end at the chunk's
@@ -207,7 +207,8 @@ def mul_pipe_registers(a_bits: int, b_bits: int, a_regs: bool = True, b_regs: bo
             if min(wa, wb) == 1 and b_const is None:
                 live -= 1                   # a one-bit factor: the product fits the other
             kept = 1 if wa == 1 and (b_fixed or b_const is not None) else live
-            bits += kept * (1 + FABRIC_COPIES if copy else 1)
+            # (``copy``: and the first copy's enable register)
+            bits += kept * (1 + FABRIC_COPIES) + 1 if copy else kept
             parts.append((lo, lo + live))
     if not parts:
         return bits
@@ -221,16 +222,20 @@ def mul_pipe_registers(a_bits: int, b_bits: int, a_regs: bool = True, b_regs: bo
     return bits
 
 
-def fabric_copies(m: Module, product, load, name: str) -> Signal:
+def fabric_copies(m: Module, product, load_ahead, name: str) -> Signal:
     """A hard multiplier tile's ``product`` register copied :data:`FABRIC_COPIES` times in
     the fabric (``name``, then ``name_1`` …): the tile sits wherever the device has one free,
     and the copies give the route from it to its logic that many periods, so the placer can
-    put a copy between them. The first copy loads only when ``load`` (the product is valid):
-    with that enable, Yosys's ``ice40_dsp`` takes it as the SB_MAC16's output register
-    correctly (a plain register behind the product register, which it takes as the
-    pipeline register, it replaces by a constant: Yosys 0.70); the others are plain."""
+    put a copy between them. The first copy loads only when the product is valid, from an
+    enable register of its own (``name_en``, ``load_ahead`` registered: high the cycle
+    before): a shared enable's net would pull every first copy toward the logic that drives
+    it, leaving the whole route to the tile in one period. With that enable Yosys's
+    ``ice40_dsp`` takes the copy as the SB_MAC16's output register correctly (a plain
+    register behind the product register, which it takes as the pipeline register, it
+    replaces by a constant: Yosys 0.70); the others are plain."""
+    en = kept_copy(m, load_ahead, f"{name}_en", reset=True)
     first = Signal(unsigned(len(product)), name=name, reset_less=True)
-    with m.If(load):
+    with m.If(en):
         m.d.sync += first.eq(product)
     r = first
     for c in range(1, FABRIC_COPIES):
@@ -258,8 +263,8 @@ def mul_pipe(m: Module, a, b, name: str, valid=None):
     output register into the first sum), and the copies give that route clock periods of its
     own (:func:`fabric_copies`)."""
     wa, wb = len(a), len(b)
-    if valid is not None:
-        v_pp = reg(m, reg(m, valid, 1, f"{name}_va"), 1, f"{name}_vp")
+    if valid is not None:       # the products' valid a cycle ahead (the copies' enables)
+        v_ahead = reg(m, valid, 1, f"{name}_va")
     parts = []
     for i in range(chunks(wa)):
         ai = a[i * MUL_CHUNK:min(wa, (i + 1) * MUL_CHUNK)]
@@ -269,7 +274,7 @@ def mul_pipe(m: Module, a, b, name: str, valid=None):
             rb = reg(m, bj, unsigned(len(bj)), f"{name}_b{i}_{j}")
             pp = reg(m, ra * rb, unsigned(len(ai) + len(bj)), f"{name}_pp{i}_{j}")
             if valid is not None:
-                pp = fabric_copies(m, pp, v_pp, f"{name}_pd{i}_{j}")
+                pp = fabric_copies(m, pp, v_ahead, f"{name}_pd{i}_{j}")
             parts.append(pp << (MUL_CHUNK * (i + j)))
     level = 0
     while len(parts) > 1:
@@ -400,7 +405,7 @@ class SeqMul:
             first_z = delay(m, first_y, FABRIC_COPIES, f"{name}_fz{p}")
             k_y = reg(m, k_x, k.shape(), f"{name}_ky{p}")
             k_c = delay(m, k_y, FABRIC_COPIES, f"{name}_kc{p}")
-            run_y = delay(m, run, 3, f"{name}_ry{p}")
+            run_ahead = delay(m, run, 2, f"{name}_ry{p}")     # stage Y's run, a cycle ahead
             # this step's chunks (stage X): outside a run the select picks some chunks, whose
             # products are never read
             sel_a = _latched_chunk(m, start, a, k, [[i * cb + j for j in range(cb)]
@@ -422,7 +427,7 @@ class SeqMul:
             # wherever one is free: copies in the fabric give that route periods of their own
             # (ResNet-8's stem requantizer: 10.3 ns from a tile across the die with none,
             # 8.5 ns from the tile to a single copy placed beside its accumulator)
-            pp = fabric_copies(m, pp, run_y, f"{name}_pc{p}")
+            pp = fabric_copies(m, pp, run_ahead, f"{name}_pc{p}")
             acc = Signal(unsigned(wa + wb), name=f"{name}_acc{p}", reset_less=True)
             # the partial product in place: the last copy's bits selected into the
             # accumulator's carry chains (a LUT level before them; the copies are the plain

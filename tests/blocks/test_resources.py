@@ -184,14 +184,14 @@ def test_register_counts():
     assert tree_sum_groups(8, 16) == [(2, 16)] * 4 + [(2, 17)] * 2 + [(2, 18)]
     # 14 × 24: operands 14 + 24, partials 30 + 22, one sum of 38 bits (measured: 128)
     assert mul_pipe_registers(14, 24) == 14 + 24 + 30 + 22 + 38
-    # with the partials' two fabric copies (the requantizers'; measured, synth_ecp5: 234, two
-    # of them the valid's delays)
+    # with the partials' two fabric copies (the requantizers') and each part's enable
+    # register of its first copy
     assert FABRIC_COPIES == 2
-    assert mul_pipe_registers(14, 24, copy=True) == 14 + 24 + 3 * (30 + 22) + 38
+    assert mul_pipe_registers(14, 24, copy=True) == 14 + 24 + 3 * (30 + 22) + 2 + 38
     # a one-bit chunk of a: its products fit b's chunks (16 and 8 bits), and by a constant
     # b every bit of one is that chunk: one flip-flop per register
     assert mul_pipe_registers(17, 24, copy=True) == \
-        17 + 24 + 3 * (32 + 24 + 16 + 8) + 41 + 25 + 41
+        17 + 24 + 3 * (32 + 24 + 16 + 8) + 4 + 41 + 25 + 41
     assert mul_pipe_registers(17, 24, copy=True, b_fixed=True) == \
         mul_pipe_registers(17, 24, copy=True) - 3 * (16 - 1 + 8 - 1)
     rq = Requant(mult=(0xB00005,), shift=27, zero_point=3, lo=0, hi=255)
