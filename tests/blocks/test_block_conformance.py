@@ -277,14 +277,7 @@ def test_timing_exact_amaranth(kind: str, ex: Example):
 EST_SHARE, EST_CELLS = 0.15, 16
 #: (kind, example name) → {resource: (estimate, Yosys)}: where the model misses by more, the
 #: numbers it shows, demanded exactly (so any change in either is seen), and why
-KNOWN_ESTIMATE_MISSES: dict[tuple[str, str], dict[str, tuple[int, int]]] = {
-    # flip-flops, DSP and block RAM tiles within bounds. The slots' multiplexers: each of
-    # the six 4-bit slots takes one of up to three input elements or the shifted slot,
-    # selected by the one-hot level and the late pop and push; ABC builds the selects into
-    # each bit's logic (146 LUT4, 6 per bit) where for 8-bit slots it shares them (0.92 to
-    # 1.03 of the model)
-    ("dwc", "b4-3to2"): {"lut4": (105, 146)},
-}
+KNOWN_ESTIMATE_MISSES: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
 
 
 @pytest.mark.synth
