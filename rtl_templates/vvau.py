@@ -127,6 +127,10 @@ class VVAUPlan:
     weight_slices: tuple[tuple[int, int], ...]
     #: (non-constant, distinct non-constant) bit columns of each piece
     weight_columns: tuple[tuple[int, int], ...]
+    #: a piece of the weight ROM is block RAM: its read data is registered once more
+    #: (``w0``, the input alike) before the operand registers, so the tile's operand is not
+    #: the RAM's output register (the two are hard tiles often far apart)
+    weights_in_bram: bool = False
 
     @property
     def rom_copies(self) -> int:
@@ -135,17 +139,20 @@ class VVAUPlan:
 
 def plan(p: VVAUParams) -> VVAUPlan:
     """The unit's :class:`VVAUPlan` (cached on ``p``: :attr:`VVAUParams.plan`)."""
-    operand = 4 + tree_stages(p.simd)
-    depth = (1 + operand + 2 + output_stage.latency(registered=True)
-             + RequantPipeline.depth(p.requant, p.acc_bits, spacing=p.kernel_beats))
     wb, w = p.w_bits, p.weight_rows()
     whole = rom_live(w, wb)
     slices = tuple(lane_rom_slices(p.simd * p.lanes, wb, p.nb * p.kernel_beats, whole[0],
                                    logic=p.rom_logic))
     columns = (whole,) if len(slices) == 1 else tuple(
         rom_live(w[:, lo // wb:hi // wb], wb) for lo, hi in slices)
+    in_bram = not p.rom_logic and any(
+        res.memory(live, p.nb * p.kernel_beats, f, rom=True, plain=True).bram
+        for live, _ in columns for f in res.FAMILIES)
+    operand = 4 + tree_stages(p.simd) + int(in_bram)
+    depth = (1 + operand + 2 + output_stage.latency(registered=True)
+             + RequantPipeline.depth(p.requant, p.acc_bits, spacing=p.kernel_beats))
     return VVAUPlan(operand=operand, depth=depth, fifo_depth=output_stage.fifo_depth(depth),
-                    weight_slices=slices, weight_columns=columns)
+                    weight_slices=slices, weight_columns=columns, weights_in_bram=in_bram)
 
 
 def pipeline_depth(p: VVAUParams) -> int:
@@ -418,7 +425,8 @@ def resource_parts(p: VVAUParams, family: str) -> dict[str, res.Resources]:
         "ctl": res.Resources(ff=ctl_bits + (3 + cbb) * (2 + pl.operand) + 3, lut4=ctl_bits + 4,
                              carry=ctl_bits / 2),
         # the operand registers of lanes reading one input lane are one (merged)
-        "terms": res.Resources(ff=3 * PE * S * ib + 2 * w_reg
+        "terms": res.Resources(ff=(3 + pl.weights_in_bram) * PE * S * ib
+                               + (2 + pl.weights_in_bram) * w_reg
                                + 2 * (L * S - p.lut_lanes) * (ib + wb)),
         "acc": res.accumulate(A, family) * L + res.Resources(ff=3 * L * A + p_reg),
     }
@@ -514,6 +522,9 @@ class VVAU(wiring.Component):
         m.d.sync += [v1.eq(issue), first1.eq(loop_k.first), last1.eq(last_k), cb1.eq(cb),
                      x1.eq(self.i.payload)]
         # --- stage 1b: operands registered (the weight memory's output is slow) ------------
+        if pl.weights_in_bram:  # a register next to the block RAM, the input alike
+            w_data = reg(m, w_data, unsigned(S * L * wb), "w0")
+            x1 = reg(m, x1, unsigned(S * PE * ib), "x0")
         w1 = reg(m, w_data, unsigned(S * L * wb), "w1")
         x1 = reg(m, x1, unsigned(S * PE * ib), "x1b")
         v1, first1, last1, cb1 = (delay(m, x, 1, f"{n}_x") for x, n in
@@ -595,14 +606,15 @@ def fold_space(p: VVAUParams) -> FoldSpace:
 
 def examples() -> list[Example]:
     """Small instances for the conformance test: depthwise 3×3 at PE = SIMD = 1, folded in
-    both, with a channel multiplier, and the whole kernel per beat."""
+    both, with a channel multiplier, the whole kernel per beat, and weights in block RAM."""
     i8, u8 = QType(8, True), QType(8, False)
     rng = np.random.default_rng(9)
     out = []
     for c, m, k, pe, simd, pixels, t, o, per_channel in ((2, 1, 9, 1, 1, 2, u8, u8, False),
                                                          (4, 1, 9, 2, 3, 2, i8, i8, True),
                                                          (2, 2, 4, 1, 2, 3, u8, i8, True),
-                                                         (3, 1, 4, 3, 4, 2, i8, u8, False)):
+                                                         (3, 1, 4, 3, 4, 2, i8, u8, False),
+                                                         (32, 1, 9, 1, 3, 2, i8, u8, True)):
         w = rng.integers(-128, 128, (c * m, k))
         b = rng.integers(-1000, 1000, c * m)
         scale = 0.5 * (o.hi - o.lo) / (np.sqrt(k) * 74 * 100)
