@@ -768,14 +768,16 @@ class SWG(wiring.Component):
         # the input's ready from a register of its own, kept equal to ``wrel < FR`` (from their
         # next values, below): it reaches the enables of every slice of the FIFO before the
         # generator from a flip-flop, not through the compare
-        take = Signal(init=int(wrel.init < FR.init), name="take")
-        m.d.comb += self.i.ready.eq(take)
         # the generator's own handshake from a kept copy of ``take``: the ready's loads are
         # the FIFO's read enables, and the handshake the tools build for them sits by the
         # FIFO (ResNet-8: ``take`` to a gate beside the FIFO and back into ``row_ok``, 6.5 ns
-        # of route); this copy's loads are the writer's own
+        # of route); this copy's loads are the writer's own. ``take`` is kept too: two
+        # registers of one next value are otherwise merged into one again (the kept one)
+        take_init = int(wrel.init < FR.init)
         take_next_s = Signal(name="take_next")
-        take_w = kept_copy(m, take_next_s, "take_w", reset=True, init=take.init)
+        take = kept_copy(m, take_next_s, "take", reset=True, init=take_init)
+        m.d.comb += self.i.ready.eq(take)
+        take_w = kept_copy(m, take_next_s, "take_w", reset=True, init=take_init)
         fire = self.i.valid & take_w
         if late:
             # the write a cycle late, from registers: the enable reaches every LUT RAM cell
@@ -814,10 +816,9 @@ class SWG(wiring.Component):
                                   lambda x: x < const_first(-top) + R + H)
         if p.ready_copies:                  # each slice's ready: a kept copy of ``take``
             m.d.comb += self.i.ready_slices.eq(Cat(*kept_copies(
-                m, take_next, p.ready_copies, "take_c", reset=True, init=take.init)))
+                m, take_next, p.ready_copies, "take_c", reset=True, init=take_init)))
         m.d.comb += take_next_s.eq(take_next)
         m.d.sync += [
-            take.eq(take_next),
             row_ok.eq(_next_compare(wrel, wrel1, row_done, row_adv, oh_last,
                                     lambda x: x > need, lambda x: x > need_next,
                                     lambda x: x > const_need(-top) + H)),
