@@ -232,8 +232,13 @@ def fabric_copies(m: Module, product, load_ahead, name: str) -> Signal:
     it, leaving the whole route to the tile in one period. With that enable Yosys's
     ``ice40_dsp`` takes the copy as the SB_MAC16's output register correctly (a plain
     register behind the product register, which it takes as the pipeline register, it
-    replaces by a constant: Yosys 0.70); the others are plain."""
-    en = kept_copy(m, load_ahead, f"{name}_en", reset=True)
+    replaces by a constant: Yosys 0.70); the others are plain.
+
+    The enable has no reset (a load of a product no valid follows is harmless): a block's
+    own valid, delayed as far, is a register of the same next value, and Yosys merges such
+    a register into the kept copy (whose loads it then takes on) unless the two differ in
+    kind."""
+    en = kept_copy(m, load_ahead, f"{name}_en", reset=False)
     first = Signal(unsigned(len(product)), name=name, reset_less=True)
     with m.If(en):
         m.d.sync += first.eq(product)
