@@ -147,13 +147,16 @@ def mark_sliced_streams(blocks: list[Block]) -> None:
     faces agree: a matrix unit reading the FIFO keeps a copy of its input ready per slice
     (its one ready flip-flop no longer reaches every slice's enables); a window generator
     writing it hands its own output FIFO's slices over one by one (its one valid no longer
-    reaches every slice's enables, nor the FIFO's first ready every slice of its own)."""
+    reaches every slice's enables, nor the FIFO's first ready every slice of its own).
+    Between two blocks with no FIFO in between the FIFO is the producer's own output FIFO
+    (its parameters' ``slice_widths``): a window generator read straight by a matrix unit
+    hands each slice to a copy of the unit's issue control."""
     producers = {s: b for b in blocks for s in b.outputs}
     for c in blocks:
         p = producers.get(c.inputs[0]) if len(c.inputs) == 1 else None
-        if p is None or len(p.outputs) != 1 or (p.kind == "fifo") == (c.kind == "fifo"):
+        if p is None or len(p.outputs) != 1 or p.kind == c.kind == "fifo":
             continue
-        widths = (p if p.kind == "fifo" else c).params.slice_widths
+        widths = getattr((c if c.kind == "fifo" else p).params, "slice_widths", ())
         if len(widths) < 2 or p.spec.slice_ports is None or c.spec.slice_ports is None:
             continue
         out = p.spec.slice_ports(p.params, "o", widths)
@@ -162,11 +165,27 @@ def mark_sliced_streams(blocks: list[Block]) -> None:
             p.params, c.params = out, inp
 
 
+def mark_valid_copies(blocks: list[Block]) -> None:
+    """Give each block that asks for copies of its input's valid (its ``valid_copies``
+    face) the FIFO before it keeping that many (``FIFOParams.valid_copies``)."""
+    producers = {s: b for b in blocks for s in b.outputs}
+    for c in blocks:
+        p = producers.get(c.inputs[0]) if len(c.inputs) == 1 else None
+        if p is None or p.kind != "fifo" or c.spec.valid_copies is None:
+            continue
+        asked = c.spec.valid_copies(c.params)
+        if asked is not None:
+            c.params, n = asked
+            p.params = dataclasses.replace(p.params, valid_copies=n)
+
+
 def link_neighbours(blocks: list[Block]) -> None:
     """What a block takes from its neighbours: the output bits its reader uses
-    (:func:`mark_live`) and sliced streams beside wide FIFOs (:func:`mark_sliced_streams`)."""
+    (:func:`mark_live`), sliced streams beside wide FIFOs (:func:`mark_sliced_streams`) and
+    copies of a FIFO's valid (:func:`mark_valid_copies`)."""
     mark_live(blocks)
     mark_sliced_streams(blocks)
+    mark_valid_copies(blocks)
 
 
 @dataclass

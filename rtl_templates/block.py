@@ -29,7 +29,7 @@ entry. Every face is required and has one signature for all kinds:
 each an :class:`Example` (parameters and the element type, elements per beat and elements per
 frame of each port). A kind registered without it fails that test.
 
-Three faces are optional, for what a block alone cannot see of its neighbours:
+Four faces are optional, for what a block alone cannot see of its neighbours:
 
 ``input_live(p, family)``
     per input port, which bits of a beat the block ever uses (a bool array of the port's
@@ -46,7 +46,13 @@ Three faces are optional, for what a block alone cannot see of its neighbours:
     window generator hands its own output FIFO's slices over one by one when they are
     ``widths``; a FIFO takes either side). The lowering makes a stream between a FIFO of
     several slices and its neighbour sliced when both faces agree
-    (:func:`~hwgen.dataflow.lower.mark_sliced_streams`).
+    (:func:`~hwgen.dataflow.lower.mark_sliced_streams`);
+``valid_copies(p)``
+    ``(p', n)``: the parameters of the same block reading ``n`` copies of its input's valid
+    (``i.valid_copies``, each a register of the FIFO before it, equal to ``i.valid``), and
+    ``n``; None where it has no use for them (a window generator with copies of its step
+    control takes one per copy). The lowering gives them when a FIFO is the block's
+    producer (:func:`~hwgen.dataflow.lower.mark_valid_copies`).
 
 An unknown kind, a missing face or a parameters object of the wrong type is an error, never
 a silent default.
@@ -117,6 +123,7 @@ class BlockSpec:
     input_live: Callable[[Any, str], list] | None = None
     resources_live: Callable[[Any, str, Any], Any] | None = None
     slice_ports: Callable[[Any, str, list], Any] | None = None
+    valid_copies: Callable[[Any], Any] | None = None
     examples: Callable[[], list[Example]] | None = None
 
     def check(self, p) -> None:
@@ -130,9 +137,9 @@ _BLOCKS: dict[str, BlockSpec] = {}
 
 def register_block(kind: str, *, params: type, component, golden, cost, timing, manifest,
                    fold_space, input_live=None, resources_live=None,
-                   slice_ports=None, examples=None) -> BlockSpec:
+                   slice_ports=None, valid_copies=None, examples=None) -> BlockSpec:
     """Register block ``kind``; every face is required but ``input_live``,
-    ``resources_live``, ``slice_ports`` and ``examples`` (the last
+    ``resources_live``, ``slice_ports``, ``valid_copies`` and ``examples`` (the last
     required by the conformance test; see the module documentation)."""
     if kind in _BLOCKS:
         raise ValueError(f"block kind '{kind}' is already registered")
@@ -144,13 +151,13 @@ def register_block(kind: str, *, params: type, component, golden, cost, timing, 
         if not callable(fn):
             raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
     for face, fn in (("input_live", input_live), ("resources_live", resources_live),
-                     ("slice_ports", slice_ports),
+                     ("slice_ports", slice_ports), ("valid_copies", valid_copies),
                      ("examples", examples)):
         if fn is not None and not callable(fn):
             raise TypeError(f"block kind '{kind}': face '{face}' must be callable")
     spec = BlockSpec(kind, params, **faces, input_live=input_live,
                      resources_live=resources_live, slice_ports=slice_ports,
-                     examples=examples)
+                     valid_copies=valid_copies, examples=examples)
     _BLOCKS[kind] = spec
     return spec
 

@@ -43,6 +43,10 @@ class FIFOParams:
     #: FIFO of its own with the same slices; each slice writes on ``i.valid_slices`` and gives
     #: its ready on ``i.ready_slices``, so the two FIFOs' slices hand over slice to slice
     in_slice_ports: bool = field(default=False, metadata={"digest": "omit_default"})
+    #: ``o.valid_copies``: that many copies of ``o.valid``, each a register of its own, for a
+    #: reader whose valid reaches many places (the ``valid_copies`` face of the reader;
+    #: :class:`~hwgen.rtl_templates.memory.BufferedFIFO`'s ``r_rdy_copies``)
+    valid_copies: int = field(default=0, metadata={"digest": "omit_default"})
 
     @property
     def slices(self) -> int:
@@ -104,7 +108,10 @@ def resource_parts(p: FIFOParams, family: str, live=None) -> dict[str, res.Resou
     out = res.Resources()
     for d in p.chain:
         out = out + res.fifo(p.width, d, family, live)
-    return {"fifo": out}
+    parts = {"fifo": out}
+    if p.valid_copies:      # each copy of the valid: its register and its next value's LUT
+        parts["copies"] = res.Resources(lut4=p.valid_copies, ff=p.valid_copies)
+    return parts
 
 
 def resources_live(p: FIFOParams, family: str, live) -> res.Resources:
@@ -125,7 +132,8 @@ class StreamFIFO(wiring.Component):
         self.p = p
         super().__init__({
             "i": In(streams.signature(p.width, p.slices if p.in_slice_ports else 0)),
-            "o": Out(streams.signature(p.width, p.slices if p.slice_ports else 0))})
+            "o": Out(streams.signature(p.width, p.slices if p.slice_ports else 0,
+                                       p.valid_copies))})
 
     def elaborate(self, platform):
         m = Module()
@@ -133,7 +141,10 @@ class StreamFIFO(wiring.Component):
             return self._chain(m)
         m.submodules.fifo = fifo = BufferedFIFO(width=self.p.width, depth=self.p.depth,
                                                 slice_ports=self.p.slice_ports,
-                                                w_slice_ports=self.p.in_slice_ports)
+                                                w_slice_ports=self.p.in_slice_ports,
+                                                r_rdy_copies=self.p.valid_copies)
+        if self.p.valid_copies:
+            m.d.comb += self.o.valid_copies.eq(fifo.r_rdy_c)
         if self.p.slice_ports:
             m.d.comb += [fifo.r_en_slices.eq(self.o.ready_slices),
                          self.o.valid_slices.eq(fifo.r_rdy_slices)]
@@ -153,11 +164,15 @@ class StreamFIFO(wiring.Component):
         """FIFOs of :attr:`FIFOParams.chain` in series, each reading its predecessor."""
         w, valid, data = self.i.ready, self.i.valid, self.i.payload
         for k, depth in enumerate(self.p.chain):
-            f = BufferedFIFO(width=self.p.width, depth=depth)
+            last = k == len(self.p.chain) - 1
+            f = BufferedFIFO(width=self.p.width, depth=depth,
+                             r_rdy_copies=self.p.valid_copies if last else 0)
             m.submodules[f"fifo{k}"] = f
             m.d.comb += [f.w_data.eq(data), f.w_en.eq(valid), w.eq(f.w_rdy)]
             w, valid, data = f.r_en, f.r_rdy, f.r_data
         m.d.comb += [self.o.payload.eq(data), self.o.valid.eq(valid), w.eq(self.o.ready)]
+        if self.p.valid_copies:
+            m.d.comb += self.o.valid_copies.eq(f.r_rdy_c)
         return m
 
 
@@ -172,10 +187,11 @@ def examples() -> list[Example]:
     """Small instances for the conformance test: the lowering's shallowest full-rate depth and
     a deeper, wider one."""
     out = []
-    for width, depth, beats in ((8, 3, 12), (20, 8, 10), (2, 2 * CHAIN_DEPTH + 5, 40)):
+    for width, depth, beats, copies in ((8, 3, 12, 0), (20, 8, 10, 0),
+                                        (2, 2 * CHAIN_DEPTH + 5, 40, 0), (12, 5, 16, 3)):
         port = Port(QType(width, False), 1, beats)
-        out.append(Example(FIFOParams(width, depth, beats), (port,), (port,),
-                           f"w{width}-d{depth}"))
+        out.append(Example(FIFOParams(width, depth, beats, valid_copies=copies), (port,),
+                           (port,), f"w{width}-d{depth}" + (f"-c{copies}" if copies else "")))
     return out
 
 

@@ -68,6 +68,7 @@ from dataclasses import dataclass
 from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib.memory import Memory
 
+from hwgen.rtl_templates.kept import kept_follower
 from hwgen.rtl_templates.pipeline import up_down
 
 __all__ = ["BLOCK", "DISTRIBUTED", "LOGIC", "FAMILIES", "ROM_LUT_BITS_PER_TILE",
@@ -511,14 +512,22 @@ class BufferedFIFO(Elaboratable):
     ``w_room_known``: the writer writes only while the FIFO has room (it keeps the count
     itself), so a write is ``w_en`` alone, not ``w_en & w_rdy``: one input less on the
     writer's late enable (the small FIFO of a block RAM queue, whose writes ``held`` and
-    ``room`` admit)."""
+    ``room`` admit).
+
+    ``r_rdy_copies``: ``r_rdy_c`` holds that many copies of ``r_rdy``, each a register of
+    its own equal to ``r_rdy`` in every cycle (:func:`~rtl_templates.kept.kept_follower`),
+    for a reader whose valid reaches many places (each copy placed beside its share); a
+    FIFO of several slices spreads them over its slices."""
 
     def __init__(self, *, width: int, depth: int, slice_ports: bool = False,
-                 w_slice_ports: bool = False, w_room_known: bool = False):
+                 w_slice_ports: bool = False, w_room_known: bool = False,
+                 r_rdy_copies: int = 0):
         if width < 0 or depth < 1:
             raise ValueError(f"a FIFO needs depth ≥ 1 and width ≥ 0, not {width}×{depth}")
         self.width, self.depth, self.slice_ports = width, depth, slice_ports
         self.w_slice_ports, self.w_room_known = w_slice_ports, w_room_known
+        self.r_rdy_copies = r_rdy_copies
+        self.r_rdy_c = Signal(r_rdy_copies)
         n = len(fifo_slices(width, depth))
         self.r_en_slices = Signal(n)
         self.r_rdy_slices = Signal(n)
@@ -544,8 +553,11 @@ class BufferedFIFO(Elaboratable):
         if len(slices) > 1 or self.slice_ports or self.w_slice_ports:
             lo = 0
             for k, w in enumerate(slices):
-                part = BufferedFIFO(width=w, depth=self.depth, w_room_known=self.w_room_known)
+                mine = list(range(k, self.r_rdy_copies, len(slices)))   # copies it holds
+                part = BufferedFIFO(width=w, depth=self.depth, w_room_known=self.w_room_known,
+                                    r_rdy_copies=len(mine))
                 m.submodules[f"slice{k}"] = part
+                m.d.comb += [self.r_rdy_c[j].eq(part.r_rdy_c[i]) for i, j in enumerate(mine)]
                 r_en = self.r_en_slices[k] if self.slice_ports else self.r_en
                 w_en = self.w_en_slices[k] if self.w_slice_ports else self.w_en
                 m.d.comb += [part.w_data.eq(self.w_data[lo:lo + w]), part.w_en.eq(w_en),
@@ -565,6 +577,7 @@ class BufferedFIFO(Elaboratable):
                 m.d.sync += [self.r_data.eq(self.w_data), self.level.eq(1)]
             with m.If(self.r_en & self.r_rdy):
                 m.d.sync += self.level.eq(0)
+            self._r_rdy_copies(m, lambda c: Mux(self.r_en & self.r_rdy, 0, do_write | c))
             return m
 
         n = D - 1
@@ -596,7 +609,14 @@ class BufferedFIFO(Elaboratable):
                 m.d.sync += self.r_rdy.eq(1)
             with m.Elif(self.r_en):
                 m.d.sync += self.r_rdy.eq(0)
+            self._r_rdy_copies(m, lambda c: do_inner_read | (~self.r_en & c))
         return m
+
+    def _r_rdy_copies(self, m: Module, next_of):
+        """``r_rdy_c``: registers following ``r_rdy``, whose next value is ``next_of(r)``
+        from a register's own value ``r``."""
+        m.d.comb += self.r_rdy_c.eq(Cat(*(kept_follower(m, 0, next_of, f"r_rdy_c{j}")
+                                          for j in range(self.r_rdy_copies))))
 
     def _plain_queue(self, m: Module, n: int, do_write, do_inner_read):
         """The queue as LUT RAM or registers that ``r_data`` loads from on the inner read
@@ -640,7 +660,8 @@ class BufferedFIFO(Elaboratable):
         (``w_rdy`` and ``level`` as kept by the caller; ``r_rdy`` the small FIFO's)."""
         out_words = BLOCK_FIFO_OUT
         m.submodules.out = out = BufferedFIFO(width=self.width, depth=out_words,
-                                              w_room_known=True)
+                                              w_room_known=True, r_rdy_copies=self.r_rdy_copies)
+        m.d.comb += self.r_rdy_c.eq(out.r_rdy_c)
         wr, rd = ram(m, "storage", width=max(self.width, 1), depth=n, rw="dont_care",
                      read_en=False)
         produce = Signal(range(n))

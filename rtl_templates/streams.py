@@ -12,6 +12,13 @@ The per-slice flags are all equal to the stream's ``valid``/``ready`` cycle by c
 separate wires so that each slice's enables start beside that slice. Whether a block can take
 a sliced stream on a port is its registry face ``slice_ports``
 (:mod:`~hwgen.rtl_templates.block`).
+
+A reader whose input valid reaches many places (a window generator's copies of its step
+control, each beside the bits it enables) takes *copies* of the valid as well:
+``valid_copies``, each bit a register of the FIFO before it, equal to ``valid`` in every
+cycle (:class:`~hwgen.rtl_templates.memory.BufferedFIFO`'s ``r_rdy_copies``), so no one
+flip-flop's net spans the reader's copies. The reader's registry face ``valid_copies`` asks
+for them.
 """
 from __future__ import annotations
 
@@ -23,27 +30,36 @@ from amaranth.lib.wiring import In, Out
 class SlicedSignature(wiring.Signature):
     """A valid/ready stream of ``width``-bit payloads with ``slices`` per-slice flags:
     ``valid_slices`` (bit k: slice k's valid, from the writer) and ``ready_slices`` (bit k:
-    slice k's ready, from the reader), besides ``payload``, ``valid`` and ``ready``."""
+    slice k's ready, from the reader), and with ``copies`` the writer's ``valid_copies``,
+    besides ``payload``, ``valid`` and ``ready`` (``slices`` 0: no per-slice flags)."""
 
-    def __init__(self, width: int, slices: int):
-        if slices < 2:
-            raise ValueError(f"a sliced stream has at least two slices, not {slices}")
-        self.width, self.slices = width, slices
-        super().__init__({"payload": Out(unsigned(width)), "valid": Out(1), "ready": In(1),
-                          "valid_slices": Out(slices), "ready_slices": In(slices)})
+    def __init__(self, width: int, slices: int, copies: int = 0):
+        if slices == 1 or slices < 0 or copies < 0 or not (slices or copies):
+            raise ValueError(f"a sliced stream has at least two slices or a valid copy, not "
+                             f"{slices} slices and {copies} copies")
+        self.width, self.slices, self.copies = width, slices, copies
+        members = {"payload": Out(unsigned(width)), "valid": Out(1), "ready": In(1)}
+        if slices:
+            members.update(valid_slices=Out(slices), ready_slices=In(slices))
+        if copies:
+            members.update(valid_copies=Out(copies))
+        super().__init__(members)
 
     def __eq__(self, other):
         return (isinstance(other, SlicedSignature)
-                and (self.width, self.slices) == (other.width, other.slices))
+                and (self.width, self.slices, self.copies)
+                == (other.width, other.slices, other.copies))
 
     def __hash__(self):
-        return hash((SlicedSignature, self.width, self.slices))
+        return hash((SlicedSignature, self.width, self.slices, self.copies))
 
     def __repr__(self):
-        return f"SlicedSignature({self.width}, {self.slices})"
+        return f"SlicedSignature({self.width}, {self.slices}, {self.copies})"
 
 
-def signature(width: int, slices: int = 0) -> wiring.Signature:
+def signature(width: int, slices: int = 0, copies: int = 0) -> wiring.Signature:
     """A stream of ``width``-bit payloads: :class:`amaranth.lib.stream.Signature`, or with
-    ``slices`` (≥ 2) a :class:`SlicedSignature`."""
-    return SlicedSignature(width, slices) if slices else stream.Signature(unsigned(width))
+    ``slices`` (≥ 2) or ``copies`` of the valid a :class:`SlicedSignature`."""
+    if slices or copies:
+        return SlicedSignature(width, slices, copies)
+    return stream.Signature(unsigned(width))

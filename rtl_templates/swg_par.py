@@ -69,8 +69,8 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
-from amaranth.lib import stream, wiring
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hwgen.rtl_templates import output_stage, streams, swg
@@ -110,15 +110,26 @@ class SWGParParams:
     window_par: int                    # P: window elements per output beat
     dilation: tuple[int, int] = (1, 1)
     depthwise_pe: int = 0              # > 0: depthwise order, blocks of this many channels
-    #: the FIFO reading this block has the slices of its output FIFO: each slice pair hands
-    #: over on ports of its own (``o.valid_slices``, ``o.ready_slices``; the ``slice_ports``
-    #: face), not through ``o.valid`` and ``o.ready``
+    #: the reader (a FIFO of the same slices, or a unit keeping an issue control per slice)
+    #: takes the output FIFO's slices one by one: each slice hands over on ports of its own
+    #: (``o.valid_slices``, ``o.ready_slices``; the ``slice_ports`` face), not through
+    #: ``o.valid`` and ``o.ready``
     out_slice_ports: bool = field(default=False, metadata={"digest": "omit_default"})
+    #: the FIFO before the block gives a copy of its valid per copy of the step control
+    #: (``i.valid_copies``, the ``valid_copies`` face): each copy's step starts at a
+    #: register beside it, not at one valid whose net spans every copy
+    in_valid_copies: bool = field(default=False, metadata={"digest": "omit_default"})
 
     @functools.cached_property
     def plan(self) -> SWGParPlan:
         """The generator's structure (:func:`plan`)."""
         return plan(self)
+
+    @property
+    def slice_widths(self) -> list[int]:
+        """The output FIFO's slices (:func:`out_fifo_slices`), which a reader with no FIFO
+        in between takes one by one."""
+        return out_fifo_slices(self)
 
     def __post_init__(self):
         w = self.window   # checks the geometry
@@ -470,7 +481,8 @@ class SWGPar(wiring.Component):
         self.p = p
         n = len(p.plan.out_fifo_slices) if p.out_slice_ports else 0
         super().__init__({
-            "i": In(stream.Signature(unsigned(p.simd * p.qtype.bits))),
+            "i": In(streams.signature(p.simd * p.qtype.bits, 0,
+                                      p.plan.control_copies if p.in_valid_copies else 0)),
             # with out_slice_ports, a sliced stream: a valid and a ready per FIFO slice
             "o": Out(streams.signature(p.window_par * p.qtype.bits, n)),
         })
@@ -516,22 +528,28 @@ class SWGPar(wiring.Component):
             """No window held, or its last beat is emitted now: the next step may go."""
             return ~pend | (pend & room & (bi == B - 1))
 
+        copies = []     # the copies' input valids: ``i.valid_copies`` bit by bit
+
         def control(name: str) -> StepControl:
             """The step control (:class:`StepControl`): a window is held (``pend``) while its
             beats are emitted; the next step waits for the last beat. A copy (``name``) has
             its own ``inside`` flag and its own copy of the output credits' ``room`` too, so
-            no term of its step is shared with the others but the input's valid."""
-            ins, room = inside, out.room
+            no term of its step is shared with the others but the input's valid (with
+            ``in_valid_copies`` not even that: a copy of it from the FIFO before)."""
+            ins, room, valid = inside, out.room, self.i.valid
             if name:
                 ins = Signal(init=inside.init, name=f"{name}inside")
                 room = out.room_copy(f"{name}room")
+                if p.in_valid_copies:
+                    valid = self.i.valid_copies[len(copies)]
+                copies.append(valid)
             pend = Signal(name=f"{name}pend")
             bi = Signal(range(max(B, 2)), name=f"{name}bi")
             emit = pend & room
             last_beat = bi == B - 1
             free = free_of(pend, bi, room)
             step = Signal(name=f"{name}step")
-            m.d.comb += step.eq(free & (~ins | self.i.valid))
+            m.d.comb += step.eq(free & (~ins | valid))
             if name:
                 with m.If(step):
                     m.d.sync += ins.eq(inside_next)
@@ -626,6 +644,7 @@ class SWGPar(wiring.Component):
             with m.If(c_emit):
                 m.d.sync += rest.eq(Mux(first, Cat(*(beat(b, lo, hi) for b in range(1, B))),
                                         rest >> w))
+        assert len(copies) == pl.control_copies
         if wide:
             # each slice of the output FIFO is written on a copy of ``valid`` of its own, the
             # registered emit of a copy of the control beside the slice's bits
@@ -661,12 +680,20 @@ def fold_space(p: SWGParParams) -> FoldSpace:
 
 
 def slice_ports(p: SWGParParams, port: str, widths: list[int]) -> SWGParParams | None:
-    """The same block handing its output over slice by slice to a FIFO whose slices are
-    ``widths``, when its output FIFO has those slices (more than one); never its input."""
+    """The same block handing its output over slice by slice to a reader of the slices
+    ``widths`` (a FIFO of those slices, or a unit reading it straight), when its output FIFO
+    has those slices (more than one); never its input."""
     if port != "o" or len(widths) < 2 or list(widths) != out_fifo_slices(p):
         return None
     return dataclasses.replace(p, out_slice_ports=True)
 
+
+
+def valid_copies(p: SWGParParams) -> tuple[SWGParParams, int] | None:
+    """The same block reading a copy of its input's valid per copy of its step control (and
+    their number), when it has copies."""
+    n = p.plan.control_copies
+    return (dataclasses.replace(p, in_valid_copies=True), n) if n else None
 
 
 def examples() -> list[Example]:
@@ -690,5 +717,5 @@ def examples() -> list[Example]:
 
 register_block("swg_par", params=SWGParParams, component=SWGPar, golden=golden, cost=cost,
                timing=timing, manifest=manifest, fold_space=fold_space,
-               slice_ports=slice_ports,
+               slice_ports=slice_ports, valid_copies=valid_copies,
                examples=examples)

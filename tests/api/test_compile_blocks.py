@@ -188,6 +188,26 @@ def test_wide_fifo_reads_on_copies_of_its_readers_ready(cnn_verilog):
     assert len(re.findall(r"\(\* keep = 32'd1 \*\)\s+reg taken_c\d+ ", body)) == 18
 
 
+def test_fifo_gives_a_valid_copy_per_step_control_copy(cnn_verilog):
+    """The FIFO before the second convolution's window generator keeps a copy of its valid
+    per copy of the generator's step control (17), each a kept register of its own, and the
+    generator's copies read them: no one flip-flop's net spans the copies."""
+    fifo, swg = (_instance_ports(cnn_verilog, n) for n in
+                 ("fifo_1_MaxPool_output_0_QuantizeLinear_Output", "conv2_Conv_swg"))
+    assert fifo["o__valid_copies"] == swg["i__valid_copies"]
+    assert re.search(rf"wire \[16:0\] {re.escape(swg['i__valid_copies'])};", cnn_verilog)
+    mod = re.search(r"^\s+(hwgen_\w+) fifo_1_MaxPool_output_0_QuantizeLinear_Output \(",
+                    cnn_verilog, re.M).group(1)
+    copies = 0          # the copies sit in the FIFO's slices (its submodules' modules)
+    for name in re.findall(rf"^module (\\?{mod}\S*)\s*\(", cnn_verilog, re.M):
+        body = cnn_verilog[cnn_verilog.index(f"module {name}"):]
+        body = body[:body.index("endmodule")]
+        kept = re.findall(r"\(\* keep = 32'd1 \*\)\s+output (r_rdy_c\d+);", body)
+        assert sorted(kept) == sorted(re.findall(r"reg (r_rdy_c\d+) ", body))
+        copies += len(kept)
+    assert copies == 17
+
+
 def test_sliced_fifos_hand_over_slice_by_slice(cnn_verilog):
     """The window generator's 576-bit output FIFO and the window FIFO after it have the same
     18 slices: each slice's valid and ready go to its twin only, and each slice of the

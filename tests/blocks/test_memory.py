@@ -65,11 +65,12 @@ class _Pair(Elaboratable):
     """The FIFO beside ``SyncFIFOBuffered``, both driven by ``w_en`` and ``r_en``.
     ``slice_ports``: the new one reads on every slice's own read enable (``r_en_slices``,
     all driven alike, ``r_en`` left low); ``w_slice_ports``: it writes on every slice's own
-    write enable (``w_en_slices``) alike, ``w_en`` left low."""
+    write enable (``w_en_slices``) alike, ``w_en`` left low; ``copies``: it keeps that many
+    copies of ``r_rdy``."""
 
-    def __init__(self, width, depth, slice_ports=False, w_slice_ports=False):
+    def __init__(self, width, depth, slice_ports=False, w_slice_ports=False, copies=0):
         self.new = M.BufferedFIFO(width=width, depth=depth, slice_ports=slice_ports,
-                                  w_slice_ports=w_slice_ports)
+                                  w_slice_ports=w_slice_ports, r_rdy_copies=copies)
         self.ref = SyncFIFOBuffered(width=width, depth=depth)
         self.slice_ports, self.w_slice_ports = slice_ports, w_slice_ports
         self.w_en, self.r_en = Signal(), Signal()
@@ -98,15 +99,18 @@ class _Pair(Elaboratable):
                             (34, 300, ""), (34, 64, ""), (70, 40, ""),
                             (600, 16, "")]
                          + [(5, 300, "r"), (2, 7, "r"), (34, 300, "r"),
-                            (5, 300, "w"), (2, 7, "w"), (5, 300, "rw"), (34, 300, "rw")])
+                            (5, 300, "w"), (2, 7, "w"), (5, 300, "rw"), (34, 300, "rw")]
+                         + [(1, 7, "c"), (2, 7, "c"), (5, 7, "c"), (34, 64, "c"),
+                            (5, 300, "c"), (5, 300, "rc")])
 def test_fifo_matches_model_and_amaranth_stalls(depth, width, ports):
     """Random valid/ready: every cycle the new FIFO's w_rdy, r_rdy, level and (when r_rdy)
     r_data equal the Python model's and SyncFIFOBuffered's (a word wider than
     ``FIFO_SLICE_BITS``: several slices in step; ports ``r``: each slice reading on its
     own enable, every slice's r_rdy equal; ``w``: each writing on its own, every slice's
-    w_rdy equal)."""
+    w_rdy equal; ``c``: three copies of ``r_rdy``, each equal to it in every cycle)."""
     slice_ports, w_slice_ports = "r" in ports, "w" in ports
-    dut = _Pair(width, depth, slice_ports, w_slice_ports)
+    copies = 3 if "c" in ports else 0
+    dut = _Pair(width, depth, slice_ports, w_slice_ports, copies)
     new, ref = dut.new, dut.ref
     if (depth, width) in ((34, 64), (70, 40), (600, 16)):     # the block RAM queue
         assert new.inner_style == M.BLOCK
@@ -126,6 +130,8 @@ def test_fifo_matches_model_and_amaranth_stalls(depth, width, ports):
             if slice_ports:
                 n = len(new.r_rdy_slices)
                 assert ctx.get(new.r_rdy_slices) == (2 ** n - 1) * ctx.get(new.r_rdy), cycle
+            if copies:
+                assert ctx.get(new.r_rdy_c) == (2 ** copies - 1) * ctx.get(new.r_rdy), cycle
             if w_slice_ports:
                 n = len(new.w_rdy_slices)
                 assert ctx.get(new.w_rdy_slices) == (2 ** n - 1) * ctx.get(new.w_rdy), cycle

@@ -338,3 +338,50 @@ def test_sliced_output_hands_over_per_slice():
         res = run_amaranth(AxisTop(_SlicedOut(p), out_beats_per_frame=p.out_beats), job)
         got = beats_to_frames(res.out_beats, p.qtype, p.window_par, p.out_elems)
         _check(p, x, BlockRun(got, res), swg_par.golden)
+
+
+class _FifoThenGenerator(wiring.Component):
+    """The FIFO before a generator keeping a copy of its valid per copy of the generator's
+    step control, wired to it by ``wiring.connect`` (as the lowering's ``valid_copies``
+    face has it)."""
+
+    def __init__(self, p: SWGParParams):
+        from hwgen.rtl_templates.fifo import FIFOParams  # noqa: PLC0415
+
+        self.p, n = swg_par.valid_copies(p)
+        self.fp = FIFOParams(p.simd * p.qtype.bits, 3, p.in_beats, valid_copies=n)
+        super().__init__({"i": In(stream.Signature(unsigned(p.simd * p.qtype.bits))),
+                          "o": Out(stream.Signature(unsigned(p.window_par * p.qtype.bits)))})
+
+    def elaborate(self, platform):
+        from hwgen.rtl_templates.fifo import StreamFIFO  # noqa: PLC0415
+
+        m = Module()
+        m.submodules.f = f = StreamFIFO(self.fp)
+        m.submodules.g = g = SWGPar(self.p)
+        wiring.connect(m, f.o, g.i)
+        m.d.comb += [f.i.payload.eq(self.i.payload), f.i.valid.eq(self.i.valid),
+                     self.i.ready.eq(f.i.ready), self.o.payload.eq(g.o.payload),
+                     self.o.valid.eq(g.o.valid), g.o.ready.eq(self.o.ready)]
+        return m
+
+
+@pytest.mark.sim
+def test_step_copies_read_copies_of_the_fifos_valid():
+    """A generator whose step control has copies reads a copy of its input FIFO's valid per
+    copy (``i.valid_copies``, the FIFO's ``valid_copies``): frames back to back under random
+    stalls on both sides, RTL == golden (``wiring.connect`` checks the port is as wide as
+    the FIFO's copies)."""
+    from hwgen.sim.amaranth_sim import run_amaranth  # noqa: PLC0415 (as _run does)
+    for c in (PAR_GRID[1], PAR_GRID[0]):
+        p = _params(c)
+        q, n = swg_par.valid_copies(p)
+        assert q.in_valid_copies and n == p.plan.control_copies > 0
+        x = _frames(p.in_shape, p.qtype, 3, seed=7)
+        beats, last = frames_to_beats(x.reshape(len(x), -1), p.qtype, p.simd)
+        job = StreamJob(axis_width(p.simd * p.qtype.bits),
+                        axis_width(p.window_par * p.qtype.bits), beats, last,
+                        len(x) * p.out_beats, stall_in=0.3, stall_out=0.4, seed=4)
+        res = run_amaranth(AxisTop(_FifoThenGenerator(p), out_beats_per_frame=p.out_beats), job)
+        got = beats_to_frames(res.out_beats, p.qtype, p.window_par, p.out_elems)
+        _check(p, x, BlockRun(got, res), swg_par.golden)
