@@ -402,9 +402,8 @@ class MVAUParams:
             return False
         if self.rom_logic:
             return True
-        return _per_folding(self, "in_bram", lambda: any(
-            res.memory(live, self.nf * self.sf, f, rom=True, plain=True).bram
-            for live, _ in self.weight_slice_columns for f in res.FAMILIES))
+        return _per_folding(self, "in_bram", lambda: res.rom_in_bram(
+            self.weight_slice_columns, self.nf * self.sf))
 
     @property
     def weight_slice_columns(self) -> list[tuple[int, int]]:

@@ -487,6 +487,15 @@ def rom(init, width: int, family: str, read_ports: int = 1) -> Resources:
     return memory(spec.width, spec.depth, family, rom=True, read_ports=read_ports)
 
 
+def rom_in_bram(columns, depth: int) -> bool:
+    """Whether the tools put a slice of a lane ROM in block RAM on either family: its
+    slices' ``(live, distinct)`` columns (:func:`rom_live`), each slice read as a plain
+    ROM of ``depth`` words (a unit's weight ROM, whose read data then gets a fabric
+    register before the tiles)."""
+    return any(memory(live, depth, f, rom=True, plain=True).bram
+               for live, _ in columns for f in FAMILIES)
+
+
 def block_depth_logic(width: int, depth: int, family: str, *, rom: bool, read_ports: int = 1,
                       rw: str = "old") -> Resources:
     """The logic around the block RAM tiles of a plain ``width`` × ``depth`` memory (no

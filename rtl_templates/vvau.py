@@ -145,9 +145,7 @@ def plan(p: VVAUParams) -> VVAUPlan:
                                    logic=p.rom_logic))
     columns = (whole,) if len(slices) == 1 else tuple(
         rom_live(w[:, lo // wb:hi // wb], wb) for lo, hi in slices)
-    in_bram = not p.rom_logic and any(
-        res.memory(live, p.nb * p.kernel_beats, f, rom=True, plain=True).bram
-        for live, _ in columns for f in res.FAMILIES)
+    in_bram = not p.rom_logic and res.rom_in_bram(columns, p.nb * p.kernel_beats)
     operand = 4 + tree_stages(p.simd) + int(in_bram)
     depth = (1 + operand + 2 + output_stage.latency(registered=True)
              + RequantPipeline.depth(p.requant, p.acc_bits, spacing=p.kernel_beats))
