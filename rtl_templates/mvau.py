@@ -826,6 +826,14 @@ def resource_parts(p: MVAUParams, family: str) -> dict[str, res.Resources]:
 
 # ---------------------------------------------------------------------------- hardware
 
+def _slice_of_piece(lo: int, hi: int, w_bits: int, simd: int, slices: int) -> int:
+    """The input slice (of ``slices`` equal ones over the ``simd`` lanes of a beat) that the
+    weight ROM piece of bits ``[lo, hi)`` meets: the one holding its middle lane's input
+    (lane ``pe·SIMD + s`` reads input lane ``s``)."""
+    s = ((lo // w_bits + (hi - 1) // w_bits) // 2) % simd
+    return min(slices - 1, s * slices // simd)
+
+
 class IssueControl:
     """The unit's issue control: the synapse and neuron fold counters ``sf`` and ``nf``, their
     flags (``sf == SF - 1``, ``nf == 0``, ``nf == NF - 1``) kept in registers, the
@@ -916,6 +924,7 @@ class MVAU(wiring.Component):
         sf, nf, last_sf, first_nf, can_issue = (ctl.sf, ctl.nf, ctl.last_sf, ctl.first_nf,
                                                 ctl.can_issue)
         m.d.comb += self.i.ready.eq(ctl.take)
+        copy_issues = []
         for k in range(pl.ready_copies):
             # a copy of the control beside slice k of the FIFO before the unit, fed that
             # slice's valid and the returned credits from a register of its own: the same
@@ -924,8 +933,18 @@ class MVAU(wiring.Component):
             copy = IssueControl(m, SF, NF, Credits(m, depth, taken, f"_c{k}"),
                                 self.i.valid_slices[k], suffix=f"_c{k}")
             m.d.comb += self.i.ready_slices[k].eq(copy.take)
+            copy_issues.append(copy.can_issue)
         assert len(w_addr) == pl.rom_copies
-        _, waddrs = rom_counter(m, NF * SF, can_issue, "widx", copies=pl.rom_copies)
+        # several ROM pieces: each piece's address steps on the issue of the control copy
+        # of the input slice its lanes read (the middle lane's), not on the one issue whose
+        # net would reach every piece (cnn_wide: the input's valid → the issue → 36 address
+        # copies, 5.2 ns of route)
+        steps = None
+        if copy_issues and pl.rom_copies > 1:
+            steps = [copy_issues[_slice_of_piece(lo, hi, wb, SIMD, len(copy_issues))]
+                     for lo, hi in p.weight_slices]
+        _, waddrs = rom_counter(m, NF * SF, can_issue, "widx", copies=pl.rom_copies,
+                                steps=steps)
         m.d.comb += [a.eq(w) for a, w in zip(w_addr, waddrs)]
         if NF > 1 and SF > 1:
             m.d.comb += ib_rd.addr.eq(sf)

@@ -110,7 +110,7 @@ def tree_sum_groups(n: int, width: int) -> list[tuple[int, int]]:
     return groups
 
 
-def rom_counter(m: Module, n: int, step, name: str, copies: int = 1
+def rom_counter(m: Module, n: int, step, name: str, copies: int = 1, steps=None
                 ) -> tuple[Signal, list[Signal]]:
     """A counter over the ``n`` words of a ROM, advanced (wrapping) when ``step``:
     ``(count, addresses)``. The count is kept as ``copies`` registers of its own (Yosys
@@ -120,7 +120,9 @@ def rom_counter(m: Module, n: int, step, name: str, copies: int = 1
     before the ROM's logic; each copy also carries its ROM's fan-out alone. The count's next
     value is a register too (``name_ahead``, a step ahead), which each copy loads when
     ``step``: the late step is a copy's enable, the increment and its wrap compare are not
-    on its path (cnn_wide's unit: 6 levels from the counter to a copy). Flip-flops:
+    on its path (cnn_wide's unit: 6 levels from the counter to a copy). ``steps``: a step
+    per copy (each equal to ``step`` in every cycle, from a copy of the block's control
+    beside that copy's ROM), so no one step's net reaches every copy. Flip-flops:
     :func:`rom_counter_registers`."""
     if n == 1:
         count = Signal(range(2), name=name)
@@ -128,7 +130,8 @@ def rom_counter(m: Module, n: int, step, name: str, copies: int = 1
     ahead = Signal(range(n), name=f"{name}_ahead", init=1)
     with m.If(step):
         m.d.sync += ahead.eq(Mux(ahead == n - 1, 0, ahead + 1))
-    addresses = [kept_copy(m, ahead, f"{name}_addr{k if k else ''}", reset=True, en=step,
+    steps = [step] * copies if steps is None else steps
+    addresses = [kept_copy(m, ahead, f"{name}_addr{k if k else ''}", reset=True, en=steps[k],
                            shape=range(n)) for k in range(copies)]
     return addresses[0], addresses
 
