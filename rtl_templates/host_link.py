@@ -595,12 +595,18 @@ class HostLink(wiring.Component):
                         reply("VERDICT", Mux(is_p, R_AP, R_AW))
                     with m.Else():
                         reply("VERDICT", R_E)
-        with m.If(st["DRAIN"]):              # a bad 'I': its output frame discarded
-            m.d.comb += self.m_axis_tready.eq(1)
-            with m.If(self.m_axis_tvalid):
-                m.d.sync += drained.eq(drained + 1)
-                with m.If(drained == p.out_beats - 1):
-                    reply("DRAIN", R_E)
+        # a bad 'I': its output frame discarded. The core's valid only counts and marks the
+        # last beat (``drain_done``); the reply starts a cycle later from that register, so
+        # the valid (from across the die) does not reach the reply's state logic
+        drain_done = Signal()
+        with m.If(st["DRAIN"]):
+            m.d.comb += self.m_axis_tready.eq(~drain_done)
+            with m.If(self.m_axis_tvalid & ~drain_done):
+                m.d.sync += [drained.eq(drained + 1),
+                             drain_done.eq(drained == p.out_beats - 1)]
+            with m.If(drain_done):
+                m.d.sync += drain_done.eq(0)
+                reply("DRAIN", R_E)
 
         with m.If(st["R_MAGIC0"]):
             m.d.sync += [tcrc.eq(0xFFFF), nrlen.eq(0), ocnt.eq(0), ohave.eq(0)]
