@@ -155,6 +155,19 @@ def _check(p, x, run, golden):
     assert np.array_equal(run.frames, want), np.argwhere(run.frames != want)[:3]
 
 
+def _check_stalled(p: SWGParParams, dut, seed_x: int, seed: int):
+    """Three frames of ``p`` through ``dut`` (a generator of ``p`` with what surrounds it)
+    under random stalls on both sides: RTL == golden."""
+    from hwgen.sim.amaranth_sim import run_amaranth  # noqa: PLC0415 (as _run does)
+    x = _frames(p.in_shape, p.qtype, 3, seed=seed_x)
+    beats, last = frames_to_beats(x.reshape(len(x), -1), p.qtype, p.simd)
+    job = StreamJob(axis_width(p.simd * p.qtype.bits), axis_width(p.window_par * p.qtype.bits),
+                    beats, last, len(x) * p.out_beats, stall_in=0.3, stall_out=0.4, seed=seed)
+    res = run_amaranth(AxisTop(dut, out_beats_per_frame=p.out_beats), job)
+    got = beats_to_frames(res.out_beats, p.qtype, p.window_par, p.out_elems)
+    _check(p, x, BlockRun(got, res), swg_par.golden)
+
+
 def _check_par_timing(p: SWGParParams, run: BlockRun):
     c = swg_par.cost(p)
     ends = run.frame_ends(p.out_beats)
@@ -325,19 +338,11 @@ def test_sliced_output_hands_over_per_slice():
     """A window of 3 beats of 96 bits and one of 1 beat of 216 bits (slices of 32 bits in
     the output FIFO, each written on a valid of its own copy of the control), read slice by
     slice with random stalls: RTL == golden, and every slice's valid is the first's."""
-    from hwgen.sim.amaranth_sim import run_amaranth  # noqa: PLC0415 (as _run does)
     for c in (PAR_GRID[1], PAR_GRID[0]):
         p = dataclasses.replace(_params(c), out_slice_ports=True)
         assert len(swg_par.out_fifo_slices(p)) > 1
         assert swg_par.slice_ports(_params(c), "o", swg_par.out_fifo_slices(p)) == p
-        x = _frames(p.in_shape, p.qtype, 3, seed=5)
-        beats, last = frames_to_beats(x.reshape(len(x), -1), p.qtype, p.simd)
-        job = StreamJob(axis_width(p.simd * p.qtype.bits),
-                        axis_width(p.window_par * p.qtype.bits), beats, last,
-                        len(x) * p.out_beats, stall_in=0.3, stall_out=0.4, seed=3)
-        res = run_amaranth(AxisTop(_SlicedOut(p), out_beats_per_frame=p.out_beats), job)
-        got = beats_to_frames(res.out_beats, p.qtype, p.window_par, p.out_elems)
-        _check(p, x, BlockRun(got, res), swg_par.golden)
+        _check_stalled(p, _SlicedOut(p), seed_x=5, seed=3)
 
 
 class _FifoThenGenerator(wiring.Component):
@@ -372,16 +377,8 @@ def test_step_copies_read_copies_of_the_fifos_valid():
     copy (``i.valid_copies``, the FIFO's ``valid_copies``): frames back to back under random
     stalls on both sides, RTL == golden (``wiring.connect`` checks the port is as wide as
     the FIFO's copies)."""
-    from hwgen.sim.amaranth_sim import run_amaranth  # noqa: PLC0415 (as _run does)
     for c in (PAR_GRID[1], PAR_GRID[0]):
         p = _params(c)
         q, n = swg_par.valid_copies(p)
         assert q.in_valid_copies and n == p.plan.control_copies > 0
-        x = _frames(p.in_shape, p.qtype, 3, seed=7)
-        beats, last = frames_to_beats(x.reshape(len(x), -1), p.qtype, p.simd)
-        job = StreamJob(axis_width(p.simd * p.qtype.bits),
-                        axis_width(p.window_par * p.qtype.bits), beats, last,
-                        len(x) * p.out_beats, stall_in=0.3, stall_out=0.4, seed=4)
-        res = run_amaranth(AxisTop(_FifoThenGenerator(p), out_beats_per_frame=p.out_beats), job)
-        got = beats_to_frames(res.out_beats, p.qtype, p.window_par, p.out_elems)
-        _check(p, x, BlockRun(got, res), swg_par.golden)
+        _check_stalled(p, _FifoThenGenerator(p), seed_x=7, seed=4)
